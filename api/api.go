@@ -1,0 +1,247 @@
+// Package api is Parley's HTTP API: accounts (register, login, logout, password
+// change), token minting for app servers (admin API key), conversations and
+// history for a user's own token, and health endpoints.
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/parleyim/parley/auth"
+	"github.com/parleyim/parley/chat"
+	pb "github.com/parleyim/parley/proto/parleyv1"
+	"github.com/parleyim/parley/store"
+)
+
+// MaxBodyBytes bounds every request body.
+const MaxBodyBytes = 64 << 10
+
+// Config is what the API needs. All fields are required unless stated.
+type Config struct {
+	Store  store.Store
+	Tokens *auth.Tokens
+	Chat   *chat.Service
+	// AdminAPIKeys authenticate /v1/admin/* (header X-Api-Key). Empty disables the admin API.
+	AdminAPIKeys []string
+	// TokenTTL is the lifetime of tokens from register/login/password. Required (> 0).
+	TokenTTL time.Duration
+	// MaxTokenTTL bounds ttl_seconds of minted tokens. Required (> 0).
+	MaxTokenTTL time.Duration
+	// DisableRegistration turns off POST /v1/register (for apps that bring their own users).
+	DisableRegistration bool
+	// Ready reports readiness for /readyz; nil means ready when the store pings.
+	Ready  func(context.Context) error
+	Logger *slog.Logger
+}
+
+// API serves the HTTP routes. Build with New; it is an http.Handler.
+type API struct {
+	cfg    Config
+	mux    *http.ServeMux
+	log    *slog.Logger
+	hashes chan struct{} // bounds concurrent password hashing (CPU-heavy by design)
+	// dummyHash is checked against when a user does not exist, so a login takes
+	// as long for unknown users as for wrong passwords.
+	dummyHash string
+}
+
+// New builds the API.
+func New(cfg Config) (*API, error) {
+	if cfg.Store == nil || cfg.Tokens == nil || cfg.Chat == nil || cfg.TokenTTL <= 0 || cfg.MaxTokenTTL <= 0 {
+		return nil, errors.New("api: incomplete config")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	dummy, err := auth.HashPassword("parley-timing-equaliser")
+	if err != nil {
+		return nil, err
+	}
+	a := &API{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger,
+		hashes: make(chan struct{}, runtime.GOMAXPROCS(0)), dummyHash: dummy}
+	a.routes()
+	return a, nil
+}
+
+// Routes lists every route the API serves ("METHOD /path"), for documentation checks.
+func (a *API) routes() {
+	a.mux.HandleFunc("POST /v1/register", a.register)
+	a.mux.HandleFunc("POST /v1/login", a.login)
+	a.mux.HandleFunc("POST /v1/logout", a.user(a.logout))
+	a.mux.HandleFunc("POST /v1/password", a.user(a.password))
+	a.mux.HandleFunc("GET /v1/conversations", a.user(a.conversations))
+	a.mux.HandleFunc("GET /v1/conversations/{id}/messages", a.user(a.messages))
+	a.mux.HandleFunc("POST /v1/admin/tokens", a.admin(a.mintToken))
+	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	a.mux.HandleFunc("GET /readyz", a.readyz)
+}
+
+// ServeHTTP implements http.Handler.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	a.mux.ServeHTTP(w, r)
+}
+
+// Error codes of the HTTP API (the "code" field of an error body).
+const (
+	codeBadRequest  = "bad_request"
+	codeUnauth      = "unauthenticated"
+	codeDenied      = "permission_denied"
+	codeConflict    = "conflict"
+	codeUnavailable = "unavailable"
+	codeInternal    = "internal"
+	codeTooLarge    = "body_too_large"
+	codeRegisterOff = "registration_disabled"
+	codeBadCreds    = "invalid_credentials"
+)
+
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	var b errorBody
+	b.Error.Code, b.Error.Message = code, msg
+	writeJSON(w, status, b)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+var protoJSON = protojson.MarshalOptions{}
+
+func writeProto(w http.ResponseWriter, m proto.Message) {
+	b, err := protoJSON.Marshal(m)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, codeInternal, "internal error")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}
+
+// decodeBody reads a JSON body of at most MaxBodyBytes into v, refusing unknown fields.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "request body too large")
+		} else {
+			writeError(w, http.StatusBadRequest, codeBadRequest, "malformed JSON body")
+		}
+		return false
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, codeBadRequest, "malformed JSON body")
+		return false
+	}
+	return true
+}
+
+// writeChatError maps a chat error to its HTTP form.
+func writeChatError(w http.ResponseWriter, err error) {
+	var ce *chat.Error
+	if !errors.As(err, &ce) {
+		writeError(w, http.StatusInternalServerError, codeInternal, "internal error")
+		return
+	}
+	switch ce.Code {
+	case pb.ErrorCode_ERROR_CODE_BAD_REQUEST, pb.ErrorCode_ERROR_CODE_TOO_LARGE:
+		writeError(w, http.StatusBadRequest, codeBadRequest, ce.Error())
+	case pb.ErrorCode_ERROR_CODE_UNAUTHENTICATED:
+		writeError(w, http.StatusUnauthorized, codeUnauth, ce.Error())
+	case pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED:
+		writeError(w, http.StatusForbidden, codeDenied, ce.Error())
+	case pb.ErrorCode_ERROR_CODE_UNAVAILABLE:
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, ce.Error())
+	default:
+		writeError(w, http.StatusInternalServerError, codeInternal, "internal error")
+	}
+}
+
+// user wraps a handler that needs a user's bearer token.
+func (a *API) user(h func(http.ResponseWriter, *http.Request, auth.Claims, string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || tok == "" {
+			writeError(w, http.StatusUnauthorized, codeUnauth, "missing bearer token")
+			return
+		}
+		claims, err := a.cfg.Chat.Authenticate(r.Context(), tok)
+		if err != nil {
+			writeChatError(w, err)
+			return
+		}
+		h(w, r, claims, tok)
+	}
+}
+
+// admin wraps a handler that needs an admin API key (header X-Api-Key).
+func (a *API) admin(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !a.adminKeyOK(r.Header.Get("X-Api-Key")) {
+			writeError(w, http.StatusUnauthorized, codeUnauth, "missing or invalid API key")
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (a *API) adminKeyOK(key string) bool {
+	if key == "" {
+		return false
+	}
+	ok := 0
+	for _, k := range a.cfg.AdminAPIKeys {
+		// Compare against every key in constant time; no early exit.
+		ok |= subtle.ConstantTimeCompare([]byte(k), []byte(key))
+	}
+	return ok == 1
+}
+
+func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	var err error
+	if a.cfg.Ready != nil {
+		err = a.cfg.Ready(ctx)
+	} else {
+		err = a.cfg.Store.Ping(ctx)
+	}
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func queryUint(r *http.Request, name string) (uint64, bool) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, true
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	return n, err == nil
+}

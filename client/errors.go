@@ -1,0 +1,88 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	pb "github.com/parleyim/parley/proto/parleyv1"
+)
+
+var (
+	// ErrClosed is returned by requests on a connection that is closed or
+	// closes before the reply arrives. Errors that carry a cause (a
+	// [*DisconnectError], a network error) match it with errors.Is.
+	ErrClosed = errors.New("parley: connection closed")
+
+	// ErrTimeout is returned when no reply arrived within the request timeout
+	// (Options.RequestTimeout). The connection stays open.
+	ErrTimeout = errors.New("parley: request timed out")
+
+	// ErrProtocol reports a reply whose body does not match the request.
+	ErrProtocol = errors.New("parley: unexpected reply")
+)
+
+// Error is an error frame the server answered a request with.
+type Error struct {
+	Code    pb.ErrorCode
+	Message string
+}
+
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("parley: %s", e.Code)
+	}
+	return fmt.Sprintf("parley: %s: %s", e.Code, e.Message)
+}
+
+// Temporary reports whether the same request may succeed later (for a send:
+// retried with the same client_msg_id).
+func (e *Error) Temporary() bool {
+	return e.Code == pb.ErrorCode_ERROR_CODE_UNAVAILABLE ||
+		e.Code == pb.ErrorCode_ERROR_CODE_TOO_MANY_REQUESTS
+}
+
+// IsCode reports whether err is (or wraps) an [*Error] with the given code.
+func IsCode(err error, code pb.ErrorCode) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}
+
+// DisconnectError is why the server closed the connection, from the
+// Disconnect frame it sent just before closing. It matches [ErrClosed] with
+// errors.Is.
+type DisconnectError struct {
+	Code   pb.DisconnectCode
+	Reason string
+	// ReconnectAfter is the server's suggested wait before reconnecting.
+	ReconnectAfter time.Duration
+}
+
+func (e *DisconnectError) Error() string {
+	if e.Reason == "" {
+		return fmt.Sprintf("parley: disconnected: %s", e.Code)
+	}
+	return fmt.Sprintf("parley: disconnected: %s: %s", e.Code, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrClosed) true: a disconnect is a closed connection.
+func (e *DisconnectError) Is(target error) bool { return target == ErrClosed }
+
+// closedError is ErrClosed with its cause (a network or protocol error).
+type closedError struct{ cause error }
+
+func (e *closedError) Error() string        { return "parley: connection closed: " + e.cause.Error() }
+func (e *closedError) Is(target error) bool { return target == ErrClosed }
+func (e *closedError) Unwrap() error        { return e.cause }
+
+func errFromFrame(e *pb.Error) *Error {
+	return &Error{Code: e.GetCode(), Message: e.GetMessage()}
+}
+
+func disconnectErr(d *pb.Disconnect) *DisconnectError {
+	return &DisconnectError{
+		Code:           d.GetCode(),
+		Reason:         d.GetReason(),
+		ReconnectAfter: time.Duration(d.GetReconnectAfterMs()) * time.Millisecond,
+	}
+}

@@ -1,0 +1,48 @@
+// Command parley runs the Parley IM server and its tools.
+//
+//	parley serve [flags]   run a server (see parley serve -h)
+//	parley version
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "serve":
+		err = serve(os.Args[2:])
+	case "version":
+		fmt.Println("parley", version)
+	case "-h", "--help", "help":
+		usage()
+	default:
+		fmt.Fprintf(os.Stderr, "parley: unknown command %q\n\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "parley:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprint(os.Stderr, `usage: parley <command> [flags]
+
+commands:
+  serve     run a Parley server (embedded storage, no other service needed)
+  version   print the version
+
+Run 'parley <command> -h' for a command's flags.
+`)
+}

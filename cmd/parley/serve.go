@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/parleyim/parley/auth"
+	"github.com/parleyim/parley/server"
+)
+
+func serve(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	configPath := fs.String("config", "", "YAML config file (keys: see docs/operations.md)")
+	dataDir := fs.String("data", "", "data directory (default ./data)")
+	httpAddr := fs.String("http", "", "HTTP and WebSocket listen address (default 127.0.0.1:8080)")
+	tcpAddr := fs.String("tcp", "", `TCP listen address (default 127.0.0.1:7070; "off" disables)`)
+	public := fs.Bool("public", false, "listen on all interfaces instead of loopback (same ports)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var cfg server.Config
+	if *configPath != "" {
+		b, err := os.ReadFile(*configPath)
+		if err != nil {
+			return err
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&cfg); err != nil {
+			return fmt.Errorf("config %s: %w", *configPath, err)
+		}
+	}
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&cfg.DataDir, *dataDir)
+	set(&cfg.HTTPAddr, *httpAddr)
+	set(&cfg.TCPAddr, *tcpAddr)
+	if *public {
+		cfg.HTTPAddr = anyHost(cfg.HTTPAddr, "8080")
+		if cfg.TCPAddr != "off" {
+			cfg.TCPAddr = anyHost(cfg.TCPAddr, "7070")
+		}
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	cfg.Logger = log
+
+	srv, err := server.New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(); err != nil {
+		srv.Shutdown(context.Background())
+		return err
+	}
+	data := cfg.DataDir
+	if data == "" {
+		data = "./data"
+	}
+	fmt.Printf("parley %s serving\n", version)
+	fmt.Printf("  HTTP API      http://%s\n", srv.HTTPAddr())
+	fmt.Printf("  WebSocket     ws://%s/ws\n", srv.HTTPAddr())
+	if a := srv.TCPAddr(); a != "" {
+		fmt.Printf("  TCP           %s\n", a)
+	}
+	fmt.Printf("  data          %s\n", data)
+	fmt.Printf("  admin API key in %s (mode 0600)\n", filepath.Join(data, auth.SecretsFile))
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	<-sig
+	log.Info("shutting down")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return srv.Shutdown(ctx)
+}
+
+// anyHost keeps addr's port (or def) and listens on every interface.
+func anyHost(addr, def string) string {
+	if addr == "" {
+		return ":" + def
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return ":" + port
+}

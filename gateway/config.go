@@ -1,0 +1,88 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"time"
+)
+
+// Config configures a Gateway. The zero value of every field selects its
+// documented default; negative values are rejected by New.
+type Config struct {
+	// MaxFrameBytes is the largest client frame accepted, in bytes of payload
+	// (a WebSocket message after reassembly of continuation frames, or a TCP
+	// frame after its 4-byte prefix). Larger frames are refused with
+	// ERROR_CODE_FRAME_TOO_LARGE before anything is allocated for them.
+	// Default 64 KiB; at most 1 GiB.
+	MaxFrameBytes int
+	// SendQueueFrames caps the frames queued for one connection and not yet
+	// handed to the socket. Exceeding it closes the connection with
+	// DISCONNECT_CODE_SLOW. Default 1024.
+	SendQueueFrames int
+	// SendQueueBytes caps the encoded bytes queued or being written for one
+	// connection. Exceeding it closes the connection with DISCONNECT_CODE_SLOW.
+	// Default 4 MiB.
+	SendQueueBytes int
+	// WriteTimeout bounds how long a write to a backed-up socket may take
+	// before the connection is closed with DISCONNECT_CODE_SLOW. Default 10 s.
+	WriteTimeout time.Duration
+	// AuthTimeout is how long a connection may stay without
+	// Conn.SetAuthenticated before it is closed with
+	// DISCONNECT_CODE_AUTH_TIMEOUT. Default 10 s.
+	AuthTimeout time.Duration
+	// IdleTimeout is how long a connection may send no frame (WebSocket
+	// control frames count) before it is closed with
+	// DISCONNECT_CODE_HEARTBEAT_TIMEOUT. Default 90 s (three missed 30 s
+	// heartbeats).
+	IdleTimeout time.Duration
+	// Workers is the number of goroutines that read ready sockets and call
+	// the Handler (epoll driver only). Default 4 × GOMAXPROCS.
+	Workers int
+	// Logger receives panics and unexpected socket errors. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+const (
+	defaultMaxFrameBytes   = 64 << 10
+	defaultSendQueueFrames = 1024
+	defaultSendQueueBytes  = 4 << 20
+	defaultWriteTimeout    = 10 * time.Second
+	defaultAuthTimeout     = 10 * time.Second
+	defaultIdleTimeout     = 90 * time.Second
+	maxMaxFrameBytes       = 1 << 30
+)
+
+// withDefaults validates cfg and fills in its zero fields.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.MaxFrameBytes < 0 || cfg.SendQueueFrames < 0 || cfg.SendQueueBytes < 0 ||
+		cfg.WriteTimeout < 0 || cfg.AuthTimeout < 0 || cfg.IdleTimeout < 0 || cfg.Workers < 0 {
+		return cfg, errors.New("gateway: negative Config value")
+	}
+	if cfg.MaxFrameBytes > maxMaxFrameBytes {
+		return cfg, fmt.Errorf("gateway: MaxFrameBytes %d above %d", cfg.MaxFrameBytes, maxMaxFrameBytes)
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&cfg.MaxFrameBytes, defaultMaxFrameBytes)
+	def(&cfg.SendQueueFrames, defaultSendQueueFrames)
+	def(&cfg.SendQueueBytes, defaultSendQueueBytes)
+	def(&cfg.Workers, 4*runtime.GOMAXPROCS(0))
+	defDur(&cfg.WriteTimeout, defaultWriteTimeout)
+	defDur(&cfg.AuthTimeout, defaultAuthTimeout)
+	defDur(&cfg.IdleTimeout, defaultIdleTimeout)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg, nil
+}

@@ -1,0 +1,371 @@
+package gateway
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/parleyim/parley/wire"
+
+	pb "github.com/parleyim/parley/proto/parleyv1"
+)
+
+// Transport is the kind of connection.
+type Transport uint8
+
+const (
+	// TransportWS is WebSocket: binary messages carry protobuf frames, text
+	// messages JSON frames.
+	TransportWS Transport = iota + 1
+	// TransportTCP is raw TCP with 4-byte big-endian length-prefixed protobuf frames.
+	TransportTCP
+)
+
+func (t Transport) String() string {
+	switch t {
+	case TransportWS:
+		return "ws"
+	case TransportTCP:
+		return "tcp"
+	}
+	return "unknown"
+}
+
+// wsMaxHeader is the largest server frame header, counted with every queued
+// frame so that the byte cap bounds what is really buffered.
+const wsMaxHeader = 10
+
+// maxCtlBytes caps the pong frames waiting to be written: a client that
+// floods pings without reading gets only the first answers (RFC 6455 allows
+// answering only the latest ping).
+const maxCtlBytes = 1024
+
+// Conn is one client connection. Its methods are safe for concurrent use.
+type Conn struct {
+	g         *Gateway
+	id        uint64
+	nc        net.Conn
+	raw       syscall.RawConn // non-nil iff served by the epoll driver
+	transport Transport
+	born      int64 // unix ns at attach
+
+	lastRecv atomic.Int64  // unix ns (Gateway clock) of the last complete frame received
+	authed   atomic.Bool   // set by SetAuthenticated; stops the auth timeout
+	closingF atomic.Bool   // mirrors closing for lock-free checks on hot paths
+	codec    atomic.Uint32 // wire.Codec for replies; written only by the read side
+	value    atomic.Pointer[any]
+
+	// Read-side state, touched only by the goroutine that owns the read side
+	// (readerBusy set under mu, or after finalization by nobody).
+	partial  []byte // bytes of an incomplete frame; nil when none is pending
+	frag     []byte // reassembled payload of a fragmented WS message
+	fragOp   byte   // opcode of that message; 0 when none is in progress
+	codecSet bool   // the first data frame has fixed the reply codec
+
+	mu sync.Mutex
+	// Guarded by mu.
+	queue       []*wire.Outbound // frames not yet handed to a write, in order
+	queuedBytes int              // encoded size of queue (+ header allowance)
+	inflight    int              // bytes taken by a flush and not yet written
+	ctl         []byte           // framed WS pongs, written before queue
+	flushing    bool             // a flush is scheduled or running; only its owner writes
+	backlog     bool             // the flush owner is a backlog goroutine blocked in Write
+	closing     bool             // Close has begun: no more Sends or HandleFrames
+	sockClosed  bool             // the socket has been closed
+	readerBusy  bool             // a goroutine owns the read side and may call HandleFrame
+	finalized   bool             // HandleClose has been (or is being) called
+	wsCloseDue  bool             // a WS close frame is to follow the queue
+	wsStatus    uint16           // its status
+	closeCode   pb.DisconnectCode
+	lingerUntil int64         // unix ns: the close flush gives up at this time
+	registered  bool          // added to the epoll set (ADD once, MOD after)
+	pause       uint8         // pauseNone, pausePaused or pauseDrained
+	resumeCh    chan struct{} // goroutine driver: closed to wake a paused reader
+}
+
+// Read backpressure: a client that pipelines requests faster than it reads
+// the replies stops being read (its socket is not re-armed) while its own
+// send queue is over half a cap, instead of being dropped as slow.
+const (
+	pauseNone    = iota
+	pausePaused  // the reader stopped; resume when the queue drains
+	pauseDrained // drained while the reader was still busy: it resumes
+)
+
+// ID is unique among the Gateway's connections, never reused.
+func (c *Conn) ID() uint64 { return c.id }
+
+// Transport reports how the client is connected.
+func (c *Conn) Transport() Transport { return c.transport }
+
+// Codec is the codec of frames sent to the client: on WebSocket it is fixed
+// by the first data message (text: JSON, binary: protobuf); before that and
+// on TCP it is wire.Proto.
+func (c *Conn) Codec() wire.Codec { return wire.Codec(c.codec.Load()) }
+
+// RemoteAddr is the peer's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// SetAuthenticated stops the auth timeout.
+func (c *Conn) SetAuthenticated() { c.authed.Store(true) }
+
+// Value returns what SetValue stored, or nil.
+func (c *Conn) Value() any {
+	if p := c.value.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// SetValue stores the handler's per-connection state.
+func (c *Conn) SetValue(v any) { c.value.Store(&v) }
+
+// SendFrame is Send(wire.NewOutbound(f)).
+func (c *Conn) SendFrame(f *pb.ServerFrame) bool { return c.Send(wire.NewOutbound(f)) }
+
+// Send queues o for the client and schedules a flush; it never blocks on the
+// socket. It returns false if the connection is closed or closing, or if o
+// would take the queue past SendQueueFrames or SendQueueBytes, in which case
+// the connection is closed with DISCONNECT_CODE_SLOW.
+func (c *Conn) Send(o *wire.Outbound) bool {
+	if o == nil || c.closingF.Load() {
+		return false
+	}
+	// Encoding happens here, once per codec per Outbound, outside the lock.
+	size := len(o.Bytes(c.Codec())) + wsMaxHeader
+	cfg := &c.g.cfg
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return false
+	}
+	if len(c.queue) >= cfg.SendQueueFrames || c.queuedBytes+c.inflight+size > cfg.SendQueueBytes {
+		c.mu.Unlock()
+		if c.beginClose(pb.DisconnectCode_DISCONNECT_CODE_SLOW, "send queue full", nil) {
+			c.g.stats.slowClosed.Add(1)
+		}
+		return false
+	}
+	c.queue = append(c.queue, o)
+	c.queuedBytes += size
+	sched := !c.flushing
+	c.flushing = true
+	c.mu.Unlock()
+	if sched {
+		c.g.flushQ.push(c)
+	}
+	return true
+}
+
+// Close queues a Disconnect frame with code and reason (past the caps),
+// flushes what is queued (giving up after a short linger), closes the
+// socket, and then calls Handler.HandleClose. It does not block; calling it
+// again, or on a closed connection, does nothing.
+func (c *Conn) Close(code pb.DisconnectCode, reason string) {
+	c.beginClose(code, reason, nil)
+}
+
+func disconnectFrame(code pb.DisconnectCode, reason string) *wire.Outbound {
+	return wire.NewOutbound(&pb.ServerFrame{Body: &pb.ServerFrame_Disconnect{
+		Disconnect: &pb.Disconnect{Code: code, Reason: reason},
+	}})
+}
+
+// beginClose starts a graceful close: pre (if any), a Disconnect frame and,
+// on WebSocket, a close frame are queued after everything already queued.
+// It reports whether this call started the close.
+func (c *Conn) beginClose(code pb.DisconnectCode, reason string, pre *wire.Outbound) bool {
+	frames := make([]*wire.Outbound, 0, 2)
+	if pre != nil {
+		frames = append(frames, pre)
+	}
+	frames = append(frames, disconnectFrame(code, reason))
+	return c.closeQueued(code, frames, wsCloseStatus(code))
+}
+
+// closeQueued marks the connection closing, queues frames and (WS, if
+// wsStatus != 0) a close frame, and schedules the flush that ends with
+// closing the socket.
+func (c *Conn) closeQueued(code pb.DisconnectCode, frames []*wire.Outbound, wsStatus uint16) bool {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return false
+	}
+	c.closing = true
+	c.closingF.Store(true)
+	c.closeCode = code
+	c.queue = append(c.queue, frames...)
+	if c.transport == TransportWS && wsStatus != 0 {
+		c.wsCloseDue = true
+		c.wsStatus = wsStatus
+	}
+	c.lingerUntil = time.Now().Add(c.g.linger).UnixNano()
+	if c.backlog {
+		// Cut short a write blocked on a full socket; the backlog goroutine
+		// sets its deadlines under mu too, so this one is not overwritten.
+		_ = c.nc.SetWriteDeadline(time.Unix(0, c.lingerUntil))
+	}
+	sched := !c.flushing
+	c.flushing = true
+	c.mu.Unlock()
+	if sched {
+		c.g.flushQ.push(c)
+	}
+	return true
+}
+
+// abort closes the socket now, dropping whatever is queued: the peer has
+// gone, or the socket failed. code is used unless a close had already begun.
+// It reports whether this call decided the code.
+func (c *Conn) abort(code pb.DisconnectCode) bool {
+	c.mu.Lock()
+	set := !c.closing
+	if set {
+		c.closing = true
+		c.closingF.Store(true)
+		c.closeCode = code
+	}
+	c.queue, c.ctl, c.queuedBytes = nil, nil, 0
+	c.wsCloseDue = false
+	c.mu.Unlock()
+	c.shutSocket()
+	return set
+}
+
+// shutSocket closes the socket once. Whoever finds the socket closed and the
+// read side free first calls finalize, so HandleClose runs exactly once and
+// after the last HandleFrame.
+func (c *Conn) shutSocket() {
+	c.mu.Lock()
+	if c.sockClosed {
+		c.mu.Unlock()
+		return
+	}
+	c.sockClosed = true
+	if c.resumeCh != nil {
+		close(c.resumeCh)
+		c.resumeCh = nil
+	}
+	idle := !c.readerBusy
+	fin := idle && !c.finalized
+	if fin {
+		c.finalized = true
+	}
+	c.mu.Unlock()
+	if c.raw != nil {
+		c.g.poll.del(c)
+		if idle {
+			// Unread input would make close() send RST and discard the
+			// frames just written; read it away first (non-blocking).
+			drain(c.raw)
+		}
+	}
+	_ = c.nc.Close()
+	if fin {
+		c.g.finalize(c)
+	}
+}
+
+// releaseReader gives up the read side. If the socket is already closed the
+// caller finalizes; if the connection is healthy and epoll-driven, it is
+// re-armed.
+func (c *Conn) releaseReader() {
+	c.mu.Lock()
+	c.readerBusy = false
+	fin := c.sockClosed && !c.finalized
+	if fin {
+		c.finalized = true
+	}
+	kick := !fin && !c.closing && c.pause == pauseDrained
+	if kick {
+		c.pause = pauseNone
+	}
+	rearm := !fin && !kick && !c.closing && c.raw != nil && c.pause == pauseNone
+	first := !c.registered
+	if rearm {
+		// Written under mu: the next reader's Lock orders it (the race
+		// detector cannot see the ordering epoll gives).
+		c.registered = true
+	}
+	c.mu.Unlock()
+	switch {
+	case fin:
+		c.g.finalize(c)
+	case kick:
+		go c.resume()
+	case rearm:
+		if err := c.g.poll.arm(c, first); err != nil {
+			c.abort(pb.DisconnectCode_DISCONNECT_CODE_UNSPECIFIED)
+		}
+	}
+	// Otherwise the close flush finalizes once it has closed the socket.
+}
+
+// pauseIfBacklogged pauses reading while the connection's own replies are
+// piling up (over half of either cap). It is called by the reader.
+func (c *Conn) pauseIfBacklogged() bool {
+	cfg := &c.g.cfg
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// A non-empty queue or inflight bytes mean a flush is pending, and that
+	// flush ends in takeLocked finding the queue empty, which resumes.
+	high := !c.closing && (2*len(c.queue) >= cfg.SendQueueFrames || 2*(c.queuedBytes+c.inflight) >= cfg.SendQueueBytes)
+	if high {
+		c.pause = pausePaused
+		if c.raw == nil && c.resumeCh == nil {
+			c.resumeCh = make(chan struct{})
+		}
+	}
+	return high
+}
+
+// resumeLocked is called by a flush that found the queue empty. It reports
+// whether the caller must start resume.
+func (c *Conn) resumeLocked() (kick bool) {
+	switch {
+	case c.pause != pausePaused:
+	case c.resumeCh != nil:
+		close(c.resumeCh)
+		c.resumeCh = nil
+		c.pause = pauseNone
+	case c.readerBusy:
+		c.pause = pauseDrained
+	default:
+		c.pause = pauseNone
+		kick = true
+	}
+	return kick
+}
+
+// resume takes the read side of a paused epoll connection, parses the
+// frames it had left and re-arms it.
+func (c *Conn) resume() {
+	c.mu.Lock()
+	if c.closing || c.readerBusy || c.finalized {
+		c.mu.Unlock()
+		return
+	}
+	c.readerBusy = true
+	c.mu.Unlock()
+	c.consume(nil)
+	c.releaseReader()
+}
+
+// waitResume blocks the goroutine driver's reader while it is paused.
+func (c *Conn) waitResume() {
+	for {
+		c.mu.Lock()
+		ch := c.resumeCh
+		c.mu.Unlock()
+		if ch == nil {
+			return
+		}
+		<-ch
+		if !c.consume(nil) {
+			return
+		}
+	}
+}

@@ -1,0 +1,153 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/parleyim/parley/session"
+)
+
+// Config is the whole configuration of a Parley server. Every field's zero
+// value means the default stated beside it, so Config{} is a working
+// single-node server on loopback with its data in ./data. The YAML keys (for
+// `parley serve --config FILE`) are the snake_case names in the tags.
+type Config struct {
+	// DataDir holds the embedded store and generated secrets. Default "./data".
+	DataDir string `yaml:"data_dir"`
+	// HTTPAddr is the HTTP listen address: the API, and WebSocket at /ws.
+	// Default "127.0.0.1:8080" (loopback only). Use ":0" for a random port.
+	HTTPAddr string `yaml:"http_addr"`
+	// TCPAddr is the raw TCP listen address. Default "127.0.0.1:7070"; "off" disables TCP.
+	TCPAddr string `yaml:"tcp_addr"`
+
+	// MaxFrameBytes is the largest frame accepted from a client. Default 65536.
+	MaxFrameBytes int `yaml:"max_frame_bytes"`
+	// Heartbeat is how often an idle client should ping. Default 30s.
+	Heartbeat time.Duration `yaml:"heartbeat"`
+	// IdleTimeout closes a connection silent this long. Default 3 × Heartbeat.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// AuthTimeout closes a connection that has not authenticated this long after connecting. Default 10s.
+	AuthTimeout time.Duration `yaml:"auth_timeout"`
+	// SendQueueFrames caps each connection's outbound queue, in frames; past it
+	// the connection is closed as slow. Default 1024.
+	SendQueueFrames int `yaml:"send_queue_frames"`
+	// SendQueueBytes caps each connection's outbound queue, in bytes. Default 4 MiB.
+	SendQueueBytes int `yaml:"send_queue_bytes"`
+	// WriteTimeout closes a connection whose socket accepts nothing this long. Default 10s.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+
+	// KickPolicy: "device_type" (default: a login kicks the user's older session
+	// with the same device type), "device" (same device id only) or "none".
+	KickPolicy string `yaml:"kick_policy"`
+	// TokenTTL is the lifetime of tokens issued at register/login. Default 168h (7 days).
+	TokenTTL time.Duration `yaml:"token_ttl"`
+	// MaxTokenTTL bounds tokens minted through the admin API. Default 720h (30 days).
+	MaxTokenTTL time.Duration `yaml:"max_token_ttl"`
+	// DisableRegistration turns off POST /v1/register. Default false (open registration).
+	// Turn it off when an app server mints tokens for its own users, so nobody
+	// can register a user id that belongs to the app.
+	DisableRegistration bool `yaml:"disable_registration"`
+
+	// TokenKey signs the tokens Parley issues (at least 32 bytes). Default:
+	// generated at first start and kept in DataDir/secrets.json (mode 0600).
+	TokenKey string `yaml:"token_key"`
+	// AppSecret lets an app server mint HS256 tokens itself (iss = AppIssuer,
+	// aud = "parley", sub = user id, exp required). Default: generated like TokenKey.
+	AppSecret string `yaml:"app_secret"`
+	// AppIssuer is the iss claim of app-minted tokens. Default "app".
+	AppIssuer string `yaml:"app_issuer"`
+	// AdminAPIKeys authenticate the admin API (header X-Api-Key). Default: one
+	// key generated like TokenKey.
+	AdminAPIKeys []string `yaml:"admin_api_keys"`
+
+	// NoSync skips fsync after each storage batch: faster, but a machine crash
+	// (not a process crash) can lose acknowledged messages. Default false (durable).
+	NoSync bool `yaml:"no_sync"`
+	// NodeID distinguishes message ids of different nodes, 0-1023. Default 0.
+	NodeID uint16 `yaml:"node_id"`
+
+	// Logger receives the server's logs. Default slog.Default(). Not in YAML.
+	Logger *slog.Logger `yaml:"-"`
+}
+
+// withDefaults returns a copy with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.DataDir == "" {
+		c.DataDir = "./data"
+	}
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = "127.0.0.1:8080"
+	}
+	if c.TCPAddr == "" {
+		c.TCPAddr = "127.0.0.1:7070"
+	}
+	if c.MaxFrameBytes == 0 {
+		c.MaxFrameBytes = 64 << 10
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = 30 * time.Second
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 3 * c.Heartbeat
+	}
+	if c.AuthTimeout == 0 {
+		c.AuthTimeout = 10 * time.Second
+	}
+	if c.SendQueueFrames == 0 {
+		c.SendQueueFrames = 1024
+	}
+	if c.SendQueueBytes == 0 {
+		c.SendQueueBytes = 4 << 20
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = 10 * time.Second
+	}
+	if c.TokenTTL == 0 {
+		c.TokenTTL = 7 * 24 * time.Hour
+	}
+	if c.MaxTokenTTL == 0 {
+		c.MaxTokenTTL = 30 * 24 * time.Hour
+	}
+	if c.AppIssuer == "" {
+		c.AppIssuer = "app"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// validate checks a config that already has its defaults.
+func (c Config) validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	_, _, err := net.SplitHostPort(c.HTTPAddr)
+	check(err == nil, "http_addr %q: %v", c.HTTPAddr, err)
+	if c.TCPAddr != "off" {
+		_, _, err = net.SplitHostPort(c.TCPAddr)
+		check(err == nil, "tcp_addr %q: %v", c.TCPAddr, err)
+	}
+	check(c.MaxFrameBytes >= 1024 && c.MaxFrameBytes <= 16<<20, "max_frame_bytes must be 1 KiB..16 MiB, got %d", c.MaxFrameBytes)
+	check(c.Heartbeat >= time.Second, "heartbeat must be at least 1s")
+	check(c.IdleTimeout > c.Heartbeat, "idle_timeout must exceed heartbeat")
+	check(c.AuthTimeout > 0, "auth_timeout must be positive")
+	check(c.SendQueueFrames > 0 && c.SendQueueBytes >= c.MaxFrameBytes, "send queue caps must be positive and send_queue_bytes >= max_frame_bytes")
+	check(c.WriteTimeout > 0, "write_timeout must be positive")
+	_, ok := session.ParseKickPolicy(c.KickPolicy)
+	check(ok, "kick_policy must be device_type, device or none, got %q", c.KickPolicy)
+	check(c.TokenTTL > 0 && c.MaxTokenTTL >= c.TokenTTL, "token_ttl must be positive and at most max_token_ttl")
+	check(c.TokenKey == "" || len(c.TokenKey) >= 32, "token_key must be at least 32 bytes")
+	check(c.AppSecret == "" || len(c.AppSecret) >= 32, "app_secret must be at least 32 bytes")
+	for _, k := range c.AdminAPIKeys {
+		check(len(k) >= 16, "admin API keys must be at least 16 bytes")
+	}
+	check(c.NodeID < 1024, "node_id must be 0-1023")
+	return errors.Join(errs...)
+}

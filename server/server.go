@@ -1,0 +1,228 @@
+// Package server assembles a Parley node from one Config: storage, the
+// connection gateway, the messaging service, routing and the HTTP API.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/parleyim/parley/api"
+	"github.com/parleyim/parley/auth"
+	"github.com/parleyim/parley/chat"
+	"github.com/parleyim/parley/gateway"
+	"github.com/parleyim/parley/route"
+	"github.com/parleyim/parley/session"
+	"github.com/parleyim/parley/store"
+	"github.com/parleyim/parley/store/pebblestore"
+)
+
+// Server is one Parley node. New builds it, Start opens its listeners without
+// blocking, Shutdown drains and stops it. Several servers can run in one process.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	store  store.Store
+	gw     *gateway.Gateway
+	chat   *chat.Service
+	router route.Router
+	api    *api.API
+
+	httpSrv *http.Server
+
+	mu      sync.Mutex // guards the fields below
+	httpLn  net.Listener
+	tcpLn   net.Listener
+	started bool
+	closed  bool
+}
+
+// New validates cfg, opens storage and builds the server. It listens on nothing until Start.
+func New(cfg Config) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("parley: invalid config: %w", err)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("parley: data dir: %w", err)
+	}
+	secrets, err := auth.LoadOrCreateSecrets(cfg.DataDir, auth.Secrets{
+		TokenKey: cfg.TokenKey, AppSecret: cfg.AppSecret, AdminAPIKeys: cfg.AdminAPIKeys,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("parley: secrets: %w", err)
+	}
+	tokens, err := auth.NewTokens([]byte(secrets.TokenKey), []byte(secrets.AppSecret), cfg.AppIssuer, auth.Issuer)
+	if err != nil {
+		return nil, fmt.Errorf("parley: %w", err)
+	}
+	st, err := pebblestore.Open(cfg.DataDir+"/store", pebblestore.Options{NoSync: cfg.NoSync, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("parley: open store: %w", err)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, store: st}
+
+	policy, _ := session.ParseKickPolicy(cfg.KickPolicy)
+	reg := session.NewRegistry(policy)
+	s.router = route.NewInProcess(reg)
+	s.chat = chat.New(chat.Config{
+		NodeID:           cfg.NodeID,
+		HeartbeatSeconds: uint32(cfg.Heartbeat / time.Second),
+		MaxFrameBytes:    uint32(cfg.MaxFrameBytes),
+		Logger:           cfg.Logger,
+	}, st, s.router, reg, tokens)
+	s.gw, err = gateway.New(gateway.Config{
+		MaxFrameBytes:   cfg.MaxFrameBytes,
+		SendQueueFrames: cfg.SendQueueFrames,
+		SendQueueBytes:  cfg.SendQueueBytes,
+		WriteTimeout:    cfg.WriteTimeout,
+		AuthTimeout:     cfg.AuthTimeout,
+		IdleTimeout:     cfg.IdleTimeout,
+		Logger:          cfg.Logger,
+	}, s.chat)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("parley: gateway: %w", err)
+	}
+	s.api, err = api.New(api.Config{
+		Store: st, Tokens: tokens, Chat: s.chat,
+		AdminAPIKeys: secrets.AdminAPIKeys, TokenTTL: cfg.TokenTTL, MaxTokenTTL: cfg.MaxTokenTTL,
+		DisableRegistration: cfg.DisableRegistration,
+		Ready:               s.ready,
+		Logger:              cfg.Logger,
+	})
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("parley: api: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ws", s.gw)
+	mux.Handle("/", s.api)
+	s.httpSrv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+	}
+	return s, nil
+}
+
+// Start opens the listeners and serves in the background.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return errors.New("parley: already started")
+	}
+	httpLn, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("parley: listen http: %w", err)
+	}
+	var tcpLn net.Listener
+	if s.cfg.TCPAddr != "off" {
+		tcpLn, err = net.Listen("tcp", s.cfg.TCPAddr)
+		if err != nil {
+			httpLn.Close()
+			return fmt.Errorf("parley: listen tcp: %w", err)
+		}
+	}
+	s.httpLn, s.tcpLn, s.started = httpLn, tcpLn, true
+	s.chat.Start()
+	go func() {
+		if err := s.httpSrv.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http server stopped", "err", err)
+		}
+	}()
+	if tcpLn != nil {
+		go func() {
+			if err := s.gw.ServeTCP(tcpLn); err != nil && !errors.Is(err, net.ErrClosed) {
+				s.log.Error("tcp listener stopped", "err", err)
+			}
+		}()
+	}
+	return nil
+}
+
+// HTTPAddr is the HTTP listen address once started (WebSocket: ws://HTTPAddr/ws).
+func (s *Server) HTTPAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.httpLn == nil {
+		return ""
+	}
+	return s.httpLn.Addr().String()
+}
+
+// TCPAddr is the TCP listen address once started, "" when TCP is off.
+func (s *Server) TCPAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tcpLn == nil {
+		return ""
+	}
+	return s.tcpLn.Addr().String()
+}
+
+// Stats are the figures the server exposes about itself.
+type Stats struct {
+	Connections int
+	Sessions    int
+	Chat        chat.Stats
+	Gateway     gateway.Stats
+}
+
+// Stats returns current figures.
+func (s *Server) Stats() Stats {
+	return Stats{Connections: s.gw.Len(), Sessions: s.chat.Sessions().Len(), Chat: s.chat.Stats(), Gateway: s.gw.Stats()}
+}
+
+func (s *Server) ready(ctx context.Context) error {
+	if err := s.store.Ping(ctx); err != nil {
+		return err
+	}
+	return s.router.Ready()
+}
+
+// Shutdown stops accepting, closes every connection with a "server shutdown"
+// frame, commits the sends already accepted, and closes storage.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	wasStarted := s.started
+	s.started, s.closed = false, true
+	s.mu.Unlock()
+	if !wasStarted {
+		return s.store.Close()
+	}
+	var errs []error
+	if s.tcpLn != nil {
+		s.tcpLn.Close()
+	}
+	if err := s.httpSrv.Shutdown(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.gw.Shutdown(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.chat.Stop(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.router.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.store.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

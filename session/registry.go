@@ -1,0 +1,188 @@
+// Package session tracks the authenticated sessions (one per connection) held
+// by this node, per user and device, and applies the multi-device kick policy.
+package session
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pb "github.com/parleyim/parley/proto/parleyv1"
+	"github.com/parleyim/parley/wire"
+)
+
+// Conn is what a session needs of its connection.
+type Conn interface {
+	Send(o *wire.Outbound) bool
+	Close(code pb.DisconnectCode, reason string)
+}
+
+// KickPolicy decides which older sessions a new login replaces.
+type KickPolicy uint8
+
+const (
+	// KickSameDeviceType: a login kicks the user's sessions with the same device type (the default).
+	KickSameDeviceType KickPolicy = iota
+	// KickSameDevice: a login kicks only sessions with the same device id (a reconnect of the same install).
+	KickSameDevice
+	// KickNone: any number of sessions per user and device type.
+	KickNone
+)
+
+// ParseKickPolicy maps a config word to a policy.
+func ParseKickPolicy(s string) (KickPolicy, bool) {
+	switch s {
+	case "", "device_type":
+		return KickSameDeviceType, true
+	case "device":
+		return KickSameDevice, true
+	case "none":
+		return KickNone, true
+	}
+	return 0, false
+}
+
+// Session is one authenticated connection. Fields are set before Add and never change.
+type Session struct {
+	ID           string
+	UserID       string
+	DeviceID     string
+	DeviceType   string
+	TokenID      string
+	TokenExpires time.Time
+	Conn         Conn
+	Started      time.Time
+}
+
+const shardCount = 64
+
+type shard struct {
+	mu    sync.RWMutex
+	users map[string][]*Session // guarded by mu; slices are replaced, never mutated in place
+}
+
+// Registry holds this node's sessions. Safe for concurrent use.
+type Registry struct {
+	policy KickPolicy
+	seed   maphash.Seed
+	shards [shardCount]shard
+	count  atomic.Int64
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry(policy KickPolicy) *Registry {
+	r := &Registry{policy: policy, seed: maphash.MakeSeed()}
+	for i := range r.shards {
+		r.shards[i].users = make(map[string][]*Session)
+	}
+	return r
+}
+
+func (r *Registry) shard(uid string) *shard {
+	return &r.shards[maphash.String(r.seed, uid)%shardCount]
+}
+
+// Add registers s and returns the sessions it replaces under the kick policy;
+// they are already removed, and the caller closes them (outside any lock).
+func (r *Registry) Add(s *Session) (kicked []*Session) {
+	sh := r.shard(s.UserID)
+	sh.mu.Lock()
+	old := sh.users[s.UserID]
+	next := make([]*Session, 0, len(old)+1)
+	for _, o := range old {
+		if r.kicks(o, s) {
+			kicked = append(kicked, o)
+			continue
+		}
+		next = append(next, o)
+	}
+	next = append(next, s)
+	sh.users[s.UserID] = next
+	sh.mu.Unlock()
+	r.count.Add(int64(1 - len(kicked)))
+	return kicked
+}
+
+func (r *Registry) kicks(old, s *Session) bool {
+	switch r.policy {
+	case KickSameDeviceType:
+		return old.DeviceType == s.DeviceType || old.DeviceID == s.DeviceID
+	case KickSameDevice:
+		return old.DeviceID == s.DeviceID
+	}
+	return false
+}
+
+// Remove unregisters s; false if it was not registered (for example already kicked).
+func (r *Registry) Remove(s *Session) bool {
+	sh := r.shard(s.UserID)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	old := sh.users[s.UserID]
+	for i, o := range old {
+		if o == s {
+			if len(old) == 1 {
+				delete(sh.users, s.UserID)
+			} else {
+				next := make([]*Session, 0, len(old)-1)
+				next = append(next, old[:i]...)
+				sh.users[s.UserID] = append(next, old[i+1:]...)
+			}
+			r.count.Add(-1)
+			return true
+		}
+	}
+	return false
+}
+
+// Sessions returns a snapshot of the user's sessions on this node.
+func (r *Registry) Sessions(uid string) []*Session {
+	sh := r.shard(uid)
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	return sh.users[uid] // never mutated in place, so safe to share
+}
+
+// Len is the number of sessions on this node.
+func (r *Registry) Len() int { return int(r.count.Load()) }
+
+// DeliverLocal queues out on every local session of the users except the
+// session with id except. It returns the number of sessions it was queued on.
+// Send only queues (no I/O), so holding the read lock across it is cheap.
+func (r *Registry) DeliverLocal(users []string, out *wire.Outbound, except string) int {
+	n := 0
+	for i, uid := range users {
+		if dupBefore(users, i) {
+			continue
+		}
+		for _, s := range r.Sessions(uid) {
+			if s.ID != except && s.Conn.Send(out) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func dupBefore(users []string, i int) bool {
+	for j := 0; j < i; j++ {
+		if users[j] == users[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// CloseUser closes every local session of uid for which match returns true
+// (match nil: all of them).
+func (r *Registry) CloseUser(uid string, code pb.DisconnectCode, reason string, match func(*Session) bool) int {
+	n := 0
+	for _, s := range r.Sessions(uid) {
+		if match == nil || match(s) {
+			s.Conn.Close(code, reason)
+			n++
+		}
+	}
+	return n
+}

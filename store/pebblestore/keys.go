@@ -1,0 +1,121 @@
+package pebblestore
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// Key layout. Every key starts with a one-byte namespace. String components
+// are length-prefixed (uvarint length, then the bytes), so a key decodes in
+// exactly one way whatever bytes an id holds, and the keys of one id never
+// share a prefix with the keys of another ("a" vs "a\x00b").
+//
+//	'm' lp(conversation) seq(8, big-endian)   -> message         (range scans by seq)
+//	'l' lp(conversation)                      -> newest seq      (one point lookup on a cold start)
+//	'd' lp(from) lp(client_msg_id)            -> conversation+seq (de-dup index)
+//	'c' lp(user) lp(conversation)             -> empty            (conversation list)
+//	'k' lp(conversation) lp(user)             -> delivered, read  (cursors)
+//	'u' lp(user)                              -> user record
+//	't' lp(token id)                          -> expiry           (revoked tokens)
+const (
+	nsMessage byte = 'm'
+	nsLastSeq byte = 'l'
+	nsDedup   byte = 'd'
+	nsConv    byte = 'c'
+	nsCursor  byte = 'k'
+	nsUser    byte = 'u'
+	nsToken   byte = 't'
+)
+
+var errBadKey = errors.New("malformed key")
+
+// appendLP appends a length-prefixed string.
+func appendLP(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// lpLen is the encoded size of appendLP(nil, s).
+func lpLen(s string) int {
+	return uvarintLen(uint64(len(s))) + len(s)
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
+	}
+	return n
+}
+
+// readLP decodes one length-prefixed string from b and returns the rest.
+func readLP(b []byte) (string, []byte, error) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 || n > uint64(len(b)-w) {
+		return "", nil, errBadKey
+	}
+	end := w + int(n)
+	return string(b[w:end]), b[end:], nil
+}
+
+// messagePrefix is 'm' lp(conv): the common prefix of a conversation's messages.
+func messagePrefix(b []byte, conv string) []byte {
+	return appendLP(append(b, nsMessage), conv)
+}
+
+func messageKey(b []byte, conv string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(messagePrefix(b, conv), seq)
+}
+
+func messageKeyLen(conv string) int { return 1 + lpLen(conv) + 8 }
+
+// seqFromMessageKey returns the seq of a key that starts with prefix.
+func seqFromMessageKey(key, prefix []byte) (uint64, bool) {
+	if len(key) != len(prefix)+8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(key[len(prefix):]), true
+}
+
+func lastSeqKey(b []byte, conv string) []byte {
+	return appendLP(append(b, nsLastSeq), conv)
+}
+
+func dedupKey(b []byte, from, clientMsgID string) []byte {
+	return appendLP(appendLP(append(b, nsDedup), from), clientMsgID)
+}
+
+func convPrefix(b []byte, user string) []byte {
+	return appendLP(append(b, nsConv), user)
+}
+
+func convKey(b []byte, user, conv string) []byte {
+	return appendLP(convPrefix(b, user), conv)
+}
+
+func cursorKey(b []byte, conv, user string) []byte {
+	return appendLP(appendLP(append(b, nsCursor), conv), user)
+}
+
+func userKey(b []byte, id string) []byte {
+	return appendLP(append(b, nsUser), id)
+}
+
+func tokenKey(b []byte, id string) []byte {
+	return appendLP(append(b, nsToken), id)
+}
+
+// prefixEnd returns the smallest key greater than every key with the prefix
+// (the exclusive upper bound of a prefix scan). Prefixes here always start
+// with a namespace byte below 0xff, so the result is never empty.
+func prefixEnd(prefix []byte) []byte {
+	end := append([]byte(nil), prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		end[i]++
+		if end[i] != 0 {
+			return end[:i+1]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,245 @@
+package pebblestore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/parleyim/parley/store"
+)
+
+// getBody reads and verifies key's value; found is false when there is none.
+// The body is a copy, valid after the call.
+func (s *Store) getBody(key []byte) (body []byte, found bool, err error) {
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, mapErr(err)
+	}
+	defer closer.Close()
+	b, err := unframe(key, v)
+	if err != nil {
+		return nil, false, err
+	}
+	return append([]byte(nil), b...), true, nil
+}
+
+func (s *Store) put(key, body []byte) error {
+	return mapErr(s.db.Set(key, frame(key, body), s.wo))
+}
+
+// SetCursors implements store.Store. The whole call is one atomic batch.
+func (s *Store) SetCursors(ctx context.Context, cursors []store.Cursor) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.closeMu.RUnlock()
+	s.cursorMu.Lock()
+	defer s.cursorMu.Unlock()
+
+	type value struct{ delivered, read uint64 }
+	// Values raised earlier in this call, so repeats of one cursor combine.
+	raised := make(map[string]value, len(cursors))
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, c := range cursors {
+		key := cursorKey(nil, c.ConversationID, c.UserID)
+		cur, ok := raised[string(key)]
+		if !ok {
+			body, found, err := s.getBody(key)
+			if err != nil {
+				return err
+			}
+			if found {
+				if cur.delivered, cur.read, err = decodeCursor(key, body); err != nil {
+					return err
+				}
+			}
+		}
+		next := value{max(cur.delivered, c.Delivered), max(cur.read, c.Read)}
+		if next == cur {
+			continue
+		}
+		raised[string(key)] = next
+		if err := b.Set(key, frame(key, encodeCursor(next.delivered, next.read)), nil); err != nil {
+			return err
+		}
+	}
+	if b.Empty() {
+		return nil
+	}
+	return mapErr(b.Commit(s.wo))
+}
+
+// GetCursor implements store.Store; the returned Cursor names the conversation and user.
+func (s *Store) GetCursor(ctx context.Context, conversationID, userID string) (store.Cursor, error) {
+	c := store.Cursor{ConversationID: conversationID, UserID: userID}
+	if err := s.enter(ctx); err != nil {
+		return store.Cursor{}, err
+	}
+	defer s.closeMu.RUnlock()
+	key := cursorKey(nil, conversationID, userID)
+	body, found, err := s.getBody(key)
+	if err != nil || !found {
+		return c, err
+	}
+	c.Delivered, c.Read, err = decodeCursor(key, body)
+	if err != nil {
+		return store.Cursor{}, err
+	}
+	return c, nil
+}
+
+var errEmptyUserID = errors.New("pebblestore: empty user id")
+
+// CreateUser implements store.Store.
+func (s *Store) CreateUser(ctx context.Context, u store.User) error {
+	return s.writeUser(ctx, u, false)
+}
+
+// UpdateUser implements store.Store.
+func (s *Store) UpdateUser(ctx context.Context, u store.User) error {
+	return s.writeUser(ctx, u, true)
+}
+
+func (s *Store) writeUser(ctx context.Context, u store.User, mustExist bool) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.closeMu.RUnlock()
+	if u.ID == "" {
+		return errEmptyUserID
+	}
+	s.userMu.Lock()
+	defer s.userMu.Unlock()
+	key := userKey(nil, u.ID)
+	_, found, err := s.getBody(key)
+	if err != nil {
+		return err
+	}
+	switch {
+	case found && !mustExist:
+		return store.ErrExists
+	case !found && mustExist:
+		return store.ErrNotFound
+	}
+	return s.put(key, encodeUser(u))
+}
+
+// GetUser implements store.Store.
+func (s *Store) GetUser(ctx context.Context, id string) (store.User, error) {
+	if err := s.enter(ctx); err != nil {
+		return store.User{}, err
+	}
+	defer s.closeMu.RUnlock()
+	key := userKey(nil, id)
+	body, found, err := s.getBody(key)
+	if err != nil {
+		return store.User{}, err
+	}
+	if !found {
+		return store.User{}, store.ErrNotFound
+	}
+	return decodeUser(key, id, body)
+}
+
+// RevokeToken implements store.Store. Revoking an id twice keeps the later
+// expiry. Expired records are purged at Open and at most hourly here.
+func (s *Store) RevokeToken(ctx context.Context, tokenID string, expires time.Time) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.closeMu.RUnlock()
+	s.tokenMu.Lock()
+	defer s.tokenMu.Unlock()
+	key := tokenKey(nil, tokenID)
+	body, found, err := s.getBody(key)
+	if err != nil {
+		return err
+	}
+	if found {
+		prev, err := decodeToken(key, body)
+		if err != nil {
+			return err
+		}
+		if prev.After(expires) {
+			expires = prev
+		}
+	}
+	if err := s.put(key, encodeToken(expires)); err != nil {
+		return err
+	}
+	if now := time.Now(); now.Sub(s.lastPurge) > tokenPurgeInterval {
+		s.purgeTokens(now)
+	}
+	return nil
+}
+
+// TokenRevoked implements store.Store. A record past its expiry still
+// answers true until purged: the token has expired anyway, and erring
+// towards "revoked" is the safe side.
+func (s *Store) TokenRevoked(ctx context.Context, tokenID string) (bool, error) {
+	if err := s.enter(ctx); err != nil {
+		return false, err
+	}
+	defer s.closeMu.RUnlock()
+	key := tokenKey(nil, tokenID)
+	body, found, err := s.getBody(key)
+	if err != nil || !found {
+		return false, err
+	}
+	if _, err := decodeToken(key, body); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// purgeTokens deletes revoked-token records that expired before now. A
+// corrupt record is kept (and reported when read) rather than guessed at.
+// Failing to purge only keeps expired records longer, so it is logged, not
+// returned: it must not fail Open or a revocation that was stored.
+func (s *Store) purgeTokens(now time.Time) {
+	if err := s.purgeTokensErr(now); err != nil {
+		s.log.Error("pebblestore: purging expired token revocations", "err", err)
+	}
+}
+
+func (s *Store) purgeTokensErr(now time.Time) error {
+	s.lastPurge = now
+	prefix := []byte{nsToken}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return mapErr(err)
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for valid := it.First(); valid; valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			break
+		}
+		body, err := unframe(it.Key(), v)
+		if err != nil {
+			continue
+		}
+		if exp, err := decodeToken(it.Key(), body); err == nil && exp.Before(now) {
+			_ = b.Delete(it.Key(), nil)
+		}
+	}
+	err = it.Error()
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return mapErr(err)
+	}
+	if b.Empty() {
+		return nil
+	}
+	// Losing a purge in a crash only keeps expired records a little longer.
+	return mapErr(b.Commit(pebble.NoSync))
+}
