@@ -20,7 +20,7 @@ import (
 
 type nopHandler struct{}
 
-func (nopHandler) HandleFrame(*Conn, *pb.ClientFrame)    {}
+func (nopHandler) HandleFrame(*Conn, *pb.ClientFrame)   {}
 func (nopHandler) HandleClose(*Conn, pb.DisconnectCode) {}
 
 // BenchmarkIdleConnMemory measures the server-side process memory of idle

@@ -119,8 +119,8 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.started {
-		return errors.New("parley: already started")
+	if s.started || s.closed {
+		return errors.New("parley: already started or shut down")
 	}
 	httpLn, err := net.Listen("tcp", s.cfg.HTTPAddr)
 	if err != nil {

@@ -1,6 +1,7 @@
 // Command parley runs the Parley IM server and its tools.
 //
 //	parley serve [flags]   run a server (see parley serve -h)
+//	parley bench SCENARIO  load-test a server (see parley bench -h)
 //	parley version
 package main
 
@@ -21,6 +22,8 @@ func main() {
 	switch os.Args[1] {
 	case "serve":
 		err = serve(os.Args[2:])
+	case "bench":
+		err = benchCmd(os.Args[2:])
 	case "version":
 		fmt.Println("parley", version)
 	case "-h", "--help", "help":
@@ -41,6 +44,7 @@ func usage() {
 
 commands:
   serve     run a Parley server (embedded storage, no other service needed)
+  bench     load-test a server: login, user, order, conns, soak (see docs/benchmarks.md)
   version   print the version
 
 Run 'parley <command> -h' for a command's flags.

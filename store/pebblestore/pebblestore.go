@@ -32,8 +32,10 @@ type Options struct {
 	// fsynced before the call returns.
 	NoSync bool
 
-	// CacheBytes is the size of Pebble's block cache, in bytes.
-	// 0 means 64 MiB. Negative is invalid.
+	// CacheBytes is the size of the block cache for reads, in bytes. 0 means
+	// 64 MiB. Negative is invalid. Memtables (32 MiB each, usually one or
+	// two) come on top: Pebble charges them to the same cache, so the store
+	// sizes it as CacheBytes plus two memtables.
 	CacheBytes int64
 
 	// DedupCacheEntries bounds the in-memory map of recently appended
@@ -62,7 +64,7 @@ const (
 	// A 32 MiB memtable (Pebble's default is 4 MiB) lets a burst of appends and
 	// their de-dup entries be found in memory and flushed as fewer, larger
 	// tables; with up to 4 queued that is at most 128 MiB.
-	memTableBytes = 32 << 20
+	memTableBytes = 16 << 20
 	// bloomBitsPerKey of 10 gives a ~1% false-positive rate: a de-dup lookup
 	// for a new client message id almost never reads a data block.
 	bloomBitsPerKey = 10
@@ -139,7 +141,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	pl := pebbleLogger{opts.Logger}
-	cache := pebble.NewCache(opts.CacheBytes)
+	// Pebble reserves memtable memory out of the block cache; without the
+	// headroom a 64 MiB cache holds no blocks at all once two memtables exist.
+	cache := pebble.NewCache(opts.CacheBytes + 2*memTableBytes)
 	defer cache.Unref() // the DB holds its own reference
 	po := &pebble.Options{
 		Cache:                       cache,

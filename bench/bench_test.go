@@ -1,0 +1,320 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parleyim/parley/server"
+)
+
+// TestMain lets the test binary act as a --procs worker: the coordinator
+// re-executes it with "bench-worker" as its first argument.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "bench-worker" {
+		if err := ServeWorker(context.Background(), os.Stdin, os.Stdout); err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+const testKey = "bench-test-admin-key-0123456789"
+
+// startServer starts a real server on loopback ports in a temp dir and
+// returns a config pointing at it.
+func startServer(t *testing.T, scenario string) Config {
+	t.Helper()
+	srv, err := server.New(server.Config{
+		DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", TCPAddr: "127.0.0.1:0",
+		AdminAPIKeys: []string{testKey},
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	cfg := DefaultConfig(scenario)
+	cfg.HTTPBase, cfg.WSAddr, cfg.TCPAddr, err = Addrs(srv.HTTPAddr(), srv.TCPAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.APIKey = testKey
+	cfg.Timeout = 30 * time.Second // every run here ends by itself well before
+	cfg.Drain = 5 * time.Second
+	return cfg
+}
+
+// run runs cfg and checks what every report must hold.
+func run(t *testing.T, cfg Config, o Options) *Report {
+	t.Helper()
+	var progress bytes.Buffer
+	o.Progress = &progress
+	o.ServerPID = os.Getpid()
+	o.ServerSharesProcess = true
+	rep, err := Run(context.Background(), cfg, o)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if !rep.Passed {
+		t.Fatalf("failed: %v", rep.Failures)
+	}
+	if rep.Server == nil || rep.Server.PID != os.Getpid() || rep.Server.RSSPeak == 0 {
+		t.Errorf("server usage %+v", rep.Server)
+	}
+	if !strings.Contains(progress.String(), "conn ") {
+		t.Errorf("no progress lines: %q", progress.String())
+	}
+	var text bytes.Buffer
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"Summary:\n  Total:\t", "Requests/sec:", "Response time histogram:", "Latency distribution:\n  10% in ", "99.9% in ", "Status code distribution:\n  [ok]\t"} {
+		if !strings.Contains(text.String(), s) {
+			t.Errorf("text report lacks %q:\n%s", s, text.String())
+		}
+	}
+	var page bytes.Buffer
+	if err := rep.WriteHTML(&page); err != nil || !strings.Contains(page.String(), "<canvas") && !strings.Contains(page.String(), "createElement('canvas')") {
+		t.Errorf("html: %v", err)
+	}
+	if strings.Contains(page.String(), "http://") && strings.Contains(page.String(), "<script src") {
+		t.Error("the HTML page loads something from the network")
+	}
+	checkJSON(t, rep)
+	return rep
+}
+
+// checkJSON checks the stable field names, and that the report survives
+// the round trip workers use.
+func checkJSON(t *testing.T, rep *Report) {
+	t.Helper()
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"scenario", "config", "started_at", "processes", "total_seconds", "requests", "ok",
+		"requests_per_sec", "latency", "latency_summary", "status", "series", "passed", "server"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("JSON lacks %q", k)
+		}
+	}
+	if cfg := m["config"].(map[string]any); cfg["api_key"] != "" {
+		t.Error("the API key is in the report")
+	}
+	if d, ok := m["delivery"].(map[string]any); ok {
+		for _, k := range []string{"sent", "acked", "sends_per_sec", "expected", "received", "lost", "duplicated",
+			"out_of_order", "deliveries_per_sec", "e2e_latency", "e2e_summary"} {
+			if _, ok := d[k]; !ok {
+				t.Errorf("JSON delivery lacks %q", k)
+			}
+		}
+	}
+	var back Report
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Latency.Count() != rep.Latency.Count() || back.LatencySummary.Percentiles[7] != rep.LatencySummary.Percentiles[7] {
+		t.Error("the JSON round trip changed the latency")
+	}
+}
+
+// checkDelivery asserts a message run delivered everything it should.
+func checkDelivery(t *testing.T, rep *Report, requests, expected uint64) {
+	t.Helper()
+	d := rep.Delivery
+	if rep.Requests != requests || rep.OK != requests || rep.Status["ok"] != requests {
+		t.Errorf("requests %d ok %d status %v, want %d", rep.Requests, rep.OK, rep.Status, requests)
+	}
+	if d == nil {
+		t.Fatal("no delivery section")
+	}
+	if d.Sent != requests || d.Acked != requests || d.Expected != expected || d.Received != expected ||
+		d.Lost != 0 || d.Duplicated != 0 || d.OutOfOrder != 0 || d.AckOutOfOrder != 0 {
+		t.Errorf("delivery %+v, want %d sent and %d received", d, requests, expected)
+	}
+	if d.E2E.Count() != expected || d.DeliveriesPerSec <= 0 || d.SendsPerSec <= 0 {
+		t.Errorf("e2e count %d, rates %v/%v", d.E2E.Count(), d.SendsPerSec, d.DeliveriesPerSec)
+	}
+}
+
+func TestLogin(t *testing.T) {
+	t.Parallel()
+	cfg := startServer(t, "login")
+	cfg.Count, cfg.Concurrency = 300, 10
+	rep := run(t, cfg, Options{})
+	if rep.Requests != 300 || rep.OK != 300 || rep.Latency.Count() != 300 || rep.RequestsPerSec <= 0 {
+		t.Errorf("requests %d ok %d latencies %d", rep.Requests, rep.OK, rep.Latency.Count())
+	}
+}
+
+func TestUserOverTCP(t *testing.T) {
+	t.Parallel()
+	cfg := startServer(t, "user")
+	cfg.Count, cfg.Concurrency, cfg.Transport = 400, 8, "tcp"
+	checkDelivery(t, run(t, cfg, Options{}), 400, 400)
+}
+
+func TestUserHalfOnlineJSONCodec(t *testing.T) {
+	t.Parallel()
+	cfg := startServer(t, "user")
+	cfg.Count, cfg.Concurrency, cfg.Online, cfg.Codec = 400, 4, 0.5, "json"
+	rep := run(t, cfg, Options{})
+	// 4 pairs, 2 receivers online; each sender takes from one budget, so
+	// the online share of sends is not exactly half: check the sums.
+	d := rep.Delivery
+	if rep.Requests != 400 || d.Acked != 400 || d.Expected == 0 || d.Expected >= 400 || d.Received != d.Expected || d.Lost != 0 {
+		t.Errorf("delivery %+v", d)
+	}
+}
+
+func TestOrder(t *testing.T) {
+	t.Parallel()
+	cfg := startServer(t, "order")
+	cfg.Count, cfg.Window = 500, 32
+	checkDelivery(t, run(t, cfg, Options{}), 500, 500)
+}
+
+func TestConns(t *testing.T) {
+	t.Parallel()
+	cfg := startServer(t, "conns")
+	cfg.Count, cfg.Concurrency, cfg.Hold = 200, 20, 1500*time.Millisecond
+	cfg.SourceIPs = []string{"127.0.0.1", "127.0.0.2"} // loopback answers on all of 127/8
+	rep := run(t, cfg, Options{})
+	c := rep.Conns
+	if c == nil || c.Target != 200 || c.Held != 200 || rep.OK != 200 {
+		t.Fatalf("conns %+v ok %d", c, rep.OK)
+	}
+	if c.ServerRSSBaseline == 0 || c.ServerRSSHeld == 0 {
+		t.Errorf("no RSS figures: %+v", c)
+	}
+}
+
+func TestSoak(t *testing.T) {
+	t.Parallel()
+	cfg := startServer(t, "soak")
+	cfg.Concurrency, cfg.Rate, cfg.Duration = 5, 50, 2*time.Second
+	rep := run(t, cfg, Options{})
+	d := rep.Delivery
+	// 10 senders at 50/s for 2 s: about 1,000 sends, all delivered.
+	if d.Acked < 500 || d.Acked > 1100 || d.Expected != d.Acked || d.Received != d.Acked {
+		t.Errorf("delivery %+v", d)
+	}
+	if len(rep.Series) < 2 || rep.TotalSeconds < 1.9 || rep.TotalSeconds > 5 {
+		t.Errorf("series %d samples, total %.2f s", len(rep.Series), rep.TotalSeconds)
+	}
+}
+
+func TestProcsMerge(t *testing.T) {
+	t.Parallel()
+	cfg := startServer(t, "user")
+	cfg.Count, cfg.Concurrency = 300, 6
+	rep := run(t, cfg, Options{Procs: 2, WorkerCommand: []string{os.Args[0], "bench-worker"}})
+	if rep.Processes != 2 {
+		t.Errorf("processes %d", rep.Processes)
+	}
+	checkDelivery(t, rep, 300, 300)
+}
+
+func TestRemoteWorkers(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeWorkers(ctx, ln) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	cfg := startServer(t, "login")
+	cfg.Count, cfg.Concurrency = 301, 4
+	addr := ln.Addr().String()
+	rep := run(t, cfg, Options{Workers: []string{addr, addr}})
+	if rep.Processes != 2 || rep.Requests != 301 || rep.OK != 301 {
+		t.Errorf("processes %d requests %d ok %d", rep.Processes, rep.Requests, rep.OK)
+	}
+}
+
+func TestBoundedByDuration(t *testing.T) {
+	t.Parallel()
+	cfg := startServer(t, "user")
+	cfg.Count, cfg.Concurrency, cfg.Duration = 0, 2, 700*time.Millisecond
+	t0 := time.Now()
+	rep := run(t, cfg, Options{})
+	if el := time.Since(t0); el > 10*time.Second {
+		t.Errorf("a 0.7 s run took %v", el)
+	}
+	if rep.Requests == 0 || rep.Delivery.Lost != 0 {
+		t.Errorf("requests %d delivery %+v", rep.Requests, rep.Delivery)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	cfg := DefaultConfig("user")
+	cfg.HTTPBase, cfg.APIKey = "http://127.0.0.1:1", "k"
+	for name, mod := range map[string]func(*Config){
+		"unbounded":   func(c *Config) { c.Count, c.Duration = 0, 0 },
+		"json on tcp": func(c *Config) { c.Transport, c.Codec = "tcp", "json" },
+		"scenario":    func(c *Config) { c.Scenario = "group" },
+		"online":      func(c *Config) { c.Online = 2 },
+		"size":        func(c *Config) { c.Size = 3 },
+	} {
+		c := cfg
+		mod(&c)
+		if _, err := Run(context.Background(), c, Options{}); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	c := DefaultConfig("order")
+	c.HTTPBase, c.APIKey = cfg.HTTPBase, "k"
+	if _, err := Run(context.Background(), c, Options{Procs: 2}); err == nil {
+		t.Error("order split over processes")
+	}
+}
+
+func TestAddrs(t *testing.T) {
+	h, w, tcp, err := Addrs("ws://10.0.0.1:8080/ws", "")
+	if err != nil || h != "http://10.0.0.1:8080" || w != "ws://10.0.0.1:8080/ws" || tcp != "tcp://10.0.0.1:7070" {
+		t.Fatalf("%q %q %q %v", h, w, tcp, err)
+	}
+	if _, _, _, err := Addrs("nohost", ""); err == nil {
+		t.Fatal("accepted an address without a port")
+	}
+}
+
+func TestListenerPID(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	pid, err := ListenerPID(ln.Addr().(*net.TCPAddr).Port)
+	if err != nil || pid != os.Getpid() {
+		t.Fatalf("pid %d, %v; want %d", pid, err, os.Getpid())
+	}
+}

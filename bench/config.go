@@ -1,0 +1,151 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+)
+
+// Config is one benchmark run. The same struct travels as JSON to worker
+// processes (each gets its share); field names are stable snake_case.
+type Config struct {
+	// Scenario is one of Scenarios().
+	Scenario string `json:"scenario"`
+	// Count is -c: requests (logins, sends, connections) in total; 0 means
+	// no count limit (Duration must then bound the run).
+	Count int `json:"count"`
+	// Concurrency is -t: goroutines issuing requests (login), sender/receiver
+	// pairs (user, soak) or dialing goroutines (conns).
+	Concurrency int `json:"concurrency"`
+	// Online is -p, the share of receivers that are online (user), 0..1.
+	Online float64 `json:"online"`
+	// Window is how many sends the order scenario keeps in flight.
+	Window int `json:"window"`
+	// Rate is each soak sender's messages per second (0: as fast as acks allow).
+	Rate float64 `json:"rate"`
+	// Size is the message payload size in bytes (at least 24: the header the
+	// bench embeds: stream, number, send time).
+	Size int `json:"size"`
+	// Hold is how long conns keeps its connections open once all are up.
+	Hold time.Duration `json:"hold_ns"`
+	// Duration bounds the timed phase (0: until Count is done).
+	Duration time.Duration `json:"duration_ns"`
+	// Timeout is the hard cap on the whole run, setup and drain included.
+	Timeout time.Duration `json:"timeout_ns"`
+	// Drain is how long to wait, after the last send, for deliveries.
+	Drain time.Duration `json:"drain_ns"`
+	// DeliveredAck makes receivers send cumulative delivered cursors (the
+	// second step of the two-step ACK), as real clients do.
+	DeliveredAck bool `json:"delivered_ack"`
+
+	// HTTPBase is the server's HTTP API, "http://host:port".
+	HTTPBase string `json:"http_base"`
+	// WSAddr is the WebSocket URL, "ws://host:port/ws".
+	WSAddr string `json:"ws_addr"`
+	// TCPAddr is the raw TCP address, "tcp://host:port".
+	TCPAddr string `json:"tcp_addr"`
+	// Transport is "ws" or "tcp"; Codec "proto" or "json" (ws only).
+	Transport string `json:"transport"`
+	Codec     string `json:"codec"`
+	// APIKey authenticates token minting (X-Api-Key). It is sent to remote
+	// workers in clear over their TCP link: use workers on trusted networks.
+	APIKey string `json:"api_key"`
+	// Prefix starts every user id of the run (random per run, so runs
+	// against the same server never share users).
+	Prefix string `json:"prefix"`
+	// SourceIPs are local addresses outgoing connections are spread over
+	// (raw connections only: conns and order's sender).
+	SourceIPs []string `json:"source_ips,omitempty"`
+}
+
+// DefaultConfig returns the defaults of a scenario's flags.
+func DefaultConfig(scenario string) Config {
+	c := Config{
+		Scenario: scenario, Count: 100, Concurrency: 10, Online: 1, Window: 64,
+		Size: 64, Hold: 10 * time.Second, Timeout: 10 * time.Minute,
+		Drain: 10 * time.Second, DeliveredAck: true, Transport: "ws", Codec: "proto",
+	}
+	switch scenario {
+	case "order":
+		c.Count, c.Concurrency = 10000, 1
+	case "conns":
+		c.Count, c.Concurrency = 1000, 50
+	case "soak":
+		c.Count, c.Duration, c.Rate = 0, time.Minute, 10
+	}
+	return c
+}
+
+// validate checks a config whose addresses are filled in.
+func (c Config) validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	_, ok := newScenario(c.Scenario)
+	check(ok, "unknown scenario %q (have %s)", c.Scenario, strings.Join(Scenarios(), ", "))
+	check(c.Count >= 0, "-c must be >= 0")
+	check(c.Count > 0 || c.Duration > 0, "-c 0 needs --duration: a run must be bounded")
+	check(c.Concurrency >= 1, "-t must be >= 1")
+	check(c.Online >= 0 && c.Online <= 1, "-p must be within 0..1")
+	check(c.Window >= 1, "--window must be >= 1")
+	check(c.Rate >= 0, "--rate must be >= 0")
+	check(c.Size >= payloadHeader && c.Size <= 60000, "--size must be %d..60000", payloadHeader)
+	check(c.Timeout > 0, "--timeout must be positive")
+	check(c.Duration >= 0 && c.Hold >= 0 && c.Drain >= 0, "durations must not be negative")
+	check(c.Transport == "ws" || c.Transport == "tcp", "--transport must be ws or tcp")
+	check(c.Codec == "proto" || c.Codec == "json", "--codec must be proto or json")
+	check(!(c.Transport == "tcp" && c.Codec == "json"), "--codec json needs --transport ws (TCP is protobuf only)")
+	check(c.HTTPBase != "", "no server address (-a or --embedded)")
+	check(c.APIKey != "", "no admin API key (--api-key, --data DIR or --embedded)")
+	for _, ip := range c.SourceIPs {
+		check(net.ParseIP(ip) != nil, "--source-ips: %q is not an IP address", ip)
+	}
+	return errors.Join(errs...)
+}
+
+// share returns worker i's part of c when n workers run it: requests and
+// concurrency split as evenly as integers allow, and its own user prefix.
+func (c Config) share(i, n int) Config {
+	part := func(total int) int {
+		p := total / n
+		if i < total%n {
+			p++
+		}
+		return p
+	}
+	s := c
+	s.Count = part(c.Count)
+	s.Concurrency = max(part(c.Concurrency), 1)
+	if c.Count > 0 && s.Count == 0 {
+		s.Concurrency = 0 // nothing to do for this worker
+	}
+	s.Prefix = fmt.Sprintf("%sw%d-", c.Prefix, i)
+	return s
+}
+
+// Addrs derives the three server addresses from -a (HTTP host:port, with or
+// without a scheme) and the TCP address (host:port; empty: the HTTP host at
+// port 7070, the server's default).
+func Addrs(httpAddr, tcpAddr string) (httpBase, wsAddr, tcp string, err error) {
+	for _, p := range []string{"http://", "ws://", "https://", "wss://"} {
+		httpAddr = strings.TrimPrefix(httpAddr, p)
+	}
+	httpAddr = strings.TrimSuffix(strings.TrimSuffix(httpAddr, "/ws"), "/")
+	host, _, err := net.SplitHostPort(httpAddr)
+	if err != nil {
+		return "", "", "", fmt.Errorf("-a %q: want host:port", httpAddr)
+	}
+	if tcpAddr == "" {
+		tcpAddr = net.JoinHostPort(host, "7070")
+	}
+	tcpAddr = strings.TrimPrefix(tcpAddr, "tcp://")
+	if _, _, err := net.SplitHostPort(tcpAddr); err != nil {
+		return "", "", "", fmt.Errorf("--tcp %q: want host:port", tcpAddr)
+	}
+	return "http://" + httpAddr, "ws://" + httpAddr + "/ws", "tcp://" + tcpAddr, nil
+}

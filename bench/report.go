@@ -1,0 +1,333 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Report is a run's result, from one process or merged from several. Its
+// JSON form (--json) has stable snake_case names:
+//
+//	scenario, config            what ran (config.api_key is blanked)
+//	started_at                  RFC 3339 time the timed phase began
+//	processes                   load processes whose results were merged
+//	total_seconds               timed phase: first request to last answer
+//	requests, ok                finished requests, and those that succeeded
+//	requests_per_sec            requests / total_seconds
+//	latency                     histogram of successful requests (see histJSON)
+//	latency_summary             fastest_s, slowest_s, average_s, percentiles [{p, s}]
+//	status                      outcome → count ("ok", ERROR_CODE_…, DISCONNECT_CODE_…, timeout, …)
+//	delivery                    message scenarios: see Delivery
+//	conns                       conns: see Conns
+//	server                      server CPU and memory when its pid is known: see ServerUsage
+//	series                      one Sample per second of the timed phase (and the drain)
+//	passed, failures            the reliability verdict and why it failed
+//	notes                       caveats about the figures
+type Report struct {
+	Scenario       string            `json:"scenario"`
+	Config         Config            `json:"config"`
+	StartedAt      time.Time         `json:"started_at"`
+	Processes      int               `json:"processes"`
+	TotalSeconds   float64           `json:"total_seconds"`
+	Requests       uint64            `json:"requests"`
+	OK             uint64            `json:"ok"`
+	RequestsPerSec float64           `json:"requests_per_sec"`
+	Latency        *Histogram        `json:"latency"`
+	LatencySummary Summary           `json:"latency_summary"`
+	Status         map[string]uint64 `json:"status"`
+	Delivery       *Delivery         `json:"delivery,omitempty"`
+	Conns          *Conns            `json:"conns,omitempty"`
+	Server         *ServerUsage      `json:"server,omitempty"`
+	Series         []Sample          `json:"series"`
+	Passed         bool              `json:"passed"`
+	Failures       []string          `json:"failures,omitempty"`
+	Notes          []string          `json:"notes,omitempty"`
+}
+
+// Summary condenses a histogram, in seconds.
+type Summary struct {
+	FastestS    float64      `json:"fastest_s"`
+	SlowestS    float64      `json:"slowest_s"`
+	AverageS    float64      `json:"average_s"`
+	Percentiles []Percentile `json:"percentiles"`
+}
+
+// Percentile is the value (seconds) at or below which P percent fall.
+type Percentile struct {
+	P float64 `json:"p"`
+	S float64 `json:"s"`
+}
+
+// Delivery is what message scenarios check: every message acked to its
+// sender reaches its online receiver once, in order.
+type Delivery struct {
+	Sent             uint64     `json:"sent"`               // send frames issued
+	Acked            uint64     `json:"acked"`              // sends acked by the server
+	SendsPerSec      float64    `json:"sends_per_sec"`      // acked / total_seconds
+	Expected         uint64     `json:"expected"`           // acked messages to online receivers
+	Received         uint64     `json:"received"`           // distinct messages received
+	ReceivedUnacked  uint64     `json:"received_unacked"`   // received although the send got no ack (timeouts): not an error
+	Lost             uint64     `json:"lost"`               // expected but never received
+	Duplicated       uint64     `json:"duplicated"`         // received more than once
+	OutOfOrder       uint64     `json:"out_of_order"`       // received after a later message of its stream
+	AckOutOfOrder    uint64     `json:"ack_out_of_order"`   // acked with a seq not above that of an earlier send
+	DeliverySeconds  float64    `json:"delivery_seconds"`   // timed phase start to last receipt
+	DeliveriesPerSec float64    `json:"deliveries_per_sec"` // received / delivery_seconds
+	E2E              *Histogram `json:"e2e_latency"`        // send → receipt at the receiver
+	E2ESummary       Summary    `json:"e2e_summary"`
+}
+
+// Conns is the idle-connection result.
+type Conns struct {
+	Target            uint64  `json:"target"`              // connections asked for
+	Held              uint64  `json:"held"`                // connections open when the hold ended
+	ServerRSSBaseline uint64  `json:"server_rss_baseline"` // bytes, before connecting
+	ServerRSSHeld     uint64  `json:"server_rss_held"`     // bytes, highest sample while all were held
+	BytesPerConn      float64 `json:"bytes_per_conn"`      // (held - baseline) / target; 0 when unknown
+}
+
+// ServerUsage is the server process's CPU and memory, sampled each second
+// from /proc.
+type ServerUsage struct {
+	PID            int     `json:"pid"`
+	SharesProcess  bool    `json:"shares_process"`  // the load generator ran in the same process
+	CPUAvgPercent  float64 `json:"cpu_avg_percent"` // 100 = one core busy
+	CPUMaxPercent  float64 `json:"cpu_max_percent"`
+	RSSBaseline    uint64  `json:"rss_baseline"` // bytes, when the timed phase began
+	RSSPeak        uint64  `json:"rss_peak"`
+	RSSEnd         uint64  `json:"rss_end"`
+	SampledSeconds int     `json:"sampled_seconds"`
+}
+
+// Sample is one second of a run: counts of events within it (T-1, T] and
+// the state at its end.
+type Sample struct {
+	T                float64 `json:"t"` // seconds since the timed phase began
+	Connected        int64   `json:"connected"`
+	Requests         uint64  `json:"requests"`
+	Errors           uint64  `json:"errors"`
+	Sent             uint64  `json:"sent"`
+	Acked            uint64  `json:"acked"`
+	Delivered        uint64  `json:"delivered"`
+	ServerCPUPercent float64 `json:"server_cpu_percent,omitempty"`
+	ServerRSSBytes   uint64  `json:"server_rss_bytes,omitempty"`
+}
+
+var percentiles = []float64{10, 25, 50, 75, 90, 95, 99, 99.9}
+
+func summarize(h *Histogram) Summary {
+	s := Summary{FastestS: h.Min().Seconds(), SlowestS: h.Max().Seconds(), AverageS: h.Mean().Seconds()}
+	for _, p := range percentiles {
+		s.Percentiles = append(s.Percentiles, Percentile{p, h.Percentile(p).Seconds()})
+	}
+	return s
+}
+
+// merge folds o (another process's share of the same run) into r.
+func (r *Report) merge(o *Report) {
+	r.Processes += o.Processes
+	r.TotalSeconds = max(r.TotalSeconds, o.TotalSeconds)
+	if r.StartedAt.IsZero() || (!o.StartedAt.IsZero() && o.StartedAt.Before(r.StartedAt)) {
+		r.StartedAt = o.StartedAt
+	}
+	r.Requests += o.Requests
+	r.OK += o.OK
+	r.Latency.Merge(o.Latency)
+	for k, v := range o.Status {
+		r.Status[k] += v
+	}
+	if o.Delivery != nil {
+		if r.Delivery == nil {
+			r.Delivery = &Delivery{E2E: NewHistogram()}
+		}
+		d, e := r.Delivery, o.Delivery
+		d.Sent += e.Sent
+		d.Acked += e.Acked
+		d.Expected += e.Expected
+		d.Received += e.Received
+		d.ReceivedUnacked += e.ReceivedUnacked
+		d.Lost += e.Lost
+		d.Duplicated += e.Duplicated
+		d.OutOfOrder += e.OutOfOrder
+		d.AckOutOfOrder += e.AckOutOfOrder
+		d.DeliverySeconds = max(d.DeliverySeconds, e.DeliverySeconds)
+		d.E2E.Merge(e.E2E)
+	}
+	if o.Conns != nil {
+		if r.Conns == nil {
+			r.Conns = &Conns{}
+		}
+		r.Conns.Target += o.Conns.Target
+		r.Conns.Held += o.Conns.Held
+	}
+	for i, s := range o.Series {
+		if i >= len(r.Series) {
+			r.Series = append(r.Series, Sample{T: s.T})
+		}
+		t := &r.Series[i]
+		t.T = max(t.T, s.T)
+		t.Connected += s.Connected
+		t.Requests += s.Requests
+		t.Errors += s.Errors
+		t.Sent += s.Sent
+		t.Acked += s.Acked
+		t.Delivered += s.Delivered
+	}
+	r.Notes = append(r.Notes, o.Notes...)
+	r.Failures = append(r.Failures, o.Failures...)
+}
+
+// finalize derives rates, summaries and the verdict from the counts.
+func (r *Report) finalize() {
+	if r.TotalSeconds > 0 {
+		r.RequestsPerSec = float64(r.Requests) / r.TotalSeconds
+	}
+	r.LatencySummary = summarize(r.Latency)
+	if d := r.Delivery; d != nil {
+		if r.TotalSeconds > 0 {
+			d.SendsPerSec = float64(d.Acked) / r.TotalSeconds
+		}
+		if d.DeliverySeconds > 0 {
+			d.DeliveriesPerSec = float64(d.Received) / d.DeliverySeconds
+		}
+		d.E2ESummary = summarize(d.E2E)
+		if d.Lost > 0 {
+			r.Failures = append(r.Failures, fmt.Sprintf("%d messages lost", d.Lost))
+		}
+		if d.Duplicated > 0 {
+			r.Failures = append(r.Failures, fmt.Sprintf("%d messages duplicated", d.Duplicated))
+		}
+		if d.OutOfOrder > 0 {
+			r.Failures = append(r.Failures, fmt.Sprintf("%d messages out of order", d.OutOfOrder))
+		}
+		if d.AckOutOfOrder > 0 {
+			r.Failures = append(r.Failures, fmt.Sprintf("%d acks out of send order", d.AckOutOfOrder))
+		}
+	}
+	if c := r.Conns; c != nil && c.Held < c.Target {
+		r.Failures = append(r.Failures, fmt.Sprintf("%d of %d connections not held", c.Target-c.Held, c.Target))
+	}
+	slices.Sort(r.Failures)
+	r.Failures = slices.Compact(r.Failures)
+	slices.Sort(r.Notes)
+	r.Notes = slices.Compact(r.Notes)
+	r.Passed = len(r.Failures) == 0
+}
+
+// secsFormat picks kimbench's 4 decimals, or more for sub-10 ms latencies
+// that 4 decimals would flatten to 0.000x.
+func secsFormat(slowest float64) string {
+	switch {
+	case slowest >= 0.01:
+		return "%4.4f"
+	case slowest >= 0.001:
+		return "%4.5f"
+	}
+	return "%4.6f"
+}
+
+// WriteText writes the report in kimbench's layout (Summary, Response time
+// histogram, Latency distribution, Status code distribution), followed by
+// the delivery, connection and server sections that apply.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	c := r.Config
+	fmt.Fprintf(&b, "parley bench %s -c %d -t %d (%s/%s, %d process", r.Scenario, c.Count, c.Concurrency, c.Transport, c.Codec, r.Processes)
+	if r.Processes != 1 {
+		b.WriteString("es")
+	}
+	b.WriteString(")\n\n")
+	writeLatency(&b, "Summary:", r.Latency, r.LatencySummary, r.TotalSeconds, r.RequestsPerSec)
+	b.WriteString("\nStatus code distribution:\n")
+	keys := slices.Sorted(maps.Keys(r.Status))
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  [%s]\t%d responses\n", k, r.Status[k])
+	}
+	if d := r.Delivery; d != nil {
+		b.WriteString("\nDelivery:\n")
+		fmt.Fprintf(&b, "  Sends/sec:\t%.4f\n", d.SendsPerSec)
+		fmt.Fprintf(&b, "  Deliveries/sec:\t%.4f\n", d.DeliveriesPerSec)
+		fmt.Fprintf(&b, "  Sent:\t%d\n  Acked:\t%d\n", d.Sent, d.Acked)
+		fmt.Fprintf(&b, "  Expected:\t%d\n  Received:\t%d\n", d.Expected, d.Received)
+		if d.ReceivedUnacked > 0 {
+			fmt.Fprintf(&b, "  Received unacked:\t%d (sends that timed out but were stored)\n", d.ReceivedUnacked)
+		}
+		fmt.Fprintf(&b, "  Lost:\t%d\n  Duplicated:\t%d\n  Out of order:\t%d\n", d.Lost, d.Duplicated, d.OutOfOrder)
+		if d.AckOutOfOrder > 0 {
+			fmt.Fprintf(&b, "  Acks out of send order:\t%d\n", d.AckOutOfOrder)
+		}
+		b.WriteString("\n")
+		writeLatency(&b, "End-to-end latency (send → receipt at the receiver):", d.E2E, d.E2ESummary, d.DeliverySeconds, -1)
+	}
+	if cn := r.Conns; cn != nil {
+		b.WriteString("\nConnections:\n")
+		fmt.Fprintf(&b, "  Target:\t%d\n  Held:\t%d\n", cn.Target, cn.Held)
+		if cn.BytesPerConn > 0 {
+			fmt.Fprintf(&b, "  Server RSS:\t%s before, %s held\n", mib(cn.ServerRSSBaseline), mib(cn.ServerRSSHeld))
+			fmt.Fprintf(&b, "  Server memory per connection:\t%.2f KiB\n", cn.BytesPerConn/1024)
+		}
+	}
+	if s := r.Server; s != nil {
+		fmt.Fprintf(&b, "\nServer (pid %d, /proc sampled each second, %d samples", s.PID, s.SampledSeconds)
+		if s.SharesProcess {
+			b.WriteString("; the load generator runs in this process too")
+		}
+		b.WriteString("):\n")
+		fmt.Fprintf(&b, "  CPU:\tavg %.1f%%, max %.1f%% (100%% = one core)\n", s.CPUAvgPercent, s.CPUMaxPercent)
+		fmt.Fprintf(&b, "  RSS:\t%s at start, %s peak, %s at end\n", mib(s.RSSBaseline), mib(s.RSSPeak), mib(s.RSSEnd))
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "\nNote: %s\n", n)
+	}
+	if r.Delivery != nil || r.Conns != nil {
+		if r.Passed {
+			b.WriteString("\nReliability: PASS\n")
+		} else {
+			fmt.Fprintf(&b, "\nReliability: FAIL (%s)\n", strings.Join(r.Failures, "; "))
+		}
+	} else if !r.Passed {
+		fmt.Fprintf(&b, "\nFAIL (%s)\n", strings.Join(r.Failures, "; "))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeLatency writes a kimbench Summary, Response time histogram and
+// Latency distribution for h. perSec < 0 leaves out Requests/sec.
+func writeLatency(b *strings.Builder, title string, h *Histogram, s Summary, total, perSec float64) {
+	f := secsFormat(s.SlowestS)
+	fmt.Fprintf(b, "%s\n", title)
+	fmt.Fprintf(b, "  Total:\t%4.4f secs\n", total)
+	fmt.Fprintf(b, "  Slowest:\t"+f+" secs\n", s.SlowestS)
+	fmt.Fprintf(b, "  Fastest:\t"+f+" secs\n", s.FastestS)
+	fmt.Fprintf(b, "  Average:\t"+f+" secs\n", s.AverageS)
+	if perSec >= 0 {
+		fmt.Fprintf(b, "  Requests/sec:\t%4.4f\n", perSec)
+	}
+	if h.Count() == 0 {
+		return
+	}
+	b.WriteString("\nResponse time histogram:\n")
+	marks, counts := h.spread(4)
+	var top uint64
+	for _, c := range counts {
+		top = max(top, c)
+	}
+	for i, m := range marks {
+		bar := 0
+		if top > 0 {
+			bar = int(counts[i] * 40 / top)
+		}
+		fmt.Fprintf(b, "  "+f+" [%d]\t|%s\n", m.Seconds(), counts[i], strings.Repeat("■", bar))
+	}
+	b.WriteString("\nLatency distribution:\n")
+	for _, p := range s.Percentiles {
+		fmt.Fprintf(b, "  %v%% in "+f+" secs\n", p.P, p.S)
+	}
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

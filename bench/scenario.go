@@ -1,0 +1,46 @@
+package bench
+
+import (
+	"context"
+	"slices"
+)
+
+// Scenario is one kind of load. A run calls Setup (untimed: users, tokens,
+// connections), then Run (timed: it returns once the budget is spent — see
+// Env.Take — or ctx ends), then Finish (drain and verify, fill in the
+// report, close everything). A scenario runs its share of the config in one
+// process; the coordinator merges the shares' reports.
+type Scenario interface {
+	Setup(ctx context.Context, e *Env) error
+	Run(ctx context.Context, e *Env) error
+	Finish(ctx context.Context, e *Env, r *Report) error
+}
+
+// newScenario makes a fresh scenario by name. New ones (group, send-rate,
+// fanout, mixed, push) are added here and to Scenarios.
+func newScenario(name string) (Scenario, bool) {
+	switch name {
+	case "login":
+		return &loginScenario{}, true
+	case "user":
+		return &pairScenario{}, true
+	case "soak":
+		return &pairScenario{soak: true}, true
+	case "order":
+		return &orderScenario{}, true
+	case "conns":
+		return &connsScenario{}, true
+	}
+	return nil, false
+}
+
+// Scenarios lists the scenario names, sorted.
+func Scenarios() []string {
+	s := []string{"conns", "login", "order", "soak", "user"}
+	slices.Sort(s)
+	return s
+}
+
+// splittable reports whether a scenario's load can be shared by several
+// processes (order is one sender and one receiver).
+func splittable(name string) bool { return name != "order" }

@@ -1,0 +1,277 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/parleyim/parley/bench"
+)
+
+// benchCmd is `parley bench <scenario> [flags]` and `parley bench worker`.
+func benchCmd(args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		benchUsage()
+		if len(args) == 0 {
+			return errors.New("bench: which scenario?")
+		}
+		return nil
+	}
+	name := args[0]
+	if name == "worker" {
+		return benchWorker(args[1:])
+	}
+	if !slices.Contains(bench.Scenarios(), name) {
+		benchUsage()
+		return fmt.Errorf("bench: unknown scenario %q", name)
+	}
+	cfg := bench.DefaultConfig(name)
+	fs := flag.NewFlagSet("bench "+name, flag.ContinueOnError)
+	fs.IntVar(&cfg.Count, "c", cfg.Count, countHelp(name))
+	fs.IntVar(&cfg.Concurrency, "t", cfg.Concurrency, concHelp(name))
+	addr := fs.String("a", "127.0.0.1:8080", "server HTTP address host:port (WebSocket at ws://ADDR/ws)")
+	tcpAddr := fs.String("tcp", "", "server TCP address host:port (default: the -a host, port 7070)")
+	fs.StringVar(&cfg.Transport, "transport", cfg.Transport, "ws or tcp")
+	fs.StringVar(&cfg.Codec, "codec", cfg.Codec, "proto or json (json: WebSocket only)")
+	fs.StringVar(&cfg.APIKey, "api-key", "", "admin API key, to mint users' tokens (or --data)")
+	dataDir := fs.String("data", "", "the server's data directory: read the API key from DIR/secrets.json")
+	embedded := fs.Bool("embedded", false, "start a server in this process, in a temporary directory")
+	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "bound the timed phase (0: until -c is done)")
+	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "hard cap on the whole run, setup and drain included")
+	jsonOut := fs.String("json", "", "write the JSON report to FILE")
+	htmlOut := fs.String("html", "", "write the HTML report (charts, no network needed) to FILE")
+	procs := fs.Int("procs", 1, "run the load in N worker processes of this machine and merge their reports")
+	workers := fs.String("workers", "", "run the load on remote workers host:port,... (parley bench worker --listen)")
+	sourceIPs := fs.String("source-ips", "", "spread raw connections (conns, order's sender) over these local IPs, e.g. 127.0.0.2,127.0.0.3")
+	serverPID := fs.Int("server-pid", 0, "sample this server process's CPU and memory (default: found by port when local)")
+	quiet := fs.Bool("quiet", false, "no live progress on stderr")
+	fs.IntVar(&cfg.Size, "size", cfg.Size, "message payload bytes (at least 24)")
+	switch name {
+	case "user", "soak", "order":
+		fs.BoolVar(&cfg.DeliveredAck, "ack", cfg.DeliveredAck, "receivers send delivered cursors (two-step ACK)")
+		fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "after the last send, wait this long at most for deliveries")
+	}
+	switch name {
+	case "user":
+		fs.Float64Var(&cfg.Online, "p", cfg.Online, "share of receivers online, 0..1")
+	case "soak":
+		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "messages per second per user (0: as fast as acks come)")
+	case "order":
+		fs.IntVar(&cfg.Window, "window", cfg.Window, "sends in flight")
+	case "conns":
+		fs.DurationVar(&cfg.Hold, "hold", cfg.Hold, "hold the connections this long once all are up")
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(os.Stderr, "usage: parley bench %s [flags]\n\n%s\n\nflags:\n", name, scenarioHelp(name))
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench: unexpected arguments %q", fs.Args())
+	}
+	if *sourceIPs != "" {
+		cfg.SourceIPs = strings.Split(*sourceIPs, ",")
+	}
+	opts := bench.Options{Procs: *procs, ServerPID: *serverPID}
+	if *workers != "" {
+		opts.Workers = strings.Split(*workers, ",")
+	}
+	if !*quiet {
+		opts.Progress = os.Stderr
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if *embedded {
+		srv, err := bench.StartEmbedded(nil)
+		if err != nil {
+			return fmt.Errorf("bench: embedded server: %w", err)
+		}
+		defer srv.Close()
+		srv.Apply(&cfg)
+		if opts.ServerPID == 0 {
+			opts.ServerPID, opts.ServerSharesProcess = os.Getpid(), true
+		}
+	} else {
+		var err error
+		if cfg.HTTPBase, cfg.WSAddr, cfg.TCPAddr, err = bench.Addrs(*addr, *tcpAddr); err != nil {
+			return err
+		}
+		if cfg.APIKey == "" && *dataDir != "" {
+			if cfg.APIKey, err = apiKeyFrom(*dataDir); err != nil {
+				return err
+			}
+		}
+		if opts.ServerPID == 0 {
+			opts.ServerPID = localServerPID(cfg.HTTPBase)
+		}
+	}
+
+	rep, err := bench.Run(ctx, cfg, opts)
+	if rep != nil {
+		fmt.Println()
+		if werr := rep.WriteText(os.Stdout); werr != nil {
+			return werr
+		}
+		if *jsonOut != "" {
+			b, _ := json.MarshalIndent(rep, "", "  ")
+			if werr := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); werr != nil {
+				return werr
+			}
+		}
+		if *htmlOut != "" {
+			f, werr := os.Create(*htmlOut)
+			if werr != nil {
+				return werr
+			}
+			werr = rep.WriteHTML(f)
+			if cerr := f.Close(); werr == nil {
+				werr = cerr
+			}
+			if werr != nil {
+				return werr
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if !rep.Passed {
+		return fmt.Errorf("bench: reliability check failed: %s", strings.Join(rep.Failures, "; "))
+	}
+	return nil
+}
+
+// benchWorker is `parley bench worker`: a load process for a coordinator,
+// over stdin/stdout (--stdio, started by --procs) or TCP (--listen).
+func benchWorker(args []string) error {
+	fs := flag.NewFlagSet("bench worker", flag.ContinueOnError)
+	listen := fs.String("listen", "", "accept coordinators (parley bench ... --workers) on this address")
+	stdio := fs.Bool("stdio", false, "run one job read from stdin, results on stdout (how --procs starts workers)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	switch {
+	case *stdio:
+		return bench.ServeWorker(ctx, os.Stdin, os.Stdout)
+	case *listen != "":
+		ln, err := net.Listen("tcp", *listen)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "parley bench worker listening on %s\n", ln.Addr())
+		return bench.ServeWorkers(ctx, ln)
+	}
+	return errors.New("bench worker: give --listen ADDR or --stdio")
+}
+
+// apiKeyFrom reads admin_api_keys[0] from the server's DIR/secrets.json.
+func apiKeyFrom(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "secrets.json"))
+	if err != nil {
+		return "", fmt.Errorf("bench: --data: %w", err)
+	}
+	var s struct {
+		AdminAPIKeys []string `json:"admin_api_keys"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil || len(s.AdminAPIKeys) == 0 {
+		return "", fmt.Errorf("bench: --data: no admin_api_keys in %s", filepath.Join(dir, "secrets.json"))
+	}
+	return s.AdminAPIKeys[0], nil
+}
+
+// localServerPID finds the server's process when it listens on this
+// machine's loopback; 0 otherwise (the report then has no server section).
+func localServerPID(httpBase string) int {
+	host, port, err := net.SplitHostPort(strings.TrimPrefix(httpBase, "http://"))
+	if err != nil {
+		return 0
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return 0
+	}
+	p, _ := strconv.Atoi(port)
+	pid, err := bench.ListenerPID(p)
+	if err != nil {
+		return 0
+	}
+	return pid
+}
+
+func countHelp(name string) string {
+	switch name {
+	case "login":
+		return "logins in total"
+	case "conns":
+		return "connections to open and hold"
+	case "soak":
+		return "messages in total (0: until --duration ends)"
+	}
+	return "messages in total"
+}
+
+func concHelp(name string) string {
+	switch name {
+	case "login":
+		return "concurrent logins"
+	case "conns":
+		return "concurrent dials"
+	case "order":
+		return "ignored: order is one sender and one receiver"
+	}
+	return "sender/receiver pairs (each sender has one request in flight)"
+}
+
+func scenarioHelp(name string) string {
+	switch name {
+	case "login":
+		return "login: connect + authenticate until auth_ok, then close (kimbench login)."
+	case "user":
+		return "user: 1:1 sends, each timed until its ack (after durable store); delivery to the\n-p share of online receivers verified: none lost, duplicated or out of order (kimbench user)."
+	case "order":
+		return "order: one sender pipelines -c messages (--window in flight) to one receiver;\nthe server's seqs and the receiver's order must equal the send order (WuKongIM ordering)."
+	case "conns":
+		return "conns: open -c idle authenticated connections, hold them, report the server's\nRSS per connection (needs the server's pid: local server or --server-pid; --procs past 19k)."
+	case "soak":
+		return "soak: -t pairs message each other at --rate for --duration; reliability checked,\nserver CPU and memory sampled each second."
+	}
+	return ""
+}
+
+func benchUsage() {
+	fmt.Fprintf(os.Stderr, `usage: parley bench <scenario> [flags]
+       parley bench worker --listen ADDR | --stdio
+
+scenarios:
+`)
+	for _, s := range bench.Scenarios() {
+		fmt.Fprintf(os.Stderr, "  %s\n", strings.ReplaceAll(scenarioHelp(s), "\n", "\n    "))
+	}
+	fmt.Fprintf(os.Stderr, `
+common flags: -c N -t N -a HOST:PORT [--tcp HOST:PORT] [--transport ws|tcp] [--codec proto|json]
+  [--api-key KEY | --data DIR | --embedded] [--duration D] [--timeout D] [--procs N]
+  [--workers HOST:PORT,...] [--source-ips IP,...] [--server-pid PID] [--json FILE] [--html FILE]
+Run 'parley bench <scenario> -h' for a scenario's flags.
+`)
+}
