@@ -86,11 +86,15 @@ type Service struct {
 	tokens   *auth.Tokens
 	log      *slog.Logger
 
-	sends   chan *pendingSend // to the committer
-	cursors chan store.Cursor // to the cursor writer
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	stopped sync.Once
+	sends       chan *pendingSend   // to the committer
+	committed   chan committedBatch // committer to deliverer
+	spare       chan []*pendingSend // batch slices back for reuse
+	delivered   chan struct{}       // closed when deliverLoop has finished
+	cursorsDone chan struct{}       // closed when cursorLoop has finished
+	cursors     chan store.Cursor   // to the cursor writer
+	stop        chan struct{}
+	wg          sync.WaitGroup
+	stopped     sync.Once
 
 	nextSession atomic.Uint64
 	ids         idGen // used by the committer goroutine only
@@ -117,9 +121,13 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 	cfg.setDefaults()
 	s := &Service{
 		cfg: cfg, store: st, router: rt, sessions: reg, tokens: tokens, log: cfg.Logger,
-		sends:   make(chan *pendingSend, cfg.QueueDepth),
-		cursors: make(chan store.Cursor, 4096),
-		stop:    make(chan struct{}),
+		sends:       make(chan *pendingSend, cfg.QueueDepth),
+		committed:   make(chan committedBatch, 2),
+		spare:       make(chan []*pendingSend, 4),
+		delivered:   make(chan struct{}),
+		cursorsDone: make(chan struct{}),
+		cursors:     make(chan store.Cursor, 4096),
+		stop:        make(chan struct{}),
 	}
 	s.ids.node = uint64(cfg.NodeID & 1023)
 	return s
@@ -127,8 +135,9 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 
 // Start runs the committer and the cursor writer.
 func (s *Service) Start() {
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.commitLoop()
+	go s.deliverLoop()
 	go s.cursorLoop()
 }
 
@@ -374,12 +383,13 @@ func (s *Service) buildMessage(uid string, m *pb.Send) (*pb.Message, error) {
 }
 
 // commitLoop is the single committer: it takes every send waiting, stores the
-// batch durably in one Append, then ACKs and delivers in seq order. One
-// committer per node keeps per-conversation delivery order equal to seq order.
+// batch durably in one Append, and hands the results to deliverLoop, which
+// ACKs and delivers them while the next batch is being stored. One committer
+// and one deliverer per node, each working in batch order, keep
+// per-conversation delivery order equal to seq order.
 func (s *Service) commitLoop() {
 	defer s.wg.Done()
-	batch := make([]*pendingSend, 0, s.cfg.MaxBatch)
-	msgs := make([]*pb.Message, 0, s.cfg.MaxBatch)
+	defer close(s.committed)
 	for {
 		var first *pendingSend
 		select {
@@ -392,7 +402,7 @@ func (s *Service) commitLoop() {
 				return
 			}
 		}
-		batch = append(batch[:0], first)
+		batch := append(s.takeBatch(), first)
 	drain:
 		for len(batch) < s.cfg.MaxBatch {
 			select {
@@ -402,50 +412,79 @@ func (s *Service) commitLoop() {
 				break drain
 			}
 		}
-		s.commit(batch, msgs[:0])
-		clear(batch)
+		s.committed <- s.commit(batch)
 	}
 }
 
-func (s *Service) commit(batch []*pendingSend, msgs []*pb.Message) {
+// committedBatch is a stored (or failed) batch on its way to deliverLoop.
+type committedBatch struct {
+	sends []*pendingSend
+	res   []store.AppendResult
+	err   error
+}
+
+// takeBatch returns an empty batch slice, reusing one deliverLoop is done with.
+func (s *Service) takeBatch() []*pendingSend {
+	select {
+	case b := <-s.spare:
+		return b[:0]
+	default:
+		return make([]*pendingSend, 0, s.cfg.MaxBatch)
+	}
+}
+
+func (s *Service) commit(batch []*pendingSend) committedBatch {
 	now := time.Now()
 	ms := now.UnixMilli()
-	for _, p := range batch {
+	msgs := make([]*pb.Message, len(batch))
+	for i, p := range batch {
 		p.msg.ServerTime = ms
 		p.msg.MessageId = s.ids.next(ms)
-		msgs = append(msgs, p.msg)
+		msgs[i] = p.msg
 	}
 	res, err := s.store.Append(context.Background(), msgs)
 	s.stats.batches.Add(1)
 	s.stats.commitNs.Add(uint64(time.Since(now)))
-	if err != nil {
-		s.log.Warn("append failed; sends answered UNAVAILABLE", "batch", len(batch), "err", err)
-		s.stats.failed.Add(uint64(len(batch)))
-		for _, p := range batch {
-			p.conn.SendFrame(errorFrame(p.reqID, pb.ErrorCode_ERROR_CODE_UNAVAILABLE))
-		}
-		return
-	}
+	return committedBatch{sends: batch, res: res, err: err}
+}
+
+// deliverLoop ACKs each stored message to its sender and delivers it, in batch order.
+func (s *Service) deliverLoop() {
+	defer s.wg.Done()
+	defer close(s.delivered)
 	ctx := context.Background()
-	for i, r := range res {
-		p := batch[i]
-		m := r.Msg
-		p.conn.SendFrame(&pb.ServerFrame{Id: p.reqID, Body: &pb.ServerFrame_SendAck{SendAck: &pb.SendAck{
-			ClientMsgId: m.ClientMsgId, ConversationId: m.ConversationId, Seq: m.Seq,
-			MessageId: m.MessageId, ServerTime: m.ServerTime, Duplicate: r.Duplicate,
-		}}})
-		if r.Duplicate {
-			s.stats.duplicate.Add(1)
-			continue
+	for cb := range s.committed {
+		if cb.err != nil {
+			s.log.Warn("append failed; sends answered UNAVAILABLE", "batch", len(cb.sends), "err", cb.err)
+			s.stats.failed.Add(uint64(len(cb.sends)))
+			for _, p := range cb.sends {
+				p.conn.SendFrame(errorFrame(p.reqID, pb.ErrorCode_ERROR_CODE_UNAVAILABLE))
+			}
 		}
-		s.stats.accepted.Add(1)
-		out := newMessageOutbound(m)
-		if err := s.router.DeliverToUsers(ctx, []string{m.To, m.From}, out, p.sessID); err != nil {
-			// Stored and ACKed: receivers get it by sync; delivery is best effort.
-			s.log.Warn("deliver failed", "err", err)
+		for i, r := range cb.res {
+			p := cb.sends[i]
+			m := r.Msg
+			p.conn.SendFrame(&pb.ServerFrame{Id: p.reqID, Body: &pb.ServerFrame_SendAck{SendAck: &pb.SendAck{
+				ClientMsgId: m.ClientMsgId, ConversationId: m.ConversationId, Seq: m.Seq,
+				MessageId: m.MessageId, ServerTime: m.ServerTime, Duplicate: r.Duplicate,
+			}}})
+			if r.Duplicate {
+				s.stats.duplicate.Add(1)
+				continue
+			}
+			s.stats.accepted.Add(1)
+			if err := s.router.DeliverToUsers(ctx, []string{m.To, m.From}, newMessageOutbound(m), p.sessID); err != nil {
+				// Stored and ACKed: receivers get it by sync; delivery is best effort.
+				s.log.Warn("deliver failed", "err", err)
+			}
+			// Sending implies having read everything before it.
+			s.queueCursor(store.Cursor{ConversationID: m.ConversationId, UserID: m.From, Delivered: m.Seq, Read: m.Seq})
 		}
-		// Sending implies having read everything before it.
-		s.queueCursor(store.Cursor{ConversationID: m.ConversationId, UserID: m.From, Delivered: m.Seq, Read: m.Seq})
+		clear(cb.sends)
+		select {
+		case s.spare <- cb.sends:
+		default:
+		}
 	}
 }
 
@@ -473,14 +512,18 @@ func (s *Service) handleCursor(sess *session.Session, conv string, seq uint64, r
 func (s *Service) queueCursor(c store.Cursor) {
 	select {
 	case s.cursors <- c:
-	case <-s.stop:
+	case <-s.cursorsDone: // stopped: nothing writes cursors any more
 	}
 }
 
 // cursorLoop coalesces cursor moves and writes them every few milliseconds, so
 // a client ACKing every message costs one write per batch, not per ACK.
+//
+// It runs until deliverLoop has finished, so cursors moved by the last
+// deliveries are written too.
 func (s *Service) cursorLoop() {
 	defer s.wg.Done()
+	defer close(s.cursorsDone)
 	pending := make(map[[2]string]store.Cursor)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -513,7 +556,7 @@ func (s *Service) cursorLoop() {
 			add(c)
 		case <-tick.C:
 			flush()
-		case <-s.stop:
+		case <-s.delivered:
 			for {
 				select {
 				case c := <-s.cursors:

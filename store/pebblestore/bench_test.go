@@ -14,7 +14,7 @@ import (
 // benchPrefill is how many messages the database holds before timing, so
 // de-dup lookups and seq seeks run against tables on disk, not an empty
 // memtable (the BRIEF's measurements used 1M).
-var benchPrefill = 1_000_000
+const benchPrefill = 1_000_000
 
 // benchLoad generates the BRIEF's traffic: 250-byte payloads, 10% on one hot
 // group, the rest over 1:1 conversations, 1% resends of recent messages.

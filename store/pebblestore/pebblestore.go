@@ -64,7 +64,7 @@ const (
 	// A 32 MiB memtable (Pebble's default is 4 MiB) lets a burst of appends and
 	// their de-dup entries be found in memory and flushed as fewer, larger
 	// tables; with up to 4 queued that is at most 128 MiB.
-	memTableBytes = 16 << 20
+	memTableBytes = 32 << 20
 	// bloomBitsPerKey of 10 gives a ~1% false-positive rate: a de-dup lookup
 	// for a new client message id almost never reads a data block.
 	bloomBitsPerKey = 10
