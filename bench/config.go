@@ -23,6 +23,9 @@ type Config struct {
 	Online float64 `json:"online"`
 	// Window is how many sends the order scenario keeps in flight.
 	Window int `json:"window"`
+	// Pipeline is how many sends each user/soak sender keeps in flight, each
+	// as its own ordered stream (1: kimbench's one request at a time).
+	Pipeline int `json:"pipeline"`
 	// Rate is each soak sender's messages per second (0: as fast as acks allow).
 	Rate float64 `json:"rate"`
 	// Size is the message payload size in bytes (at least 24: the header the
@@ -63,7 +66,7 @@ type Config struct {
 // DefaultConfig returns the defaults of a scenario's flags.
 func DefaultConfig(scenario string) Config {
 	c := Config{
-		Scenario: scenario, Count: 100, Concurrency: 10, Online: 1, Window: 64,
+		Scenario: scenario, Count: 100, Concurrency: 10, Online: 1, Window: 64, Pipeline: 1,
 		Size: 64, Hold: 10 * time.Second, Timeout: 10 * time.Minute,
 		Drain: 10 * time.Second, DeliveredAck: true, Transport: "ws", Codec: "proto",
 	}
@@ -93,6 +96,7 @@ func (c Config) validate() error {
 	check(c.Concurrency >= 1, "-t must be >= 1")
 	check(c.Online >= 0 && c.Online <= 1, "-p must be within 0..1")
 	check(c.Window >= 1, "--window must be >= 1")
+	check(c.Pipeline >= 1 && c.Pipeline <= 4096, "--pipeline must be 1..4096")
 	check(c.Rate >= 0, "--rate must be >= 0")
 	check(c.Size >= payloadHeader && c.Size <= 60000, "--size must be %d..60000", payloadHeader)
 	check(c.Timeout > 0, "--timeout must be positive")

@@ -51,9 +51,13 @@ func (s *pairScenario) Setup(ctx context.Context, e *Env) error {
 		a, b := &pairUser{id: e.UserID("a", i)}, &pairUser{id: e.UserID("b", i)}
 		s.users[2*i], s.users[2*i+1] = a, b
 		ids[2*i], ids[2*i+1] = a.id, b.id
-		st := &stream{id: uint32(len(s.streams)), from: a.id, to: b.id, online: i < online}
-		s.streams = append(s.streams, st)
-		a.out = append(a.out, st)
+		// --pipeline streams per sender: each is sequential (so its order can
+		// be checked), together they keep that many sends in flight.
+		for range max(1, e.Cfg.Pipeline) {
+			st := &stream{id: uint32(len(s.streams)), from: a.id, to: b.id, online: i < online}
+			s.streams = append(s.streams, st)
+			a.out = append(a.out, st)
+		}
 		if s.soak {
 			st := &stream{id: uint32(len(s.streams)), from: b.id, to: a.id, online: true}
 			s.streams = append(s.streams, st)

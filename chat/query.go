@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,32 +33,27 @@ func canRead(uid, conv string) bool {
 
 // SyncMessages returns the messages of conv after seq `after` that uid may read.
 func (s *Service) SyncMessages(ctx context.Context, uid, conv string, after uint64, limit uint32) (*pb.MessagePage, error) {
-	if !canRead(uid, conv) {
-		return nil, errDenied
-	}
-	n := pageLimit(limit)
-	msgs, err := s.store.Messages(ctx, conv, after, n+1)
-	if err != nil {
-		return nil, storeErr(err)
-	}
-	last, err := s.store.LastSeq(ctx, conv)
-	if err != nil {
-		return nil, storeErr(err)
-	}
-	more := len(msgs) > n
-	if more {
-		msgs = msgs[:n]
-	}
-	return &pb.MessagePage{ConversationId: conv, Messages: msgs, HasMore: more, LastSeq: last}, nil
+	return s.page(ctx, uid, conv, limit, func(n int) ([]*pb.Message, error) {
+		return s.store.Messages(ctx, conv, after, n)
+	}, func(msgs []*pb.Message, n int) []*pb.Message { return msgs[:n] })
 }
 
 // History returns up to limit messages of conv before seq `before` (0: newest), ascending.
 func (s *Service) History(ctx context.Context, uid, conv string, before uint64, limit uint32) (*pb.MessagePage, error) {
+	return s.page(ctx, uid, conv, limit, func(n int) ([]*pb.Message, error) {
+		return s.store.History(ctx, conv, before, n)
+	}, func(msgs []*pb.Message, n int) []*pb.Message { return msgs[len(msgs)-n:] })
+}
+
+// page reads one more message than the page holds, to learn whether another
+// page follows, and trims the extra one from the far end (keep).
+func (s *Service) page(ctx context.Context, uid, conv string, limit uint32,
+	read func(n int) ([]*pb.Message, error), keep func(msgs []*pb.Message, n int) []*pb.Message) (*pb.MessagePage, error) {
 	if !canRead(uid, conv) {
 		return nil, errDenied
 	}
 	n := pageLimit(limit)
-	msgs, err := s.store.History(ctx, conv, before, n+1)
+	msgs, err := read(n + 1)
 	if err != nil {
 		return nil, storeErr(err)
 	}
@@ -67,7 +63,7 @@ func (s *Service) History(ctx context.Context, uid, conv string, before uint64, 
 	}
 	more := len(msgs) > n
 	if more {
-		msgs = msgs[1:] // ascending: drop the oldest
+		msgs = keep(msgs, n)
 	}
 	return &pb.MessagePage{ConversationId: conv, Messages: msgs, HasMore: more, LastSeq: last}, nil
 }
@@ -193,7 +189,7 @@ func parsePageToken(tok string) (*pb.Conversation, bool, bool) {
 }
 
 func storeErr(err error) error {
-	if err == store.ErrCorrupt {
+	if errors.Is(err, store.ErrCorrupt) {
 		return errInternal
 	}
 	return errUnavail

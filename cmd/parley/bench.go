@@ -64,6 +64,7 @@ func benchCmd(args []string) error {
 	switch name {
 	case "user":
 		fs.Float64Var(&cfg.Online, "p", cfg.Online, "share of receivers online, 0..1")
+		fs.IntVar(&cfg.Pipeline, "pipeline", cfg.Pipeline, "sends in flight per sender, each its own ordered stream (1: one at a time, as kimbench)")
 	case "soak":
 		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "messages per second per user (0: as fast as acks come)")
 	case "order":

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -27,6 +29,7 @@ func serve(args []string) error {
 	tcpAddr := fs.String("tcp", "", `TCP listen address (default 127.0.0.1:7070; "off" disables)`)
 	public := fs.Bool("public", false, "listen on all interfaces instead of loopback (same ports)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	pprofAddr := fs.String("pprof", "", "serve Go's /debug/pprof on this address (e.g. 127.0.0.1:6060; keep it private)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -63,6 +66,11 @@ func serve(args []string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Logger = log
 
+	if *pprofAddr != "" {
+		if err := servePprof(*pprofAddr, log); err != nil {
+			return err
+		}
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err
@@ -103,4 +111,23 @@ func anyHost(addr, def string) string {
 		return addr
 	}
 	return ":" + port
+}
+
+// servePprof exposes the Go profiler on its own listener, never on the public API.
+func servePprof(addr string, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("pprof: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	go func() {
+		if err := http.Serve(ln, mux); err != nil {
+			log.Warn("pprof listener stopped", "err", err)
+		}
+	}()
+	return nil
 }

@@ -1,0 +1,90 @@
+package auth
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPasswordHashing(t *testing.T) {
+	h, err := HashPassword("correct horse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(h, "$argon2id$v=19$") || strings.Contains(h, "correct horse") {
+		t.Fatalf("unexpected encoding %q", h)
+	}
+	if err := CheckPassword(h, "correct horse"); err != nil {
+		t.Fatalf("right password refused: %v", err)
+	}
+	if err := CheckPassword(h, "correct horsE"); err != ErrPasswordMismatch {
+		t.Fatalf("wrong password: %v", err)
+	}
+	h2, _ := HashPassword("correct horse")
+	if h2 == h {
+		t.Fatal("two hashes of one password are equal: the salt is not random")
+	}
+	parts := strings.Split(h, "$")
+	for name, bad := range map[string]string{
+		"empty":       "",
+		"bcrypt-like": "$2a$10$abcdefghijklmnopqrstuv",
+		"huge memory": strings.Join([]string{"", "argon2id", "v=19", "m=4194304,t=1,p=1", parts[4], parts[5]}, "$"),
+		"zero time":   strings.Join([]string{"", "argon2id", "v=19", "m=19456,t=0,p=1", parts[4], parts[5]}, "$"),
+		"bad salt":    strings.Join([]string{"", "argon2id", "v=19", parts[3], "!!", parts[5]}, "$"),
+		"old version": strings.Join([]string{"", "argon2id", "v=16", parts[3], parts[4], parts[5]}, "$"),
+	} {
+		if err := CheckPassword(bad, "correct horse"); err != ErrPasswordMismatch {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func TestTokensRoundTrip(t *testing.T) {
+	key := []byte(strings.Repeat("k", 32))
+	app := []byte(strings.Repeat("a", 32))
+	tk, err := NewTokens(key, app, "app", "parley")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, c, err := tk.Issue("alice", 3, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tk.Verify(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.UserID != "alice" || got.Epoch != 3 || got.TokenID != c.TokenID || len(c.TokenID) != 32 || !got.ExpiresAt.Equal(c.ExpiresAt) {
+		t.Fatalf("claims %+v, issued %+v", got, c)
+	}
+	other, _ := NewTokens([]byte(strings.Repeat("x", 32)), app, "app", "parley")
+	if _, err := other.Verify(tok); err != ErrInvalidToken {
+		t.Fatalf("token verified under another key: %v", err)
+	}
+	expired, _, _ := tk.Issue("alice", 0, -time.Hour)
+	if _, err := tk.Verify(expired); err != ErrInvalidToken {
+		t.Fatalf("expired token: %v", err)
+	}
+	if _, err := NewTokens([]byte("short"), nil, "app", "parley"); err == nil {
+		t.Fatal("a short key was accepted")
+	}
+	if _, err := NewTokens(key, nil, "parley", "parley"); err == nil {
+		t.Fatal("the app issuer may not be parley's own")
+	}
+}
+
+func TestValidIDs(t *testing.T) {
+	for _, ok := range []string{"a", "alice", "A.b-c_d@e", strings.Repeat("x", 64)} {
+		if !ValidUserID(ok) {
+			t.Errorf("%q refused", ok)
+		}
+	}
+	for _, bad := range []string{"", "a:b", "a b", "a/b", "é", strings.Repeat("x", 65), "a\x00"} {
+		if ValidUserID(bad) {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if ValidDeviceField("a@b") || !ValidDeviceField("web-1.2_x") {
+		t.Error("device field rules")
+	}
+}
