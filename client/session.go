@@ -222,6 +222,7 @@ func (s *Session) Send(ctx context.Context, m *pb.Send) (*pb.SendAck, error) {
 		ack, err := c.Send(ctx, m)
 		switch {
 		case err == nil:
+			s.ownSeq(ack)
 			return ack, nil
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
@@ -233,6 +234,17 @@ func (s *Session) Send(ctx context.Context, m *pb.Send) (*pb.SendAck, error) {
 			return nil, err
 		}
 	}
+}
+
+// ownSeq moves the cursor past a message this session sent when it directly
+// follows what the app has, so the app is not handed its own message back by
+// the next gap fill. (After a gap it stays: the sync delivers it in order.)
+func (s *Session) ownSeq(ack *pb.SendAck) {
+	s.mu.Lock()
+	if s.cursors[ack.ConversationId]+1 == ack.Seq {
+		s.cursors[ack.ConversationId] = ack.Seq
+	}
+	s.mu.Unlock()
 }
 
 // SendText sends a 1:1 text message (content type "text") to a user.
@@ -561,7 +573,7 @@ func (s *Session) deliver(m *pb.Message) {
 		s.opts.OnMessage(m)
 	}
 	s.mu.Lock()
-	s.cursors[m.ConversationId] = m.Seq
+	s.cursors[m.ConversationId] = max(s.cursors[m.ConversationId], m.Seq)
 	s.mu.Unlock()
 	if s.acks != nil {
 		s.acks[m.ConversationId] = m.Seq

@@ -24,6 +24,8 @@ func main() {
 		err = serve(os.Args[2:])
 	case "bench":
 		err = benchCmd(os.Args[2:])
+	case "chat":
+		err = chatCmd(os.Args[2:])
 	case "version":
 		fmt.Println("parley", version)
 	case "-h", "--help", "help":
@@ -34,7 +36,7 @@ func main() {
 		os.Exit(2)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "parley:", err)
+		fmt.Fprintln(os.Stderr, err) // errors name their origin ("parley: ...", "chat: ...")
 		os.Exit(1)
 	}
 }
@@ -44,6 +46,7 @@ func usage() {
 
 commands:
   serve     run a Parley server (embedded storage, no other service needed)
+  chat      a line-based chat client (WebSocket or TCP)
   bench     load-test a server: login, user, order, conns, soak (see docs/benchmarks.md)
   version   print the version
 
