@@ -23,47 +23,70 @@ func pageLimit(l uint32) int {
 	return int(l)
 }
 
-// canRead reports whether uid may read conv. Anything else — including a
-// conversation that does not exist — is PERMISSION_DENIED, so the answer never
-// tells whether it exists.
-func canRead(uid, conv string) bool {
-	_, ok := directPeer(conv, uid)
-	return ok
-}
-
 // SyncMessages returns the messages of conv after seq `after` that uid may read.
 func (s *Service) SyncMessages(ctx context.Context, uid, conv string, after uint64, limit uint32) (*pb.MessagePage, error) {
-	return s.page(ctx, uid, conv, limit, func(n int) ([]*pb.Message, error) {
-		return s.store.Messages(ctx, conv, after, n)
-	}, func(msgs []*pb.Message, n int) []*pb.Message { return msgs[:n] })
+	return s.page(ctx, uid, conv, after, 0, limit, true)
 }
 
 // History returns up to limit messages of conv before seq `before` (0: newest), ascending.
 func (s *Service) History(ctx context.Context, uid, conv string, before uint64, limit uint32) (*pb.MessagePage, error) {
-	return s.page(ctx, uid, conv, limit, func(n int) ([]*pb.Message, error) {
-		return s.store.History(ctx, conv, before, n)
-	}, func(msgs []*pb.Message, n int) []*pb.Message { return msgs[len(msgs)-n:] })
+	return s.page(ctx, uid, conv, 0, before, limit, false)
 }
 
-// page reads one more message than the page holds, to learn whether another
-// page follows, and trims the extra one from the far end (keep).
-func (s *Service) page(ctx context.Context, uid, conv string, limit uint32,
-	read func(n int) ([]*pb.Message, error), keep func(msgs []*pb.Message, n int) []*pb.Message) (*pb.MessagePage, error) {
-	if !canRead(uid, conv) {
-		return nil, errDenied
-	}
-	n := pageLimit(limit)
-	msgs, err := read(n + 1)
+// page reads one page forward (after) or backward (before) within what uid
+// may see: a member who left reads up to their leaving; a conversation the
+// user deleted starts after its cleared seq; hidden messages are left out.
+// Anything else — including a conversation that does not exist — is
+// PERMISSION_DENIED, so the answer never tells whether it exists.
+func (s *Service) page(ctx context.Context, uid, conv string, after, before uint64, limit uint32, forward bool) (*pb.MessagePage, error) {
+	upTo, err := s.readLimit(ctx, uid, conv)
 	if err != nil {
-		return nil, storeErr(err)
+		return nil, err
+	}
+	cleared, err := s.clearedSeq(ctx, uid, conv)
+	if err != nil {
+		return nil, err
 	}
 	last, err := s.store.LastSeq(ctx, conv)
 	if err != nil {
 		return nil, storeErr(err)
 	}
-	more := len(msgs) > n
-	if more {
-		msgs = keep(msgs, n)
+	if upTo > 0 {
+		last = min(last, upTo)
+	}
+	n := pageLimit(limit)
+	var msgs []*pb.Message
+	more := false
+	if forward {
+		after = max(after, cleared)
+		if msgs, err = s.store.Messages(ctx, conv, after, n+1); err != nil {
+			return nil, storeErr(err)
+		}
+		for i, m := range msgs {
+			if upTo > 0 && m.Seq > upTo {
+				msgs = msgs[:i]
+				break
+			}
+		}
+		if more = len(msgs) > n; more {
+			msgs = msgs[:n]
+		}
+	} else {
+		if upTo > 0 && (before == 0 || before > upTo+1) {
+			before = upTo + 1
+		}
+		if msgs, err = s.store.History(ctx, conv, before, n+1); err != nil {
+			return nil, storeErr(err)
+		}
+		for len(msgs) > 0 && msgs[0].Seq <= cleared {
+			msgs = msgs[1:]
+		}
+		if more = len(msgs) > n; more {
+			msgs = msgs[1:] // ascending: drop the oldest
+		}
+	}
+	if msgs, err = s.dropHidden(ctx, uid, conv, msgs); err != nil {
+		return nil, err
 	}
 	return &pb.MessagePage{ConversationId: conv, Messages: msgs, HasMore: more, LastSeq: last}, nil
 }
@@ -107,11 +130,36 @@ func (s *Service) ConversationList(ctx context.Context, uid string, limit uint32
 }
 
 func (s *Service) conversation(ctx context.Context, uid, id string) (*pb.Conversation, error) {
-	peer, ok := directPeer(id, uid)
-	if !ok {
-		return nil, nil // not a kind this build knows; skip rather than fail the list
+	c := &pb.Conversation{ConversationId: id}
+	upTo, err := s.readLimit(ctx, uid, id)
+	if errors.Is(err, errDenied) {
+		return nil, nil // not readable (or a kind this build does not know): leave it out
 	}
-	last, err := s.store.History(ctx, id, 0, 1)
+	if err != nil {
+		return nil, err
+	}
+	if isGroup(id) {
+		g, err := s.group(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		c.Type = pb.ConversationType_CONVERSATION_TYPE_GROUP
+		c.Group = groupInfo(g)
+		c.Left, c.LeftSeq = upTo > 0, upTo
+	} else {
+		peer, _ := directPeer(id, uid)
+		c.Type, c.Peer = pb.ConversationType_CONVERSATION_TYPE_DIRECT, peer
+		theirs, err := s.store.GetCursor(ctx, id, peer)
+		if err != nil {
+			return nil, storeErr(err)
+		}
+		c.PeerDeliveredSeq, c.PeerReadSeq = theirs.Delivered, theirs.Read
+	}
+	before := uint64(0)
+	if upTo > 0 {
+		before = upTo + 1
+	}
+	last, err := s.store.History(ctx, id, before, 1)
 	if err != nil {
 		return nil, storeErr(err)
 	}
@@ -119,29 +167,34 @@ func (s *Service) conversation(ctx context.Context, uid, id string) (*pb.Convers
 	if err != nil {
 		return nil, storeErr(err)
 	}
-	theirs, err := s.store.GetCursor(ctx, id, peer)
+	settings, err := s.store.GetConversationSettings(ctx, uid, id)
 	if err != nil {
 		return nil, storeErr(err)
 	}
-	c := &pb.Conversation{
-		ConversationId: id, Type: pb.ConversationType_CONVERSATION_TYPE_DIRECT, Peer: peer,
-		DeliveredSeq: mine.Delivered, ReadSeq: mine.Read,
-		PeerDeliveredSeq: theirs.Delivered, PeerReadSeq: theirs.Read,
-	}
+	c.DeliveredSeq, c.ReadSeq = mine.Delivered, mine.Read
+	c.Pinned, c.Muted, c.ClearedSeq = settings.Pinned, settings.Muted, settings.ClearedSeq
 	if len(last) > 0 {
-		c.LastMessage = last[0]
 		c.LastSeq = last[0].Seq
+		if last[0].Seq > settings.ClearedSeq {
+			c.LastMessage = last[0]
+		}
 	}
-	if c.LastSeq > c.ReadSeq {
-		c.UnreadCount = c.LastSeq - c.ReadSeq
+	if read := max(c.ReadSeq, c.ClearedSeq); c.LastSeq > read {
+		c.UnreadCount = c.LastSeq - read
 	}
 	return c, nil
 }
 
-// compareConversations orders by last activity, newest first: by the last
-// message's time, then its id (ids grow within a millisecond), then by
-// conversation id.
+// compareConversations orders pinned conversations first, then by last
+// activity, newest first: by the last message's time, then its id (ids grow
+// within a millisecond), then by conversation id.
 func compareConversations(a, b *pb.Conversation) int {
+	if a.Pinned != b.Pinned {
+		if a.Pinned {
+			return -1
+		}
+		return 1
+	}
 	if c := cmp.Compare(lastTime(b), lastTime(a)); c != 0 {
 		return c
 	}
@@ -159,9 +212,13 @@ func lastTime(c *pb.Conversation) int64 {
 }
 
 // A page token is the sort position of the last conversation of the previous
-// page: "<last message time>|<last message id>|<conversation id>", base64url.
+// page: "<pinned 0|1>|<last message time>|<last message id>|<conversation id>", base64url.
 func makePageToken(c *pb.Conversation) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(lastTime(c), 10) + "|" +
+	pin := "0"
+	if c.Pinned {
+		pin = "1"
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(pin + "|" + strconv.FormatInt(lastTime(c), 10) + "|" +
 		strconv.FormatUint(c.GetLastMessage().GetMessageId(), 10) + "|" + c.ConversationId))
 }
 
@@ -176,16 +233,17 @@ func parsePageToken(tok string) (*pb.Conversation, bool, bool) {
 	if err != nil {
 		return nil, false, false
 	}
-	parts := strings.SplitN(string(raw), "|", 3)
-	if len(parts) != 3 {
+	parts := strings.SplitN(string(raw), "|", 4)
+	if len(parts) != 4 || (parts[0] != "0" && parts[0] != "1") {
 		return nil, false, false
 	}
-	t, err1 := strconv.ParseInt(parts[0], 10, 64)
-	mid, err2 := strconv.ParseUint(parts[1], 10, 64)
+	t, err1 := strconv.ParseInt(parts[1], 10, 64)
+	mid, err2 := strconv.ParseUint(parts[2], 10, 64)
 	if err1 != nil || err2 != nil {
 		return nil, false, false
 	}
-	return &pb.Conversation{ConversationId: parts[2], LastMessage: &pb.Message{ServerTime: t, MessageId: mid}}, true, true
+	return &pb.Conversation{ConversationId: parts[3], Pinned: parts[0] == "1",
+		LastMessage: &pb.Message{ServerTime: t, MessageId: mid}}, true, true
 }
 
 func storeErr(err error) error {

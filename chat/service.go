@@ -35,6 +35,16 @@ type Config struct {
 	// QueueDepth is how many sends may wait for the committer before senders
 	// are held back. Default 16384.
 	QueueDepth int
+	// MaxGroupMembers is the largest group. Default 100,000.
+	MaxGroupMembers int
+	// RecallWindow is how long a sender may recall their message. Default 2 minutes.
+	RecallWindow time.Duration
+	// ReceiptListMax: groups up to this many members list who read a message
+	// (ReadCounts); larger groups get counts only. Default 500.
+	ReceiptListMax int
+	// DenyStrangers: users may message only their friends (and groups they
+	// are in). Default false: anyone may start a 1:1 conversation.
+	DenyStrangers bool
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -51,6 +61,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.QueueDepth <= 0 {
 		c.QueueDepth = 16384
+	}
+	if c.MaxGroupMembers <= 0 {
+		c.MaxGroupMembers = 100_000
+	}
+	if c.RecallWindow <= 0 {
+		c.RecallWindow = 2 * time.Minute
+	}
+	if c.ReceiptListMax <= 0 {
+		c.ReceiptListMax = 500
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -96,6 +115,9 @@ type Service struct {
 	wg          sync.WaitGroup
 	stopped     sync.Once
 
+	groups groupCache
+	social social // contacts, blocks, typing limits and presence (social.go)
+
 	nextSession atomic.Uint64
 	ids         idGen // used by the committer goroutine only
 
@@ -109,11 +131,16 @@ type connState struct {
 	sess *session.Session
 }
 
+// pendingSend is one write waiting for the committer: a message, or a
+// change stored with its event (change set). When after is set, deliverLoop
+// calls it (in seq order) instead of the default ACK and delivery.
 type pendingSend struct {
 	conn   *gateway.Conn
 	sessID string
 	reqID  uint64
 	msg    *pb.Message
+	change *store.Change
+	after  func(res store.AppendResult, err error)
 }
 
 // New builds the service; it does nothing until Start.
@@ -130,6 +157,8 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 		stop:        make(chan struct{}),
 	}
 	s.ids.node = uint64(cfg.NodeID & 1023)
+	s.groups.m = make(map[string]*groupState)
+	s.social.init()
 	return s
 }
 
@@ -175,50 +204,118 @@ func (s *Service) HandleFrame(c *gateway.Conn, f *pb.ClientFrame) {
 		s.handleUnauthenticated(c, f)
 		return
 	}
-	var err error
-	switch b := f.Body.(type) {
-	case *pb.ClientFrame_Ping:
-		c.SendFrame(&pb.ServerFrame{Id: f.Id, Body: &pb.ServerFrame_Pong{Pong: &pb.Pong{ServerTime: time.Now().UnixMilli()}}})
-	case *pb.ClientFrame_Send:
-		err = s.handleSend(c, st.sess, f.Id, b.Send)
-	case *pb.ClientFrame_Delivered:
-		if err = s.handleCursor(st.sess, b.Delivered.ConversationId, b.Delivered.Seq, false); err == nil {
-			s.replyOK(c, f.Id)
-		}
-	case *pb.ClientFrame_Read:
-		if err = s.handleCursor(st.sess, b.Read.ConversationId, b.Read.Seq, true); err == nil {
-			s.replyOK(c, f.Id)
-		}
-	case *pb.ClientFrame_SyncConversations:
-		var list *pb.ConversationList
-		list, err = s.ConversationList(context.Background(), st.sess.UserID, b.SyncConversations.Limit, b.SyncConversations.PageToken)
-		if err == nil {
-			c.SendFrame(&pb.ServerFrame{Id: f.Id, Body: &pb.ServerFrame_Conversations{Conversations: list}})
-		}
-	case *pb.ClientFrame_SyncMessages:
-		q := b.SyncMessages
-		var page *pb.MessagePage
-		page, err = s.SyncMessages(context.Background(), st.sess.UserID, q.ConversationId, q.AfterSeq, q.Limit)
-		if err == nil {
-			c.SendFrame(&pb.ServerFrame{Id: f.Id, Body: &pb.ServerFrame_Messages{Messages: page}})
-		}
-	case *pb.ClientFrame_History:
-		q := b.History
-		var page *pb.MessagePage
-		page, err = s.History(context.Background(), st.sess.UserID, q.ConversationId, q.BeforeSeq, q.Limit)
-		if err == nil {
-			c.SendFrame(&pb.ServerFrame{Id: f.Id, Body: &pb.ServerFrame_Messages{Messages: page}})
-		}
-	case *pb.ClientFrame_Auth:
-		err = errBadRequest // already authenticated
-	default:
-		c.SendFrame(errorFrame(f.Id, pb.ErrorCode_ERROR_CODE_UNKNOWN_FRAME))
-		c.Close(pb.DisconnectCode_DISCONNECT_CODE_PROTOCOL_ERROR, "unknown frame")
-		return
-	}
-	if err != nil {
+	if err := s.dispatch(c, st.sess, f); err != nil {
 		s.replyErr(c, f.Id, err)
 	}
+}
+
+// dispatch runs one request of an authenticated session. A handler answers
+// success itself; an error it returns is answered by HandleFrame.
+func (s *Service) dispatch(c *gateway.Conn, sess *session.Session, f *pb.ClientFrame) error {
+	ctx := context.Background()
+	id := f.Id
+	switch b := f.Body.(type) {
+	case *pb.ClientFrame_Ping:
+		c.SendFrame(&pb.ServerFrame{Id: id, Body: &pb.ServerFrame_Pong{Pong: &pb.Pong{ServerTime: time.Now().UnixMilli()}}})
+		return nil
+	case *pb.ClientFrame_Send:
+		return s.handleSend(ctx, c, sess, id, b.Send)
+	case *pb.ClientFrame_Delivered:
+		return s.okOr(c, id, s.handleCursor(ctx, sess, b.Delivered.ConversationId, b.Delivered.Seq, false))
+	case *pb.ClientFrame_Read:
+		return s.okOr(c, id, s.handleCursor(ctx, sess, b.Read.ConversationId, b.Read.Seq, true))
+	case *pb.ClientFrame_SyncConversations:
+		list, err := s.ConversationList(ctx, sess.UserID, b.SyncConversations.Limit, b.SyncConversations.PageToken)
+		if err == nil {
+			c.SendFrame(&pb.ServerFrame{Id: id, Body: &pb.ServerFrame_Conversations{Conversations: list}})
+		}
+		return err
+	case *pb.ClientFrame_SyncMessages:
+		q := b.SyncMessages
+		page, err := s.SyncMessages(ctx, sess.UserID, q.ConversationId, q.AfterSeq, q.Limit)
+		if err == nil {
+			c.SendFrame(&pb.ServerFrame{Id: id, Body: &pb.ServerFrame_Messages{Messages: page}})
+		}
+		return err
+	case *pb.ClientFrame_History:
+		q := b.History
+		page, err := s.History(ctx, sess.UserID, q.ConversationId, q.BeforeSeq, q.Limit)
+		if err == nil {
+			c.SendFrame(&pb.ServerFrame{Id: id, Body: &pb.ServerFrame_Messages{Messages: page}})
+		}
+		return err
+	case *pb.ClientFrame_Auth:
+		return errBadRequest // already authenticated
+
+	// Groups (groups.go)
+	case *pb.ClientFrame_CreateGroup:
+		return s.createGroup(ctx, c, sess, id, b.CreateGroup)
+	case *pb.ClientFrame_UpdateGroup:
+		return s.updateGroup(ctx, c, sess, id, b.UpdateGroup)
+	case *pb.ClientFrame_AddMembers:
+		return s.addMembers(ctx, c, sess, id, b.AddMembers)
+	case *pb.ClientFrame_RemoveMember:
+		return s.removeMember(ctx, c, sess, id, b.RemoveMember)
+	case *pb.ClientFrame_JoinGroup:
+		return s.joinGroup(ctx, c, sess, id, b.JoinGroup)
+	case *pb.ClientFrame_LeaveGroup:
+		return s.leaveGroup(ctx, c, sess, id, b.LeaveGroup)
+	case *pb.ClientFrame_SetRole:
+		return s.setRole(ctx, c, sess, id, b.SetRole)
+	case *pb.ClientFrame_MuteMember:
+		return s.muteMember(ctx, c, sess, id, b.MuteMember)
+	case *pb.ClientFrame_TransferOwnership:
+		return s.transferOwnership(ctx, c, sess, id, b.TransferOwnership)
+	case *pb.ClientFrame_DissolveGroup:
+		return s.dissolveGroup(ctx, c, sess, id, b.DissolveGroup)
+	case *pb.ClientFrame_GetGroup:
+		return s.getGroup(ctx, c, sess, id, b.GetGroup)
+	case *pb.ClientFrame_ListMembers:
+		return s.listMembers(ctx, c, sess, id, b.ListMembers)
+
+	// Changing messages, read counts, conversation settings (changes.go)
+	case *pb.ClientFrame_Recall:
+		return s.recall(ctx, c, sess, id, b.Recall)
+	case *pb.ClientFrame_Edit:
+		return s.edit(ctx, c, sess, id, b.Edit)
+	case *pb.ClientFrame_DeleteForMe:
+		return s.deleteForMe(ctx, c, sess, id, b.DeleteForMe)
+	case *pb.ClientFrame_ReadCounts:
+		return s.readCounts(ctx, c, sess, id, b.ReadCounts)
+	case *pb.ClientFrame_SetConversation:
+		return s.setConversation(ctx, c, sess, id, b.SetConversation)
+
+	// Contacts, typing, presence (social.go)
+	case *pb.ClientFrame_Typing:
+		return s.typing(ctx, c, sess, id, b.Typing)
+	case *pb.ClientFrame_SubscribePresence:
+		return s.subscribePresence(ctx, c, sess, id, b.SubscribePresence)
+	case *pb.ClientFrame_UnsubscribePresence:
+		return s.unsubscribePresence(ctx, c, sess, id, b.UnsubscribePresence)
+	case *pb.ClientFrame_FriendRequest:
+		return s.friendRequest(ctx, c, sess, id, b.FriendRequest)
+	case *pb.ClientFrame_RespondFriend:
+		return s.respondFriend(ctx, c, sess, id, b.RespondFriend)
+	case *pb.ClientFrame_RemoveFriend:
+		return s.removeFriend(ctx, c, sess, id, b.RemoveFriend)
+	case *pb.ClientFrame_ListContacts:
+		return s.listContacts(ctx, c, sess, id, b.ListContacts)
+	case *pb.ClientFrame_Block:
+		return s.block(ctx, c, sess, id, b.Block)
+	case *pb.ClientFrame_Unblock:
+		return s.unblock(ctx, c, sess, id, b.Unblock)
+	}
+	c.SendFrame(errorFrame(id, pb.ErrorCode_ERROR_CODE_UNKNOWN_FRAME))
+	c.Close(pb.DisconnectCode_DISCONNECT_CODE_PROTOCOL_ERROR, "unknown frame")
+	return nil
+}
+
+// okOr answers Ok when err is nil (and a reply is wanted), else returns err.
+func (s *Service) okOr(c *gateway.Conn, id uint64, err error) error {
+	if err == nil {
+		s.replyOK(c, id)
+	}
+	return err
 }
 
 // replyOK answers a request that wants a reply (id != 0) with Ok.
@@ -292,6 +389,7 @@ func (s *Service) handleAuth(c *gateway.Conn, id uint64, a *pb.Auth) {
 		s.stats.kicked.Add(1)
 		old.Conn.Close(pb.DisconnectCode_DISCONNECT_CODE_KICKED, "signed in on another device of the same type")
 	}
+	s.sessionOpened(sess)
 }
 
 // Authenticate verifies a token and checks it has not been revoked, that the
@@ -326,25 +424,23 @@ func (s *Service) Authenticate(ctx context.Context, token string) (auth.Claims, 
 func (s *Service) HandleClose(c *gateway.Conn, _ pb.DisconnectCode) {
 	if st, _ := c.Value().(*connState); st != nil && st.sess != nil {
 		s.sessions.Remove(st.sess)
+		s.sessionClosed(st.sess)
 	}
 }
 
-func (s *Service) handleSend(c *gateway.Conn, sess *session.Session, reqID uint64, m *pb.Send) error {
-	msg, err := s.buildMessage(sess.UserID, m)
+func (s *Service) handleSend(ctx context.Context, c *gateway.Conn, sess *session.Session, reqID uint64, m *pb.Send) error {
+	msg, err := s.buildMessage(ctx, sess.UserID, m)
 	if err != nil {
 		return err
 	}
-	p := &pendingSend{conn: c, sessID: sess.ID, reqID: reqID, msg: msg}
-	select {
-	case s.sends <- p:
-		return nil
-	case <-s.stop:
+	if !s.submit(&pendingSend{conn: c, sessID: sess.ID, reqID: reqID, msg: msg}) {
 		return errUnavail
 	}
+	return nil
 }
 
 // buildMessage validates a Send from uid and turns it into the message to store.
-func (s *Service) buildMessage(uid string, m *pb.Send) (*pb.Message, error) {
+func (s *Service) buildMessage(ctx context.Context, uid string, m *pb.Send) (*pb.Message, error) {
 	if len(m.ClientMsgId) == 0 || len(m.ClientMsgId) > maxClientMsgID {
 		return nil, errBadRequest
 	}
@@ -354,6 +450,13 @@ func (s *Service) buildMessage(uid string, m *pb.Send) (*pb.Message, error) {
 	if len(m.Payload) > int(s.cfg.MaxFrameBytes) {
 		return nil, errTooLarge
 	}
+	msg := &pb.Message{
+		From:        uid,
+		ClientMsgId: m.ClientMsgId,
+		ContentType: m.ContentType,
+		Payload:     m.Payload,
+		Kind:        pb.MessageKind_MESSAGE_KIND_NORMAL,
+	}
 	to := m.To
 	switch {
 	case to != "" && m.ConversationId != "":
@@ -362,6 +465,12 @@ func (s *Service) buildMessage(uid string, m *pb.Send) (*pb.Message, error) {
 		if !auth.ValidUserID(to) {
 			return nil, errBadRequest
 		}
+	case isGroup(m.ConversationId):
+		if err := s.maySendToGroup(ctx, uid, m.ConversationId); err != nil {
+			return nil, err
+		}
+		msg.ConversationId = m.ConversationId
+		return msg, nil
 	case m.ConversationId != "":
 		peer, ok := directPeer(m.ConversationId, uid)
 		if !ok {
@@ -371,15 +480,12 @@ func (s *Service) buildMessage(uid string, m *pb.Send) (*pb.Message, error) {
 	default:
 		return nil, errBadRequest
 	}
-	return &pb.Message{
-		ConversationId: DirectID(uid, to),
-		From:           uid,
-		To:             to,
-		ClientMsgId:    m.ClientMsgId,
-		ContentType:    m.ContentType,
-		Payload:        m.Payload,
-		Kind:           pb.MessageKind_MESSAGE_KIND_NORMAL,
-	}, nil
+	if err := s.mayMessage(ctx, uid, to); err != nil {
+		return nil, err
+	}
+	msg.ConversationId = DirectID(uid, to)
+	msg.To = to
+	return msg, nil
 }
 
 // commitLoop is the single committer: it takes every send waiting, stores the
@@ -420,7 +526,7 @@ func (s *Service) commitLoop() {
 type committedBatch struct {
 	sends []*pendingSend
 	res   []store.AppendResult
-	err   error
+	errs  []error // per send
 }
 
 // takeBatch returns an empty batch slice, reusing one deliverLoop is done with.
@@ -436,16 +542,80 @@ func (s *Service) takeBatch() []*pendingSend {
 func (s *Service) commit(batch []*pendingSend) committedBatch {
 	now := time.Now()
 	ms := now.UnixMilli()
-	msgs := make([]*pb.Message, len(batch))
-	for i, p := range batch {
-		p.msg.ServerTime = ms
-		p.msg.MessageId = s.ids.next(ms)
-		msgs[i] = p.msg
+	res := make([]store.AppendResult, len(batch))
+	errs := make([]error, len(batch))
+	// Plain messages go to the store in runs of one Append; a change is
+	// applied on its own, in its place, so seqs follow the queue order.
+	run := make([]*pb.Message, 0, len(batch))
+	runStart := 0
+	flush := func(end int) {
+		if len(run) == 0 {
+			return
+		}
+		r, err := s.store.Append(context.Background(), run)
+		for i := runStart; i < end; i++ {
+			if err != nil {
+				errs[i] = err
+			} else {
+				res[i] = r[i-runStart]
+			}
+		}
+		run = run[:0]
 	}
-	res, err := s.store.Append(context.Background(), msgs)
+	for i, p := range batch {
+		msg := p.msg
+		if p.change != nil {
+			msg = p.change.Event
+		}
+		msg.ServerTime = ms
+		msg.MessageId = s.ids.next(ms)
+		if p.change == nil {
+			if len(run) == 0 {
+				runStart = i
+			}
+			run = append(run, msg)
+			continue
+		}
+		flush(i)
+		res[i], errs[i] = s.store.Apply(context.Background(), *p.change)
+	}
+	flush(len(batch))
 	s.stats.batches.Add(1)
 	s.stats.commitNs.Add(uint64(time.Since(now)))
-	return committedBatch{sends: batch, res: res, err: err}
+	return committedBatch{sends: batch, res: res, errs: errs}
+}
+
+func sendAckFrame(reqID uint64, r store.AppendResult) *pb.ServerFrame {
+	m := r.Msg
+	return &pb.ServerFrame{Id: reqID, Body: &pb.ServerFrame_SendAck{SendAck: &pb.SendAck{
+		ClientMsgId: m.ClientMsgId, ConversationId: m.ConversationId, Seq: m.Seq,
+		MessageId: m.MessageId, ServerTime: m.ServerTime, Duplicate: r.Duplicate,
+	}}}
+}
+
+// deliverMessage pushes a stored message (or event) to the conversation's
+// members' online devices, except the sending session.
+func (s *Service) deliverMessage(ctx context.Context, m *pb.Message, exceptSession string) {
+	var users []string
+	if isGroup(m.ConversationId) {
+		users = s.groupRecipients(m.ConversationId)
+	} else {
+		users = []string{m.To, m.From}
+	}
+	if err := s.router.DeliverToUsers(ctx, users, newMessageOutbound(m), exceptSession); err != nil {
+		// Stored and ACKed: receivers get it by sync; delivery is best effort.
+		s.log.Warn("deliver failed", "err", err)
+	}
+}
+
+// submit queues a write for the committer; false when the service is stopping.
+func (s *Service) submit(p *pendingSend) bool {
+	select {
+	case s.sends <- p:
+		return true
+	case <-s.stop:
+		return false
+	}
 }
 
 // deliverLoop ACKs each stored message to its sender and delivers it, in batch order.
@@ -454,29 +624,33 @@ func (s *Service) deliverLoop() {
 	defer close(s.delivered)
 	ctx := context.Background()
 	for cb := range s.committed {
-		if cb.err != nil {
-			s.log.Warn("append failed; sends answered UNAVAILABLE", "batch", len(cb.sends), "err", cb.err)
-			s.stats.failed.Add(uint64(len(cb.sends)))
-			for _, p := range cb.sends {
-				p.conn.SendFrame(errorFrame(p.reqID, pb.ErrorCode_ERROR_CODE_UNAVAILABLE))
-			}
-		}
 		for i, r := range cb.res {
 			p := cb.sends[i]
-			m := r.Msg
-			p.conn.SendFrame(&pb.ServerFrame{Id: p.reqID, Body: &pb.ServerFrame_SendAck{SendAck: &pb.SendAck{
-				ClientMsgId: m.ClientMsgId, ConversationId: m.ConversationId, Seq: m.Seq,
-				MessageId: m.MessageId, ServerTime: m.ServerTime, Duplicate: r.Duplicate,
-			}}})
-			if r.Duplicate {
-				s.stats.duplicate.Add(1)
+			if err := cb.errs[i]; err != nil {
+				s.stats.failed.Add(1)
+				if p.after != nil {
+					p.after(r, err)
+					continue
+				}
+				s.log.Warn("store failed; send answered UNAVAILABLE", "err", err)
+				p.conn.SendFrame(errorFrame(p.reqID, pb.ErrorCode_ERROR_CODE_UNAVAILABLE))
 				continue
 			}
-			s.stats.accepted.Add(1)
-			if err := s.router.DeliverToUsers(ctx, []string{m.To, m.From}, newMessageOutbound(m), p.sessID); err != nil {
-				// Stored and ACKed: receivers get it by sync; delivery is best effort.
-				s.log.Warn("deliver failed", "err", err)
+			if r.Duplicate {
+				s.stats.duplicate.Add(1)
+			} else {
+				s.stats.accepted.Add(1)
 			}
+			if p.after != nil {
+				p.after(r, nil)
+				continue
+			}
+			m := r.Msg
+			p.conn.SendFrame(sendAckFrame(p.reqID, r))
+			if r.Duplicate {
+				continue
+			}
+			s.deliverMessage(ctx, m, p.sessID)
 			// Sending implies having read everything before it.
 			s.queueCursor(store.Cursor{ConversationID: m.ConversationId, UserID: m.From, Delivered: m.Seq, Read: m.Seq})
 		}
@@ -489,11 +663,11 @@ func (s *Service) deliverLoop() {
 }
 
 // handleCursor moves the user's delivered (and, for read, read) cursor and
-// sends a receipt to the conversation's members.
-func (s *Service) handleCursor(sess *session.Session, conv string, seq uint64, read bool) error {
-	peer, ok := directPeer(conv, sess.UserID)
-	if !ok {
-		return errDenied
+// sends a receipt: in 1:1 to both members' devices; in a group to the user's
+// own other devices (members ask for read counts with ReadCounts).
+func (s *Service) handleCursor(ctx context.Context, sess *session.Session, conv string, seq uint64, read bool) error {
+	if _, err := s.readLimit(ctx, sess.UserID, conv); err != nil {
+		return err
 	}
 	if seq == 0 {
 		return errBadRequest
@@ -505,8 +679,11 @@ func (s *Service) handleCursor(sess *session.Session, conv string, seq uint64, r
 		rc.ReadSeq = seq
 	}
 	s.queueCursor(c)
-	out := newReceiptOutbound(rc)
-	return s.router.DeliverToUsers(context.Background(), []string{peer, sess.UserID}, out, sess.ID)
+	users := []string{sess.UserID}
+	if peer, ok := directPeer(conv, sess.UserID); ok {
+		users = append(users, peer)
+	}
+	return s.router.DeliverToUsers(ctx, users, newReceiptOutbound(rc), sess.ID)
 }
 
 func (s *Service) queueCursor(c store.Cursor) {

@@ -63,6 +63,18 @@ type Config struct {
 	// key generated like TokenKey.
 	AdminAPIKeys []string `yaml:"admin_api_keys"`
 
+	// MaxGroupMembers is the largest a group may grow. Default 100,000.
+	MaxGroupMembers int `yaml:"max_group_members"`
+	// RecallWindow is how long a sender may recall a message (group owners
+	// and admins may recall any time). Default 2m.
+	RecallWindow time.Duration `yaml:"recall_window"`
+	// ReceiptListMax: in groups up to this size, read counts list who read.
+	// Default 500.
+	ReceiptListMax int `yaml:"receipt_list_max"`
+	// DenyStrangers lets users message only their friends (groups are
+	// unaffected). Default false: anyone may start a 1:1 conversation.
+	DenyStrangers bool `yaml:"deny_strangers"`
+
 	// NoSync skips fsync after each storage batch: faster, but a machine crash
 	// (not a process crash) can lose acknowledged messages. Default false (durable).
 	NoSync bool `yaml:"no_sync"`
@@ -111,6 +123,15 @@ func (c Config) withDefaults() Config {
 	if c.MaxTokenTTL == 0 {
 		c.MaxTokenTTL = 30 * 24 * time.Hour
 	}
+	if c.MaxGroupMembers == 0 {
+		c.MaxGroupMembers = 100_000
+	}
+	if c.RecallWindow == 0 {
+		c.RecallWindow = 2 * time.Minute
+	}
+	if c.ReceiptListMax == 0 {
+		c.ReceiptListMax = 500
+	}
 	if c.AppIssuer == "" {
 		c.AppIssuer = "app"
 	}
@@ -149,5 +170,8 @@ func (c Config) validate() error {
 		check(len(k) >= 16, "admin API keys must be at least 16 bytes")
 	}
 	check(c.NodeID < 1024, "node_id must be 0-1023")
+	check(c.MaxGroupMembers >= 2, "max_group_members must be at least 2")
+	check(c.RecallWindow > 0, "recall_window must be positive")
+	check(c.ReceiptListMax > 0, "receipt_list_max must be positive")
 	return errors.Join(errs...)
 }

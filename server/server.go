@@ -75,6 +75,10 @@ func New(cfg Config) (*Server, error) {
 		NodeID:           cfg.NodeID,
 		HeartbeatSeconds: uint32(cfg.Heartbeat / time.Second),
 		MaxFrameBytes:    uint32(cfg.MaxFrameBytes),
+		MaxGroupMembers:  cfg.MaxGroupMembers,
+		RecallWindow:     cfg.RecallWindow,
+		ReceiptListMax:   cfg.ReceiptListMax,
+		DenyStrangers:    cfg.DenyStrangers,
 		Logger:           cfg.Logger,
 	}, st, s.router, reg, tokens)
 	s.gw, err = gateway.New(gateway.Config{

@@ -51,6 +51,64 @@ type User struct {
 	CreatedAt  time.Time
 }
 
+// Group is a group's settings. Its conversation id is "g:" + an id.
+type Group struct {
+	ConversationID string
+	Name           string
+	AvatarURL      string
+	Announcement   string
+	Owner          string
+	OpenJoin       bool
+	MuteAll        bool
+	Dissolved      bool
+	CreatedAt      time.Time
+}
+
+// Member is one user's membership of a group, current or past.
+type Member struct {
+	UserID     string
+	Role       pb.GroupRole
+	MutedUntil time.Time // zero: not muted
+	JoinedAt   time.Time
+	// Left is true once the user left or was removed; LeftSeq is the seq of
+	// the event that recorded it (they may read up to it).
+	Left    bool
+	LeftSeq uint64
+}
+
+// Change is a state change stored atomically with the event that records it
+// in a conversation's sequence (group changes, recalls, edits).
+type Change struct {
+	// Event is appended exactly as Append would (de-dup by From and
+	// ClientMsgId, next seq of its conversation). Required.
+	Event *pb.Message
+	// Group, when set, replaces the group record of Event's conversation.
+	Group *Group
+	// Members are written (inserted or replaced) for Event's conversation.
+	// A member with Left set and LeftSeq 0 gets the event's seq as LeftSeq.
+	// Every member written gets the conversation in their conversation list.
+	Members []Member
+	// Update, when set, replaces the stored message (its ConversationId, Seq),
+	// which must exist: a recall clears its payload, an edit replaces it.
+	Update *pb.Message
+}
+
+// ConversationSettings are one user's settings of one conversation.
+type ConversationSettings struct {
+	Pinned bool
+	Muted  bool
+	// ClearedSeq: the user deleted the conversation up to this seq.
+	ClearedSeq uint64
+}
+
+// Contact is one side of a contact relation (each user has their own record).
+type Contact struct {
+	UserID    string
+	State     pb.ContactState
+	Note      string
+	UpdatedAt time.Time
+}
+
 // Store is Parley's persistent state. All methods are safe for concurrent use.
 type Store interface {
 	// Append stores a batch of messages durably and in order. For each message
@@ -93,6 +151,51 @@ type Store interface {
 	RevokeToken(ctx context.Context, tokenID string, expires time.Time) error
 	// TokenRevoked reports whether the token id was revoked.
 	TokenRevoked(ctx context.Context, tokenID string) (bool, error)
+
+	// Apply stores a Change atomically and durably; on a duplicate Event
+	// (same From and ClientMsgId) nothing is written and the original is
+	// returned with Duplicate set. ErrNotFound when Update names no message.
+	Apply(ctx context.Context, ch Change) (AppendResult, error)
+	// GetMessage returns one message, or ErrNotFound.
+	GetMessage(ctx context.Context, conversationID string, seq uint64) (*pb.Message, error)
+
+	// GetGroup returns a group, or ErrNotFound.
+	GetGroup(ctx context.Context, conversationID string) (Group, error)
+	// GetMember returns a user's membership record (current or past), or ErrNotFound.
+	GetMember(ctx context.Context, conversationID, userID string) (Member, error)
+	// Members returns current (not Left) members with user id > after, by user id, at most limit.
+	Members(ctx context.Context, conversationID, after string, limit int) ([]Member, error)
+	// Cursors returns every cursor of the conversation (for group read counts).
+	Cursors(ctx context.Context, conversationID string) ([]Cursor, error)
+
+	// SetConversationSettings replaces the user's settings of a conversation.
+	SetConversationSettings(ctx context.Context, userID, conversationID string, cs ConversationSettings) error
+	// GetConversationSettings returns them (zero when never set).
+	GetConversationSettings(ctx context.Context, userID, conversationID string) (ConversationSettings, error)
+	// HideMessages hides seqs of a conversation for one user.
+	HideMessages(ctx context.Context, userID, conversationID string, seqs []uint64) error
+	// HiddenMessages returns the hidden seqs of the conversation for the user in [from, to], ascending.
+	HiddenMessages(ctx context.Context, userID, conversationID string, from, to uint64) ([]uint64, error)
+
+	// PutContact writes owner's record about c.UserID (replacing it).
+	PutContact(ctx context.Context, owner string, c Contact) error
+	// DeleteContact removes owner's record about userID (no error if absent).
+	DeleteContact(ctx context.Context, owner, userID string) error
+	// GetContact returns owner's record about userID, or ErrNotFound.
+	GetContact(ctx context.Context, owner, userID string) (Contact, error)
+	// Contacts returns all of owner's records, by user id.
+	Contacts(ctx context.Context, owner string) ([]Contact, error)
+	// SetBlocked adds or removes userID from owner's block list.
+	SetBlocked(ctx context.Context, owner, userID string, blocked bool) error
+	// Blocked returns owner's block list, by user id.
+	Blocked(ctx context.Context, owner string) ([]string, error)
+	// IsBlocked reports whether owner blocked userID.
+	IsBlocked(ctx context.Context, owner, userID string) (bool, error)
+
+	// SetLastSeen records when a user's last session ended.
+	SetLastSeen(ctx context.Context, userID string, t time.Time) error
+	// LastSeen returns it (zero when unknown).
+	LastSeen(ctx context.Context, userID string) (time.Time, error)
 
 	// Ping reports whether the store can serve reads and writes (readiness).
 	Ping(ctx context.Context) error

@@ -29,23 +29,66 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// The kind of an entry in a conversation's sequence. Besides user messages, a
+// conversation records the changes to it as sequenced events, so every device
+// converges by syncing the sequence.
 type MessageKind int32
 
 const (
 	MessageKind_MESSAGE_KIND_UNSPECIFIED MessageKind = 0
 	// A message written by a user (or the system).
 	MessageKind_MESSAGE_KIND_NORMAL MessageKind = 1
+	// event.target_seq was recalled by `from`; its payload is gone from storage.
+	MessageKind_MESSAGE_KIND_RECALL MessageKind = 2
+	// event.target_seq was edited by `from`; this entry carries the new content_type and payload.
+	MessageKind_MESSAGE_KIND_EDIT MessageKind = 3
+	// The group was created by `from` (event.group).
+	MessageKind_MESSAGE_KIND_GROUP_CREATED MessageKind = 10
+	// event.user_ids joined or were added by `from`.
+	MessageKind_MESSAGE_KIND_MEMBERS_ADDED MessageKind = 11
+	// event.user_ids left (from == the user) or were removed by `from`.
+	MessageKind_MESSAGE_KIND_MEMBERS_REMOVED MessageKind = 12
+	// event.user_ids got event.role.
+	MessageKind_MESSAGE_KIND_ROLE_CHANGED MessageKind = 13
+	// event.user_ids are muted until event.muted_until (0: unmuted).
+	MessageKind_MESSAGE_KIND_MEMBER_MUTED MessageKind = 14
+	// The group's settings changed to event.group (name, avatar, announcement, open join, mute all).
+	MessageKind_MESSAGE_KIND_GROUP_UPDATED MessageKind = 15
+	// Ownership moved to event.user_ids[0].
+	MessageKind_MESSAGE_KIND_OWNER_CHANGED MessageKind = 16
+	// The group was dissolved; nothing more can be sent to it.
+	MessageKind_MESSAGE_KIND_GROUP_DISSOLVED MessageKind = 17
 )
 
 // Enum value maps for MessageKind.
 var (
 	MessageKind_name = map[int32]string{
-		0: "MESSAGE_KIND_UNSPECIFIED",
-		1: "MESSAGE_KIND_NORMAL",
+		0:  "MESSAGE_KIND_UNSPECIFIED",
+		1:  "MESSAGE_KIND_NORMAL",
+		2:  "MESSAGE_KIND_RECALL",
+		3:  "MESSAGE_KIND_EDIT",
+		10: "MESSAGE_KIND_GROUP_CREATED",
+		11: "MESSAGE_KIND_MEMBERS_ADDED",
+		12: "MESSAGE_KIND_MEMBERS_REMOVED",
+		13: "MESSAGE_KIND_ROLE_CHANGED",
+		14: "MESSAGE_KIND_MEMBER_MUTED",
+		15: "MESSAGE_KIND_GROUP_UPDATED",
+		16: "MESSAGE_KIND_OWNER_CHANGED",
+		17: "MESSAGE_KIND_GROUP_DISSOLVED",
 	}
 	MessageKind_value = map[string]int32{
-		"MESSAGE_KIND_UNSPECIFIED": 0,
-		"MESSAGE_KIND_NORMAL":      1,
+		"MESSAGE_KIND_UNSPECIFIED":     0,
+		"MESSAGE_KIND_NORMAL":          1,
+		"MESSAGE_KIND_RECALL":          2,
+		"MESSAGE_KIND_EDIT":            3,
+		"MESSAGE_KIND_GROUP_CREATED":   10,
+		"MESSAGE_KIND_MEMBERS_ADDED":   11,
+		"MESSAGE_KIND_MEMBERS_REMOVED": 12,
+		"MESSAGE_KIND_ROLE_CHANGED":    13,
+		"MESSAGE_KIND_MEMBER_MUTED":    14,
+		"MESSAGE_KIND_GROUP_UPDATED":   15,
+		"MESSAGE_KIND_OWNER_CHANGED":   16,
+		"MESSAGE_KIND_GROUP_DISSOLVED": 17,
 	}
 )
 
@@ -81,6 +124,7 @@ type ConversationType int32
 const (
 	ConversationType_CONVERSATION_TYPE_UNSPECIFIED ConversationType = 0
 	ConversationType_CONVERSATION_TYPE_DIRECT      ConversationType = 1
+	ConversationType_CONVERSATION_TYPE_GROUP       ConversationType = 2
 )
 
 // Enum value maps for ConversationType.
@@ -88,10 +132,12 @@ var (
 	ConversationType_name = map[int32]string{
 		0: "CONVERSATION_TYPE_UNSPECIFIED",
 		1: "CONVERSATION_TYPE_DIRECT",
+		2: "CONVERSATION_TYPE_GROUP",
 	}
 	ConversationType_value = map[string]int32{
 		"CONVERSATION_TYPE_UNSPECIFIED": 0,
 		"CONVERSATION_TYPE_DIRECT":      1,
+		"CONVERSATION_TYPE_GROUP":       2,
 	}
 )
 
@@ -148,6 +194,14 @@ const (
 	ErrorCode_ERROR_CODE_INTERNAL ErrorCode = 9
 	// The payload or a field exceeds its size limit.
 	ErrorCode_ERROR_CODE_TOO_LARGE ErrorCode = 10
+	// The sender is muted in this group (or the group is muted for members).
+	ErrorCode_ERROR_CODE_MUTED ErrorCode = 11
+	// The recall window has passed.
+	ErrorCode_ERROR_CODE_RECALL_WINDOW_PASSED ErrorCode = 12
+	// The group is full (its maximum size).
+	ErrorCode_ERROR_CODE_GROUP_FULL ErrorCode = 13
+	// The target is in a state that does not allow this (editing a recalled message, a dissolved group).
+	ErrorCode_ERROR_CODE_CONFLICT ErrorCode = 14
 )
 
 // Enum value maps for ErrorCode.
@@ -164,19 +218,27 @@ var (
 		8:  "ERROR_CODE_UNKNOWN_FRAME",
 		9:  "ERROR_CODE_INTERNAL",
 		10: "ERROR_CODE_TOO_LARGE",
+		11: "ERROR_CODE_MUTED",
+		12: "ERROR_CODE_RECALL_WINDOW_PASSED",
+		13: "ERROR_CODE_GROUP_FULL",
+		14: "ERROR_CODE_CONFLICT",
 	}
 	ErrorCode_value = map[string]int32{
-		"ERROR_CODE_UNSPECIFIED":       0,
-		"ERROR_CODE_BAD_REQUEST":       1,
-		"ERROR_CODE_UNAUTHENTICATED":   2,
-		"ERROR_CODE_PERMISSION_DENIED": 3,
-		"ERROR_CODE_TOO_MANY_REQUESTS": 4,
-		"ERROR_CODE_UNAVAILABLE":       5,
-		"ERROR_CODE_MALFORMED_FRAME":   6,
-		"ERROR_CODE_FRAME_TOO_LARGE":   7,
-		"ERROR_CODE_UNKNOWN_FRAME":     8,
-		"ERROR_CODE_INTERNAL":          9,
-		"ERROR_CODE_TOO_LARGE":         10,
+		"ERROR_CODE_UNSPECIFIED":          0,
+		"ERROR_CODE_BAD_REQUEST":          1,
+		"ERROR_CODE_UNAUTHENTICATED":      2,
+		"ERROR_CODE_PERMISSION_DENIED":    3,
+		"ERROR_CODE_TOO_MANY_REQUESTS":    4,
+		"ERROR_CODE_UNAVAILABLE":          5,
+		"ERROR_CODE_MALFORMED_FRAME":      6,
+		"ERROR_CODE_FRAME_TOO_LARGE":      7,
+		"ERROR_CODE_UNKNOWN_FRAME":        8,
+		"ERROR_CODE_INTERNAL":             9,
+		"ERROR_CODE_TOO_LARGE":            10,
+		"ERROR_CODE_MUTED":                11,
+		"ERROR_CODE_RECALL_WINDOW_PASSED": 12,
+		"ERROR_CODE_GROUP_FULL":           13,
+		"ERROR_CODE_CONFLICT":             14,
 	}
 )
 
@@ -291,6 +353,113 @@ func (DisconnectCode) EnumDescriptor() ([]byte, []int) {
 	return file_parley_v1_parley_proto_rawDescGZIP(), []int{3}
 }
 
+type GroupRole int32
+
+const (
+	GroupRole_GROUP_ROLE_UNSPECIFIED GroupRole = 0
+	GroupRole_GROUP_ROLE_MEMBER      GroupRole = 1
+	GroupRole_GROUP_ROLE_ADMIN       GroupRole = 2
+	GroupRole_GROUP_ROLE_OWNER       GroupRole = 3
+)
+
+// Enum value maps for GroupRole.
+var (
+	GroupRole_name = map[int32]string{
+		0: "GROUP_ROLE_UNSPECIFIED",
+		1: "GROUP_ROLE_MEMBER",
+		2: "GROUP_ROLE_ADMIN",
+		3: "GROUP_ROLE_OWNER",
+	}
+	GroupRole_value = map[string]int32{
+		"GROUP_ROLE_UNSPECIFIED": 0,
+		"GROUP_ROLE_MEMBER":      1,
+		"GROUP_ROLE_ADMIN":       2,
+		"GROUP_ROLE_OWNER":       3,
+	}
+)
+
+func (x GroupRole) Enum() *GroupRole {
+	p := new(GroupRole)
+	*p = x
+	return p
+}
+
+func (x GroupRole) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (GroupRole) Descriptor() protoreflect.EnumDescriptor {
+	return file_parley_v1_parley_proto_enumTypes[4].Descriptor()
+}
+
+func (GroupRole) Type() protoreflect.EnumType {
+	return &file_parley_v1_parley_proto_enumTypes[4]
+}
+
+func (x GroupRole) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use GroupRole.Descriptor instead.
+func (GroupRole) EnumDescriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{4}
+}
+
+type ContactState int32
+
+const (
+	ContactState_CONTACT_STATE_UNSPECIFIED ContactState = 0
+	// Friends.
+	ContactState_CONTACT_STATE_FRIEND ContactState = 1
+	// This user asked; waiting for the other.
+	ContactState_CONTACT_STATE_REQUEST_SENT ContactState = 2
+	// The other user asked this user.
+	ContactState_CONTACT_STATE_REQUEST_RECEIVED ContactState = 3
+)
+
+// Enum value maps for ContactState.
+var (
+	ContactState_name = map[int32]string{
+		0: "CONTACT_STATE_UNSPECIFIED",
+		1: "CONTACT_STATE_FRIEND",
+		2: "CONTACT_STATE_REQUEST_SENT",
+		3: "CONTACT_STATE_REQUEST_RECEIVED",
+	}
+	ContactState_value = map[string]int32{
+		"CONTACT_STATE_UNSPECIFIED":      0,
+		"CONTACT_STATE_FRIEND":           1,
+		"CONTACT_STATE_REQUEST_SENT":     2,
+		"CONTACT_STATE_REQUEST_RECEIVED": 3,
+	}
+)
+
+func (x ContactState) Enum() *ContactState {
+	p := new(ContactState)
+	*p = x
+	return p
+}
+
+func (x ContactState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ContactState) Descriptor() protoreflect.EnumDescriptor {
+	return file_parley_v1_parley_proto_enumTypes[5].Descriptor()
+}
+
+func (ContactState) Type() protoreflect.EnumType {
+	return &file_parley_v1_parley_proto_enumTypes[5]
+}
+
+func (x ContactState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ContactState.Descriptor instead.
+func (ContactState) EnumDescriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{5}
+}
+
 // ClientFrame is everything a client can send.
 type ClientFrame struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -307,6 +476,32 @@ type ClientFrame struct {
 	//	*ClientFrame_SyncConversations
 	//	*ClientFrame_SyncMessages
 	//	*ClientFrame_History
+	//	*ClientFrame_CreateGroup
+	//	*ClientFrame_UpdateGroup
+	//	*ClientFrame_AddMembers
+	//	*ClientFrame_RemoveMember
+	//	*ClientFrame_JoinGroup
+	//	*ClientFrame_LeaveGroup
+	//	*ClientFrame_SetRole
+	//	*ClientFrame_MuteMember
+	//	*ClientFrame_TransferOwnership
+	//	*ClientFrame_DissolveGroup
+	//	*ClientFrame_GetGroup
+	//	*ClientFrame_ListMembers
+	//	*ClientFrame_Recall
+	//	*ClientFrame_Edit
+	//	*ClientFrame_DeleteForMe
+	//	*ClientFrame_ReadCounts
+	//	*ClientFrame_Typing
+	//	*ClientFrame_SubscribePresence
+	//	*ClientFrame_UnsubscribePresence
+	//	*ClientFrame_FriendRequest
+	//	*ClientFrame_RespondFriend
+	//	*ClientFrame_RemoveFriend
+	//	*ClientFrame_ListContacts
+	//	*ClientFrame_Block
+	//	*ClientFrame_Unblock
+	//	*ClientFrame_SetConversation
 	Body          isClientFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -428,6 +623,240 @@ func (x *ClientFrame) GetHistory() *History {
 	return nil
 }
 
+func (x *ClientFrame) GetCreateGroup() *CreateGroup {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_CreateGroup); ok {
+			return x.CreateGroup
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetUpdateGroup() *UpdateGroup {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_UpdateGroup); ok {
+			return x.UpdateGroup
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetAddMembers() *AddMembers {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_AddMembers); ok {
+			return x.AddMembers
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetRemoveMember() *RemoveMember {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_RemoveMember); ok {
+			return x.RemoveMember
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetJoinGroup() *JoinGroup {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_JoinGroup); ok {
+			return x.JoinGroup
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetLeaveGroup() *LeaveGroup {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_LeaveGroup); ok {
+			return x.LeaveGroup
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetSetRole() *SetRole {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_SetRole); ok {
+			return x.SetRole
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetMuteMember() *MuteMember {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_MuteMember); ok {
+			return x.MuteMember
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetTransferOwnership() *TransferOwnership {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_TransferOwnership); ok {
+			return x.TransferOwnership
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetDissolveGroup() *DissolveGroup {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_DissolveGroup); ok {
+			return x.DissolveGroup
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetGetGroup() *GetGroup {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_GetGroup); ok {
+			return x.GetGroup
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetListMembers() *ListMembers {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_ListMembers); ok {
+			return x.ListMembers
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetRecall() *Recall {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_Recall); ok {
+			return x.Recall
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetEdit() *Edit {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_Edit); ok {
+			return x.Edit
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetDeleteForMe() *DeleteForMe {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_DeleteForMe); ok {
+			return x.DeleteForMe
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetReadCounts() *ReadCounts {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_ReadCounts); ok {
+			return x.ReadCounts
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetTyping() *Typing {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_Typing); ok {
+			return x.Typing
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetSubscribePresence() *SubscribePresence {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_SubscribePresence); ok {
+			return x.SubscribePresence
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetUnsubscribePresence() *UnsubscribePresence {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_UnsubscribePresence); ok {
+			return x.UnsubscribePresence
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetFriendRequest() *FriendRequest {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_FriendRequest); ok {
+			return x.FriendRequest
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetRespondFriend() *RespondFriend {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_RespondFriend); ok {
+			return x.RespondFriend
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetRemoveFriend() *RemoveFriend {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_RemoveFriend); ok {
+			return x.RemoveFriend
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetListContacts() *ListContacts {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_ListContacts); ok {
+			return x.ListContacts
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetBlock() *Block {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_Block); ok {
+			return x.Block
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetUnblock() *Unblock {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_Unblock); ok {
+			return x.Unblock
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetSetConversation() *SetConversation {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_SetConversation); ok {
+			return x.SetConversation
+		}
+	}
+	return nil
+}
+
 type isClientFrame_Body interface {
 	isClientFrame_Body()
 }
@@ -464,6 +893,115 @@ type ClientFrame_History struct {
 	History *History `protobuf:"bytes,9,opt,name=history,proto3,oneof"`
 }
 
+type ClientFrame_CreateGroup struct {
+	// Groups
+	CreateGroup *CreateGroup `protobuf:"bytes,20,opt,name=create_group,json=createGroup,proto3,oneof"`
+}
+
+type ClientFrame_UpdateGroup struct {
+	UpdateGroup *UpdateGroup `protobuf:"bytes,21,opt,name=update_group,json=updateGroup,proto3,oneof"`
+}
+
+type ClientFrame_AddMembers struct {
+	AddMembers *AddMembers `protobuf:"bytes,22,opt,name=add_members,json=addMembers,proto3,oneof"`
+}
+
+type ClientFrame_RemoveMember struct {
+	RemoveMember *RemoveMember `protobuf:"bytes,23,opt,name=remove_member,json=removeMember,proto3,oneof"`
+}
+
+type ClientFrame_JoinGroup struct {
+	JoinGroup *JoinGroup `protobuf:"bytes,24,opt,name=join_group,json=joinGroup,proto3,oneof"`
+}
+
+type ClientFrame_LeaveGroup struct {
+	LeaveGroup *LeaveGroup `protobuf:"bytes,25,opt,name=leave_group,json=leaveGroup,proto3,oneof"`
+}
+
+type ClientFrame_SetRole struct {
+	SetRole *SetRole `protobuf:"bytes,26,opt,name=set_role,json=setRole,proto3,oneof"`
+}
+
+type ClientFrame_MuteMember struct {
+	MuteMember *MuteMember `protobuf:"bytes,27,opt,name=mute_member,json=muteMember,proto3,oneof"`
+}
+
+type ClientFrame_TransferOwnership struct {
+	TransferOwnership *TransferOwnership `protobuf:"bytes,28,opt,name=transfer_ownership,json=transferOwnership,proto3,oneof"`
+}
+
+type ClientFrame_DissolveGroup struct {
+	DissolveGroup *DissolveGroup `protobuf:"bytes,29,opt,name=dissolve_group,json=dissolveGroup,proto3,oneof"`
+}
+
+type ClientFrame_GetGroup struct {
+	GetGroup *GetGroup `protobuf:"bytes,30,opt,name=get_group,json=getGroup,proto3,oneof"`
+}
+
+type ClientFrame_ListMembers struct {
+	ListMembers *ListMembers `protobuf:"bytes,31,opt,name=list_members,json=listMembers,proto3,oneof"`
+}
+
+type ClientFrame_Recall struct {
+	// Changing messages
+	Recall *Recall `protobuf:"bytes,40,opt,name=recall,proto3,oneof"`
+}
+
+type ClientFrame_Edit struct {
+	Edit *Edit `protobuf:"bytes,41,opt,name=edit,proto3,oneof"`
+}
+
+type ClientFrame_DeleteForMe struct {
+	DeleteForMe *DeleteForMe `protobuf:"bytes,42,opt,name=delete_for_me,json=deleteForMe,proto3,oneof"`
+}
+
+type ClientFrame_ReadCounts struct {
+	// Receipts, typing, presence
+	ReadCounts *ReadCounts `protobuf:"bytes,50,opt,name=read_counts,json=readCounts,proto3,oneof"`
+}
+
+type ClientFrame_Typing struct {
+	Typing *Typing `protobuf:"bytes,51,opt,name=typing,proto3,oneof"`
+}
+
+type ClientFrame_SubscribePresence struct {
+	SubscribePresence *SubscribePresence `protobuf:"bytes,52,opt,name=subscribe_presence,json=subscribePresence,proto3,oneof"`
+}
+
+type ClientFrame_UnsubscribePresence struct {
+	UnsubscribePresence *UnsubscribePresence `protobuf:"bytes,53,opt,name=unsubscribe_presence,json=unsubscribePresence,proto3,oneof"`
+}
+
+type ClientFrame_FriendRequest struct {
+	// Contacts
+	FriendRequest *FriendRequest `protobuf:"bytes,60,opt,name=friend_request,json=friendRequest,proto3,oneof"`
+}
+
+type ClientFrame_RespondFriend struct {
+	RespondFriend *RespondFriend `protobuf:"bytes,61,opt,name=respond_friend,json=respondFriend,proto3,oneof"`
+}
+
+type ClientFrame_RemoveFriend struct {
+	RemoveFriend *RemoveFriend `protobuf:"bytes,62,opt,name=remove_friend,json=removeFriend,proto3,oneof"`
+}
+
+type ClientFrame_ListContacts struct {
+	ListContacts *ListContacts `protobuf:"bytes,63,opt,name=list_contacts,json=listContacts,proto3,oneof"`
+}
+
+type ClientFrame_Block struct {
+	Block *Block `protobuf:"bytes,64,opt,name=block,proto3,oneof"`
+}
+
+type ClientFrame_Unblock struct {
+	Unblock *Unblock `protobuf:"bytes,65,opt,name=unblock,proto3,oneof"`
+}
+
+type ClientFrame_SetConversation struct {
+	// Conversation list
+	SetConversation *SetConversation `protobuf:"bytes,70,opt,name=set_conversation,json=setConversation,proto3,oneof"`
+}
+
 func (*ClientFrame_Auth) isClientFrame_Body() {}
 
 func (*ClientFrame_Ping) isClientFrame_Body() {}
@@ -479,6 +1017,58 @@ func (*ClientFrame_SyncConversations) isClientFrame_Body() {}
 func (*ClientFrame_SyncMessages) isClientFrame_Body() {}
 
 func (*ClientFrame_History) isClientFrame_Body() {}
+
+func (*ClientFrame_CreateGroup) isClientFrame_Body() {}
+
+func (*ClientFrame_UpdateGroup) isClientFrame_Body() {}
+
+func (*ClientFrame_AddMembers) isClientFrame_Body() {}
+
+func (*ClientFrame_RemoveMember) isClientFrame_Body() {}
+
+func (*ClientFrame_JoinGroup) isClientFrame_Body() {}
+
+func (*ClientFrame_LeaveGroup) isClientFrame_Body() {}
+
+func (*ClientFrame_SetRole) isClientFrame_Body() {}
+
+func (*ClientFrame_MuteMember) isClientFrame_Body() {}
+
+func (*ClientFrame_TransferOwnership) isClientFrame_Body() {}
+
+func (*ClientFrame_DissolveGroup) isClientFrame_Body() {}
+
+func (*ClientFrame_GetGroup) isClientFrame_Body() {}
+
+func (*ClientFrame_ListMembers) isClientFrame_Body() {}
+
+func (*ClientFrame_Recall) isClientFrame_Body() {}
+
+func (*ClientFrame_Edit) isClientFrame_Body() {}
+
+func (*ClientFrame_DeleteForMe) isClientFrame_Body() {}
+
+func (*ClientFrame_ReadCounts) isClientFrame_Body() {}
+
+func (*ClientFrame_Typing) isClientFrame_Body() {}
+
+func (*ClientFrame_SubscribePresence) isClientFrame_Body() {}
+
+func (*ClientFrame_UnsubscribePresence) isClientFrame_Body() {}
+
+func (*ClientFrame_FriendRequest) isClientFrame_Body() {}
+
+func (*ClientFrame_RespondFriend) isClientFrame_Body() {}
+
+func (*ClientFrame_RemoveFriend) isClientFrame_Body() {}
+
+func (*ClientFrame_ListContacts) isClientFrame_Body() {}
+
+func (*ClientFrame_Block) isClientFrame_Body() {}
+
+func (*ClientFrame_Unblock) isClientFrame_Body() {}
+
+func (*ClientFrame_SetConversation) isClientFrame_Body() {}
 
 // ServerFrame is everything the server can send.
 type ServerFrame struct {
@@ -497,6 +1087,16 @@ type ServerFrame struct {
 	//	*ServerFrame_Error
 	//	*ServerFrame_Disconnect
 	//	*ServerFrame_Ok
+	//	*ServerFrame_Group
+	//	*ServerFrame_Members
+	//	*ServerFrame_ReadCounts
+	//	*ServerFrame_Typing
+	//	*ServerFrame_Presence
+	//	*ServerFrame_PresenceEvent
+	//	*ServerFrame_Contacts
+	//	*ServerFrame_ContactEvent
+	//	*ServerFrame_Hidden
+	//	*ServerFrame_ConversationEvent
 	Body          isServerFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -636,6 +1236,96 @@ func (x *ServerFrame) GetOk() *Ok {
 	return nil
 }
 
+func (x *ServerFrame) GetGroup() *GroupInfo {
+	if x != nil {
+		if x, ok := x.Body.(*ServerFrame_Group); ok {
+			return x.Group
+		}
+	}
+	return nil
+}
+
+func (x *ServerFrame) GetMembers() *MemberPage {
+	if x != nil {
+		if x, ok := x.Body.(*ServerFrame_Members); ok {
+			return x.Members
+		}
+	}
+	return nil
+}
+
+func (x *ServerFrame) GetReadCounts() *ReadCountList {
+	if x != nil {
+		if x, ok := x.Body.(*ServerFrame_ReadCounts); ok {
+			return x.ReadCounts
+		}
+	}
+	return nil
+}
+
+func (x *ServerFrame) GetTyping() *TypingEvent {
+	if x != nil {
+		if x, ok := x.Body.(*ServerFrame_Typing); ok {
+			return x.Typing
+		}
+	}
+	return nil
+}
+
+func (x *ServerFrame) GetPresence() *PresenceList {
+	if x != nil {
+		if x, ok := x.Body.(*ServerFrame_Presence); ok {
+			return x.Presence
+		}
+	}
+	return nil
+}
+
+func (x *ServerFrame) GetPresenceEvent() *PresenceEvent {
+	if x != nil {
+		if x, ok := x.Body.(*ServerFrame_PresenceEvent); ok {
+			return x.PresenceEvent
+		}
+	}
+	return nil
+}
+
+func (x *ServerFrame) GetContacts() *ContactList {
+	if x != nil {
+		if x, ok := x.Body.(*ServerFrame_Contacts); ok {
+			return x.Contacts
+		}
+	}
+	return nil
+}
+
+func (x *ServerFrame) GetContactEvent() *ContactEvent {
+	if x != nil {
+		if x, ok := x.Body.(*ServerFrame_ContactEvent); ok {
+			return x.ContactEvent
+		}
+	}
+	return nil
+}
+
+func (x *ServerFrame) GetHidden() *HiddenEvent {
+	if x != nil {
+		if x, ok := x.Body.(*ServerFrame_Hidden); ok {
+			return x.Hidden
+		}
+	}
+	return nil
+}
+
+func (x *ServerFrame) GetConversationEvent() *ConversationEvent {
+	if x != nil {
+		if x, ok := x.Body.(*ServerFrame_ConversationEvent); ok {
+			return x.ConversationEvent
+		}
+	}
+	return nil
+}
+
 type isServerFrame_Body interface {
 	isServerFrame_Body()
 }
@@ -680,6 +1370,46 @@ type ServerFrame_Ok struct {
 	Ok *Ok `protobuf:"bytes,11,opt,name=ok,proto3,oneof"`
 }
 
+type ServerFrame_Group struct {
+	Group *GroupInfo `protobuf:"bytes,20,opt,name=group,proto3,oneof"`
+}
+
+type ServerFrame_Members struct {
+	Members *MemberPage `protobuf:"bytes,21,opt,name=members,proto3,oneof"`
+}
+
+type ServerFrame_ReadCounts struct {
+	ReadCounts *ReadCountList `protobuf:"bytes,22,opt,name=read_counts,json=readCounts,proto3,oneof"`
+}
+
+type ServerFrame_Typing struct {
+	Typing *TypingEvent `protobuf:"bytes,23,opt,name=typing,proto3,oneof"`
+}
+
+type ServerFrame_Presence struct {
+	Presence *PresenceList `protobuf:"bytes,24,opt,name=presence,proto3,oneof"`
+}
+
+type ServerFrame_PresenceEvent struct {
+	PresenceEvent *PresenceEvent `protobuf:"bytes,25,opt,name=presence_event,json=presenceEvent,proto3,oneof"`
+}
+
+type ServerFrame_Contacts struct {
+	Contacts *ContactList `protobuf:"bytes,26,opt,name=contacts,proto3,oneof"`
+}
+
+type ServerFrame_ContactEvent struct {
+	ContactEvent *ContactEvent `protobuf:"bytes,27,opt,name=contact_event,json=contactEvent,proto3,oneof"`
+}
+
+type ServerFrame_Hidden struct {
+	Hidden *HiddenEvent `protobuf:"bytes,28,opt,name=hidden,proto3,oneof"`
+}
+
+type ServerFrame_ConversationEvent struct {
+	ConversationEvent *ConversationEvent `protobuf:"bytes,29,opt,name=conversation_event,json=conversationEvent,proto3,oneof"`
+}
+
 func (*ServerFrame_AuthOk) isServerFrame_Body() {}
 
 func (*ServerFrame_Pong) isServerFrame_Body() {}
@@ -699,6 +1429,26 @@ func (*ServerFrame_Error) isServerFrame_Body() {}
 func (*ServerFrame_Disconnect) isServerFrame_Body() {}
 
 func (*ServerFrame_Ok) isServerFrame_Body() {}
+
+func (*ServerFrame_Group) isServerFrame_Body() {}
+
+func (*ServerFrame_Members) isServerFrame_Body() {}
+
+func (*ServerFrame_ReadCounts) isServerFrame_Body() {}
+
+func (*ServerFrame_Typing) isServerFrame_Body() {}
+
+func (*ServerFrame_Presence) isServerFrame_Body() {}
+
+func (*ServerFrame_PresenceEvent) isServerFrame_Body() {}
+
+func (*ServerFrame_Contacts) isServerFrame_Body() {}
+
+func (*ServerFrame_ContactEvent) isServerFrame_Body() {}
+
+func (*ServerFrame_Hidden) isServerFrame_Body() {}
+
+func (*ServerFrame_ConversationEvent) isServerFrame_Body() {}
 
 // Auth must be the first frame on a connection.
 type Auth struct {
@@ -1133,6 +1883,84 @@ func (x *SendAck) GetDuplicate() bool {
 	return false
 }
 
+// What an event entry changed.
+type MessageEvent struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	TargetSeq uint64                 `protobuf:"varint,1,opt,name=target_seq,json=targetSeq,proto3" json:"target_seq,omitempty"`
+	UserIds   []string               `protobuf:"bytes,2,rep,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
+	Role      GroupRole              `protobuf:"varint,3,opt,name=role,proto3,enum=parley.v1.GroupRole" json:"role,omitempty"`
+	// Unix milliseconds; 0 means not muted.
+	MutedUntil    int64      `protobuf:"varint,4,opt,name=muted_until,json=mutedUntil,proto3" json:"muted_until,omitempty"`
+	Group         *GroupInfo `protobuf:"bytes,5,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageEvent) Reset() {
+	*x = MessageEvent{}
+	mi := &file_parley_v1_parley_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageEvent) ProtoMessage() {}
+
+func (x *MessageEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageEvent.ProtoReflect.Descriptor instead.
+func (*MessageEvent) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *MessageEvent) GetTargetSeq() uint64 {
+	if x != nil {
+		return x.TargetSeq
+	}
+	return 0
+}
+
+func (x *MessageEvent) GetUserIds() []string {
+	if x != nil {
+		return x.UserIds
+	}
+	return nil
+}
+
+func (x *MessageEvent) GetRole() GroupRole {
+	if x != nil {
+		return x.Role
+	}
+	return GroupRole_GROUP_ROLE_UNSPECIFIED
+}
+
+func (x *MessageEvent) GetMutedUntil() int64 {
+	if x != nil {
+		return x.MutedUntil
+	}
+	return 0
+}
+
+func (x *MessageEvent) GetGroup() *GroupInfo {
+	if x != nil {
+		return x.Group
+	}
+	return nil
+}
+
 type Message struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
@@ -1146,15 +1974,21 @@ type Message struct {
 	ContentType string `protobuf:"bytes,7,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
 	Payload     []byte `protobuf:"bytes,8,opt,name=payload,proto3" json:"payload,omitempty"`
 	// Unix milliseconds.
-	ServerTime    int64       `protobuf:"varint,9,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
-	Kind          MessageKind `protobuf:"varint,10,opt,name=kind,proto3,enum=parley.v1.MessageKind" json:"kind,omitempty"`
+	ServerTime int64       `protobuf:"varint,9,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
+	Kind       MessageKind `protobuf:"varint,10,opt,name=kind,proto3,enum=parley.v1.MessageKind" json:"kind,omitempty"`
+	// For event kinds: what changed.
+	Event *MessageEvent `protobuf:"bytes,11,opt,name=event,proto3" json:"event,omitempty"`
+	// The message was recalled: its payload and content type are gone.
+	Recalled bool `protobuf:"varint,12,opt,name=recalled,proto3" json:"recalled,omitempty"`
+	// The message was edited; payload is the latest version. Unix ms of the last edit.
+	EditedAt      int64 `protobuf:"varint,13,opt,name=edited_at,json=editedAt,proto3" json:"edited_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_parley_v1_parley_proto_msgTypes[9]
+	mi := &file_parley_v1_parley_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1166,7 +2000,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[9]
+	mi := &file_parley_v1_parley_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1179,7 +2013,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{9}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Message) GetConversationId() string {
@@ -1252,6 +2086,27 @@ func (x *Message) GetKind() MessageKind {
 	return MessageKind_MESSAGE_KIND_UNSPECIFIED
 }
 
+func (x *Message) GetEvent() *MessageEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *Message) GetRecalled() bool {
+	if x != nil {
+		return x.Recalled
+	}
+	return false
+}
+
+func (x *Message) GetEditedAt() int64 {
+	if x != nil {
+		return x.EditedAt
+	}
+	return 0
+}
+
 // DeliveredAck tells the server this device has received every message of the
 // conversation up to and including seq. Cumulative; lower values are ignored.
 type DeliveredAck struct {
@@ -1264,7 +2119,7 @@ type DeliveredAck struct {
 
 func (x *DeliveredAck) Reset() {
 	*x = DeliveredAck{}
-	mi := &file_parley_v1_parley_proto_msgTypes[10]
+	mi := &file_parley_v1_parley_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +2131,7 @@ func (x *DeliveredAck) String() string {
 func (*DeliveredAck) ProtoMessage() {}
 
 func (x *DeliveredAck) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[10]
+	mi := &file_parley_v1_parley_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +2144,7 @@ func (x *DeliveredAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveredAck.ProtoReflect.Descriptor instead.
 func (*DeliveredAck) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{10}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeliveredAck) GetConversationId() string {
@@ -1317,7 +2172,7 @@ type ReadAck struct {
 
 func (x *ReadAck) Reset() {
 	*x = ReadAck{}
-	mi := &file_parley_v1_parley_proto_msgTypes[11]
+	mi := &file_parley_v1_parley_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1329,7 +2184,7 @@ func (x *ReadAck) String() string {
 func (*ReadAck) ProtoMessage() {}
 
 func (x *ReadAck) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[11]
+	mi := &file_parley_v1_parley_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1342,7 +2197,7 @@ func (x *ReadAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAck.ProtoReflect.Descriptor instead.
 func (*ReadAck) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{11}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReadAck) GetConversationId() string {
@@ -1373,7 +2228,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_parley_v1_parley_proto_msgTypes[12]
+	mi := &file_parley_v1_parley_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +2240,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[12]
+	mi := &file_parley_v1_parley_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +2253,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{12}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Receipt) GetConversationId() string {
@@ -1442,7 +2297,7 @@ type SyncConversations struct {
 
 func (x *SyncConversations) Reset() {
 	*x = SyncConversations{}
-	mi := &file_parley_v1_parley_proto_msgTypes[13]
+	mi := &file_parley_v1_parley_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +2309,7 @@ func (x *SyncConversations) String() string {
 func (*SyncConversations) ProtoMessage() {}
 
 func (x *SyncConversations) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[13]
+	mi := &file_parley_v1_parley_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +2322,7 @@ func (x *SyncConversations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncConversations.ProtoReflect.Descriptor instead.
 func (*SyncConversations) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{13}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SyncConversations) GetLimit() uint32 {
@@ -1501,13 +2356,25 @@ type Conversation struct {
 	// For a 1:1 conversation: the peer's cursors (for "delivered" and "read" marks).
 	PeerDeliveredSeq uint64 `protobuf:"varint,9,opt,name=peer_delivered_seq,json=peerDeliveredSeq,proto3" json:"peer_delivered_seq,omitempty"`
 	PeerReadSeq      uint64 `protobuf:"varint,10,opt,name=peer_read_seq,json=peerReadSeq,proto3" json:"peer_read_seq,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// For a group: its current settings (name, avatar, ...).
+	Group *GroupInfo `protobuf:"bytes,11,opt,name=group,proto3" json:"group,omitempty"`
+	// Pinned conversations sort first.
+	Pinned bool `protobuf:"varint,12,opt,name=pinned,proto3" json:"pinned,omitempty"`
+	// Notifications muted by this user.
+	Muted bool `protobuf:"varint,13,opt,name=muted,proto3" json:"muted,omitempty"`
+	// Deleted for this user up to this seq: history and sync start after it.
+	ClearedSeq uint64 `protobuf:"varint,14,opt,name=cleared_seq,json=clearedSeq,proto3" json:"cleared_seq,omitempty"`
+	// For a group: this user is no longer a member (left or removed); the
+	// conversation is readable up to left_seq.
+	Left          bool   `protobuf:"varint,15,opt,name=left,proto3" json:"left,omitempty"`
+	LeftSeq       uint64 `protobuf:"varint,16,opt,name=left_seq,json=leftSeq,proto3" json:"left_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Conversation) Reset() {
 	*x = Conversation{}
-	mi := &file_parley_v1_parley_proto_msgTypes[14]
+	mi := &file_parley_v1_parley_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +2386,7 @@ func (x *Conversation) String() string {
 func (*Conversation) ProtoMessage() {}
 
 func (x *Conversation) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[14]
+	mi := &file_parley_v1_parley_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +2399,7 @@ func (x *Conversation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Conversation.ProtoReflect.Descriptor instead.
 func (*Conversation) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{14}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Conversation) GetConversationId() string {
@@ -1605,6 +2472,48 @@ func (x *Conversation) GetPeerReadSeq() uint64 {
 	return 0
 }
 
+func (x *Conversation) GetGroup() *GroupInfo {
+	if x != nil {
+		return x.Group
+	}
+	return nil
+}
+
+func (x *Conversation) GetPinned() bool {
+	if x != nil {
+		return x.Pinned
+	}
+	return false
+}
+
+func (x *Conversation) GetMuted() bool {
+	if x != nil {
+		return x.Muted
+	}
+	return false
+}
+
+func (x *Conversation) GetClearedSeq() uint64 {
+	if x != nil {
+		return x.ClearedSeq
+	}
+	return 0
+}
+
+func (x *Conversation) GetLeft() bool {
+	if x != nil {
+		return x.Left
+	}
+	return false
+}
+
+func (x *Conversation) GetLeftSeq() uint64 {
+	if x != nil {
+		return x.LeftSeq
+	}
+	return 0
+}
+
 type ConversationList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Conversations []*Conversation        `protobuf:"bytes,1,rep,name=conversations,proto3" json:"conversations,omitempty"`
@@ -1616,7 +2525,7 @@ type ConversationList struct {
 
 func (x *ConversationList) Reset() {
 	*x = ConversationList{}
-	mi := &file_parley_v1_parley_proto_msgTypes[15]
+	mi := &file_parley_v1_parley_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +2537,7 @@ func (x *ConversationList) String() string {
 func (*ConversationList) ProtoMessage() {}
 
 func (x *ConversationList) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[15]
+	mi := &file_parley_v1_parley_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +2550,7 @@ func (x *ConversationList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConversationList.ProtoReflect.Descriptor instead.
 func (*ConversationList) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{15}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ConversationList) GetConversations() []*Conversation {
@@ -1671,7 +2580,7 @@ type SyncMessages struct {
 
 func (x *SyncMessages) Reset() {
 	*x = SyncMessages{}
-	mi := &file_parley_v1_parley_proto_msgTypes[16]
+	mi := &file_parley_v1_parley_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +2592,7 @@ func (x *SyncMessages) String() string {
 func (*SyncMessages) ProtoMessage() {}
 
 func (x *SyncMessages) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[16]
+	mi := &file_parley_v1_parley_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1696,7 +2605,7 @@ func (x *SyncMessages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncMessages.ProtoReflect.Descriptor instead.
 func (*SyncMessages) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{16}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SyncMessages) GetConversationId() string {
@@ -1733,7 +2642,7 @@ type History struct {
 
 func (x *History) Reset() {
 	*x = History{}
-	mi := &file_parley_v1_parley_proto_msgTypes[17]
+	mi := &file_parley_v1_parley_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +2654,7 @@ func (x *History) String() string {
 func (*History) ProtoMessage() {}
 
 func (x *History) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[17]
+	mi := &file_parley_v1_parley_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +2667,7 @@ func (x *History) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use History.ProtoReflect.Descriptor instead.
 func (*History) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{17}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *History) GetConversationId() string {
@@ -1797,7 +2706,7 @@ type MessagePage struct {
 
 func (x *MessagePage) Reset() {
 	*x = MessagePage{}
-	mi := &file_parley_v1_parley_proto_msgTypes[18]
+	mi := &file_parley_v1_parley_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1809,7 +2718,7 @@ func (x *MessagePage) String() string {
 func (*MessagePage) ProtoMessage() {}
 
 func (x *MessagePage) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[18]
+	mi := &file_parley_v1_parley_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1822,7 +2731,7 @@ func (x *MessagePage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessagePage.ProtoReflect.Descriptor instead.
 func (*MessagePage) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{18}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MessagePage) GetConversationId() string {
@@ -1863,7 +2772,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_parley_v1_parley_proto_msgTypes[19]
+	mi := &file_parley_v1_parley_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1875,7 +2784,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[19]
+	mi := &file_parley_v1_parley_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1888,7 +2797,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{19}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Error) GetCode() ErrorCode {
@@ -1917,7 +2826,7 @@ type Disconnect struct {
 
 func (x *Disconnect) Reset() {
 	*x = Disconnect{}
-	mi := &file_parley_v1_parley_proto_msgTypes[20]
+	mi := &file_parley_v1_parley_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1929,7 +2838,7 @@ func (x *Disconnect) String() string {
 func (*Disconnect) ProtoMessage() {}
 
 func (x *Disconnect) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[20]
+	mi := &file_parley_v1_parley_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1942,7 +2851,7 @@ func (x *Disconnect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Disconnect.ProtoReflect.Descriptor instead.
 func (*Disconnect) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{20}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Disconnect) GetCode() DisconnectCode {
@@ -1966,11 +2875,2294 @@ func (x *Disconnect) GetReconnectAfterMs() uint32 {
 	return 0
 }
 
+type GroupInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "g:" + an id chosen by the server.
+	ConversationId string `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	Name           string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	AvatarUrl      string `protobuf:"bytes,3,opt,name=avatar_url,json=avatarUrl,proto3" json:"avatar_url,omitempty"`
+	Announcement   string `protobuf:"bytes,4,opt,name=announcement,proto3" json:"announcement,omitempty"`
+	Owner          string `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
+	// Anyone may join with JoinGroup (otherwise only by being added).
+	OpenJoin bool `protobuf:"varint,6,opt,name=open_join,json=openJoin,proto3" json:"open_join,omitempty"`
+	// Only the owner and admins may send.
+	MuteAll     bool   `protobuf:"varint,7,opt,name=mute_all,json=muteAll,proto3" json:"mute_all,omitempty"`
+	MemberCount uint32 `protobuf:"varint,8,opt,name=member_count,json=memberCount,proto3" json:"member_count,omitempty"`
+	Dissolved   bool   `protobuf:"varint,9,opt,name=dissolved,proto3" json:"dissolved,omitempty"`
+	// Unix milliseconds.
+	CreatedAt     int64 `protobuf:"varint,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupInfo) Reset() {
+	*x = GroupInfo{}
+	mi := &file_parley_v1_parley_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupInfo) ProtoMessage() {}
+
+func (x *GroupInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupInfo.ProtoReflect.Descriptor instead.
+func (*GroupInfo) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *GroupInfo) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *GroupInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GroupInfo) GetAvatarUrl() string {
+	if x != nil {
+		return x.AvatarUrl
+	}
+	return ""
+}
+
+func (x *GroupInfo) GetAnnouncement() string {
+	if x != nil {
+		return x.Announcement
+	}
+	return ""
+}
+
+func (x *GroupInfo) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *GroupInfo) GetOpenJoin() bool {
+	if x != nil {
+		return x.OpenJoin
+	}
+	return false
+}
+
+func (x *GroupInfo) GetMuteAll() bool {
+	if x != nil {
+		return x.MuteAll
+	}
+	return false
+}
+
+func (x *GroupInfo) GetMemberCount() uint32 {
+	if x != nil {
+		return x.MemberCount
+	}
+	return 0
+}
+
+func (x *GroupInfo) GetDissolved() bool {
+	if x != nil {
+		return x.Dissolved
+	}
+	return false
+}
+
+func (x *GroupInfo) GetCreatedAt() int64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
+// CreateGroup makes a group with the sender as owner and user_ids as members.
+// Reply: group.
+type CreateGroup struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	AvatarUrl     string                 `protobuf:"bytes,2,opt,name=avatar_url,json=avatarUrl,proto3" json:"avatar_url,omitempty"`
+	Announcement  string                 `protobuf:"bytes,3,opt,name=announcement,proto3" json:"announcement,omitempty"`
+	UserIds       []string               `protobuf:"bytes,4,rep,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
+	OpenJoin      bool                   `protobuf:"varint,5,opt,name=open_join,json=openJoin,proto3" json:"open_join,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateGroup) Reset() {
+	*x = CreateGroup{}
+	mi := &file_parley_v1_parley_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateGroup) ProtoMessage() {}
+
+func (x *CreateGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateGroup.ProtoReflect.Descriptor instead.
+func (*CreateGroup) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *CreateGroup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateGroup) GetAvatarUrl() string {
+	if x != nil {
+		return x.AvatarUrl
+	}
+	return ""
+}
+
+func (x *CreateGroup) GetAnnouncement() string {
+	if x != nil {
+		return x.Announcement
+	}
+	return ""
+}
+
+func (x *CreateGroup) GetUserIds() []string {
+	if x != nil {
+		return x.UserIds
+	}
+	return nil
+}
+
+func (x *CreateGroup) GetOpenJoin() bool {
+	if x != nil {
+		return x.OpenJoin
+	}
+	return false
+}
+
+// UpdateGroup changes the fields that are set (owner and admins). Reply: group.
+type UpdateGroup struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	Name           *string                `protobuf:"bytes,2,opt,name=name,proto3,oneof" json:"name,omitempty"`
+	AvatarUrl      *string                `protobuf:"bytes,3,opt,name=avatar_url,json=avatarUrl,proto3,oneof" json:"avatar_url,omitempty"`
+	Announcement   *string                `protobuf:"bytes,4,opt,name=announcement,proto3,oneof" json:"announcement,omitempty"`
+	OpenJoin       *bool                  `protobuf:"varint,5,opt,name=open_join,json=openJoin,proto3,oneof" json:"open_join,omitempty"`
+	MuteAll        *bool                  `protobuf:"varint,6,opt,name=mute_all,json=muteAll,proto3,oneof" json:"mute_all,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *UpdateGroup) Reset() {
+	*x = UpdateGroup{}
+	mi := &file_parley_v1_parley_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateGroup) ProtoMessage() {}
+
+func (x *UpdateGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateGroup.ProtoReflect.Descriptor instead.
+func (*UpdateGroup) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *UpdateGroup) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *UpdateGroup) GetName() string {
+	if x != nil && x.Name != nil {
+		return *x.Name
+	}
+	return ""
+}
+
+func (x *UpdateGroup) GetAvatarUrl() string {
+	if x != nil && x.AvatarUrl != nil {
+		return *x.AvatarUrl
+	}
+	return ""
+}
+
+func (x *UpdateGroup) GetAnnouncement() string {
+	if x != nil && x.Announcement != nil {
+		return *x.Announcement
+	}
+	return ""
+}
+
+func (x *UpdateGroup) GetOpenJoin() bool {
+	if x != nil && x.OpenJoin != nil {
+		return *x.OpenJoin
+	}
+	return false
+}
+
+func (x *UpdateGroup) GetMuteAll() bool {
+	if x != nil && x.MuteAll != nil {
+		return *x.MuteAll
+	}
+	return false
+}
+
+// AddMembers adds users (owner and admins; members too unless mute_all). Reply: ok.
+type AddMembers struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	UserIds        []string               `protobuf:"bytes,2,rep,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *AddMembers) Reset() {
+	*x = AddMembers{}
+	mi := &file_parley_v1_parley_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddMembers) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddMembers) ProtoMessage() {}
+
+func (x *AddMembers) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddMembers.ProtoReflect.Descriptor instead.
+func (*AddMembers) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *AddMembers) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *AddMembers) GetUserIds() []string {
+	if x != nil {
+		return x.UserIds
+	}
+	return nil
+}
+
+// RemoveMember removes a member (owner: anyone; admin: members). Reply: ok.
+type RemoveMember struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	UserId         string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RemoveMember) Reset() {
+	*x = RemoveMember{}
+	mi := &file_parley_v1_parley_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMember) ProtoMessage() {}
+
+func (x *RemoveMember) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMember.ProtoReflect.Descriptor instead.
+func (*RemoveMember) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *RemoveMember) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *RemoveMember) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+// JoinGroup joins an open group. Reply: group.
+type JoinGroup struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *JoinGroup) Reset() {
+	*x = JoinGroup{}
+	mi := &file_parley_v1_parley_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinGroup) ProtoMessage() {}
+
+func (x *JoinGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinGroup.ProtoReflect.Descriptor instead.
+func (*JoinGroup) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *JoinGroup) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+// LeaveGroup leaves a group (the owner must transfer ownership first). Reply: ok.
+type LeaveGroup struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *LeaveGroup) Reset() {
+	*x = LeaveGroup{}
+	mi := &file_parley_v1_parley_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveGroup) ProtoMessage() {}
+
+func (x *LeaveGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveGroup.ProtoReflect.Descriptor instead.
+func (*LeaveGroup) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *LeaveGroup) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+// SetRole makes a member an admin or a plain member (owner only). Reply: ok.
+type SetRole struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	UserId         string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Role           GroupRole              `protobuf:"varint,3,opt,name=role,proto3,enum=parley.v1.GroupRole" json:"role,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SetRole) Reset() {
+	*x = SetRole{}
+	mi := &file_parley_v1_parley_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRole) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRole) ProtoMessage() {}
+
+func (x *SetRole) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRole.ProtoReflect.Descriptor instead.
+func (*SetRole) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SetRole) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *SetRole) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *SetRole) GetRole() GroupRole {
+	if x != nil {
+		return x.Role
+	}
+	return GroupRole_GROUP_ROLE_UNSPECIFIED
+}
+
+// MuteMember stops a member sending for duration_seconds (0: unmute). Owner and admins. Reply: ok.
+type MuteMember struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId  string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	UserId          string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	DurationSeconds uint32                 `protobuf:"varint,3,opt,name=duration_seconds,json=durationSeconds,proto3" json:"duration_seconds,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *MuteMember) Reset() {
+	*x = MuteMember{}
+	mi := &file_parley_v1_parley_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MuteMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MuteMember) ProtoMessage() {}
+
+func (x *MuteMember) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MuteMember.ProtoReflect.Descriptor instead.
+func (*MuteMember) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *MuteMember) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *MuteMember) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *MuteMember) GetDurationSeconds() uint32 {
+	if x != nil {
+		return x.DurationSeconds
+	}
+	return 0
+}
+
+// TransferOwnership makes another member the owner; the old owner becomes an admin. Reply: ok.
+type TransferOwnership struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	UserId         string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *TransferOwnership) Reset() {
+	*x = TransferOwnership{}
+	mi := &file_parley_v1_parley_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferOwnership) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferOwnership) ProtoMessage() {}
+
+func (x *TransferOwnership) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferOwnership.ProtoReflect.Descriptor instead.
+func (*TransferOwnership) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *TransferOwnership) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *TransferOwnership) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+// DissolveGroup ends the group (owner only). Reply: ok.
+type DissolveGroup struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DissolveGroup) Reset() {
+	*x = DissolveGroup{}
+	mi := &file_parley_v1_parley_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DissolveGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DissolveGroup) ProtoMessage() {}
+
+func (x *DissolveGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DissolveGroup.ProtoReflect.Descriptor instead.
+func (*DissolveGroup) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *DissolveGroup) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+// GetGroup returns a group's settings (members, and former members up to their leaving). Reply: group.
+type GetGroup struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GetGroup) Reset() {
+	*x = GetGroup{}
+	mi := &file_parley_v1_parley_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGroup) ProtoMessage() {}
+
+func (x *GetGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGroup.ProtoReflect.Descriptor instead.
+func (*GetGroup) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *GetGroup) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+// ListMembers pages through current members by user id. Reply: members.
+type ListMembers struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// Start after this user id ("" for the first page).
+	AfterUserId string `protobuf:"bytes,2,opt,name=after_user_id,json=afterUserId,proto3" json:"after_user_id,omitempty"`
+	// Page size; 0 means 100; at most 1000.
+	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMembers) Reset() {
+	*x = ListMembers{}
+	mi := &file_parley_v1_parley_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMembers) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMembers) ProtoMessage() {}
+
+func (x *ListMembers) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMembers.ProtoReflect.Descriptor instead.
+func (*ListMembers) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ListMembers) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *ListMembers) GetAfterUserId() string {
+	if x != nil {
+		return x.AfterUserId
+	}
+	return ""
+}
+
+func (x *ListMembers) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type Member struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Role   GroupRole              `protobuf:"varint,2,opt,name=role,proto3,enum=parley.v1.GroupRole" json:"role,omitempty"`
+	// Unix milliseconds; 0 if not muted.
+	MutedUntil    int64 `protobuf:"varint,3,opt,name=muted_until,json=mutedUntil,proto3" json:"muted_until,omitempty"`
+	JoinedAt      int64 `protobuf:"varint,4,opt,name=joined_at,json=joinedAt,proto3" json:"joined_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Member) Reset() {
+	*x = Member{}
+	mi := &file_parley_v1_parley_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Member) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Member) ProtoMessage() {}
+
+func (x *Member) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Member.ProtoReflect.Descriptor instead.
+func (*Member) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *Member) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *Member) GetRole() GroupRole {
+	if x != nil {
+		return x.Role
+	}
+	return GroupRole_GROUP_ROLE_UNSPECIFIED
+}
+
+func (x *Member) GetMutedUntil() int64 {
+	if x != nil {
+		return x.MutedUntil
+	}
+	return 0
+}
+
+func (x *Member) GetJoinedAt() int64 {
+	if x != nil {
+		return x.JoinedAt
+	}
+	return 0
+}
+
+type MemberPage struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	Members        []*Member              `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"`
+	// Empty on the last page; otherwise pass as after_user_id.
+	NextAfterUserId string `protobuf:"bytes,3,opt,name=next_after_user_id,json=nextAfterUserId,proto3" json:"next_after_user_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *MemberPage) Reset() {
+	*x = MemberPage{}
+	mi := &file_parley_v1_parley_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberPage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberPage) ProtoMessage() {}
+
+func (x *MemberPage) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberPage.ProtoReflect.Descriptor instead.
+func (*MemberPage) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *MemberPage) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *MemberPage) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *MemberPage) GetNextAfterUserId() string {
+	if x != nil {
+		return x.NextAfterUserId
+	}
+	return ""
+}
+
+// Recall withdraws a message: its sender within the recall window, or a group
+// owner or admin at any time. Reply: send_ack of the RECALL event.
+type Recall struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	Seq            uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Makes the recall idempotent like a send; optional.
+	ClientMsgId   string `protobuf:"bytes,3,opt,name=client_msg_id,json=clientMsgId,proto3" json:"client_msg_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Recall) Reset() {
+	*x = Recall{}
+	mi := &file_parley_v1_parley_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Recall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Recall) ProtoMessage() {}
+
+func (x *Recall) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Recall.ProtoReflect.Descriptor instead.
+func (*Recall) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *Recall) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *Recall) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Recall) GetClientMsgId() string {
+	if x != nil {
+		return x.ClientMsgId
+	}
+	return ""
+}
+
+// Edit replaces the content of the sender's own message. Reply: send_ack of the EDIT event.
+type Edit struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	Seq            uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	ContentType    string                 `protobuf:"bytes,3,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	Payload        []byte                 `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
+	ClientMsgId    string                 `protobuf:"bytes,5,opt,name=client_msg_id,json=clientMsgId,proto3" json:"client_msg_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Edit) Reset() {
+	*x = Edit{}
+	mi := &file_parley_v1_parley_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Edit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Edit) ProtoMessage() {}
+
+func (x *Edit) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Edit.ProtoReflect.Descriptor instead.
+func (*Edit) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *Edit) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *Edit) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Edit) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+func (x *Edit) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *Edit) GetClientMsgId() string {
+	if x != nil {
+		return x.ClientMsgId
+	}
+	return ""
+}
+
+// DeleteForMe hides messages (seqs) or the whole conversation up to now
+// (all = true) for this user's devices only. Reply: ok.
+type DeleteForMe struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	Seqs           []uint64               `protobuf:"varint,2,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
+	All            bool                   `protobuf:"varint,3,opt,name=all,proto3" json:"all,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DeleteForMe) Reset() {
+	*x = DeleteForMe{}
+	mi := &file_parley_v1_parley_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteForMe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteForMe) ProtoMessage() {}
+
+func (x *DeleteForMe) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteForMe.ProtoReflect.Descriptor instead.
+func (*DeleteForMe) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *DeleteForMe) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *DeleteForMe) GetSeqs() []uint64 {
+	if x != nil {
+		return x.Seqs
+	}
+	return nil
+}
+
+func (x *DeleteForMe) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+// HiddenEvent tells a user's other devices what DeleteForMe hid.
+type HiddenEvent struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	Seqs           []uint64               `protobuf:"varint,2,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
+	// When set, everything up to and including this seq is hidden.
+	ClearedSeq    uint64 `protobuf:"varint,3,opt,name=cleared_seq,json=clearedSeq,proto3" json:"cleared_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HiddenEvent) Reset() {
+	*x = HiddenEvent{}
+	mi := &file_parley_v1_parley_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HiddenEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HiddenEvent) ProtoMessage() {}
+
+func (x *HiddenEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HiddenEvent.ProtoReflect.Descriptor instead.
+func (*HiddenEvent) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *HiddenEvent) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *HiddenEvent) GetSeqs() []uint64 {
+	if x != nil {
+		return x.Seqs
+	}
+	return nil
+}
+
+func (x *HiddenEvent) GetClearedSeq() uint64 {
+	if x != nil {
+		return x.ClearedSeq
+	}
+	return 0
+}
+
+// ReadCounts asks how many members have read each of seqs (groups and 1:1).
+// Reply: read_counts. Readers are listed for groups up to the server's
+// receipt list limit (default 500 members).
+type ReadCounts struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// At most 100.
+	Seqs          []uint64 `protobuf:"varint,2,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadCounts) Reset() {
+	*x = ReadCounts{}
+	mi := &file_parley_v1_parley_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadCounts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadCounts) ProtoMessage() {}
+
+func (x *ReadCounts) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadCounts.ProtoReflect.Descriptor instead.
+func (*ReadCounts) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ReadCounts) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *ReadCounts) GetSeqs() []uint64 {
+	if x != nil {
+		return x.Seqs
+	}
+	return nil
+}
+
+type ReadCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Count         uint32                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Readers       []string               `protobuf:"bytes,3,rep,name=readers,proto3" json:"readers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadCount) Reset() {
+	*x = ReadCount{}
+	mi := &file_parley_v1_parley_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadCount) ProtoMessage() {}
+
+func (x *ReadCount) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadCount.ProtoReflect.Descriptor instead.
+func (*ReadCount) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ReadCount) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ReadCount) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *ReadCount) GetReaders() []string {
+	if x != nil {
+		return x.Readers
+	}
+	return nil
+}
+
+type ReadCountList struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	Counts         []*ReadCount           `protobuf:"bytes,2,rep,name=counts,proto3" json:"counts,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ReadCountList) Reset() {
+	*x = ReadCountList{}
+	mi := &file_parley_v1_parley_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadCountList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadCountList) ProtoMessage() {}
+
+func (x *ReadCountList) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadCountList.ProtoReflect.Descriptor instead.
+func (*ReadCountList) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ReadCountList) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *ReadCountList) GetCounts() []*ReadCount {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+// Typing says the user is typing in a conversation. Never stored; rate-limited
+// (one per conversation per 2 s per user is forwarded).
+type Typing struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Typing) Reset() {
+	*x = Typing{}
+	mi := &file_parley_v1_parley_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Typing) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Typing) ProtoMessage() {}
+
+func (x *Typing) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Typing.ProtoReflect.Descriptor instead.
+func (*Typing) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *Typing) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+type TypingEvent struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	UserId         string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *TypingEvent) Reset() {
+	*x = TypingEvent{}
+	mi := &file_parley_v1_parley_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TypingEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TypingEvent) ProtoMessage() {}
+
+func (x *TypingEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TypingEvent.ProtoReflect.Descriptor instead.
+func (*TypingEvent) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *TypingEvent) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *TypingEvent) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+// SubscribePresence asks for presence of users that share a conversation or a
+// contact with the subscriber, now and on every change. Reply: presence
+// (users not shareable with the subscriber are left out, without saying why).
+type SubscribePresence struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserIds       []string               `protobuf:"bytes,1,rep,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribePresence) Reset() {
+	*x = SubscribePresence{}
+	mi := &file_parley_v1_parley_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribePresence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribePresence) ProtoMessage() {}
+
+func (x *SubscribePresence) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribePresence.ProtoReflect.Descriptor instead.
+func (*SubscribePresence) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *SubscribePresence) GetUserIds() []string {
+	if x != nil {
+		return x.UserIds
+	}
+	return nil
+}
+
+type UnsubscribePresence struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserIds       []string               `protobuf:"bytes,1,rep,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnsubscribePresence) Reset() {
+	*x = UnsubscribePresence{}
+	mi := &file_parley_v1_parley_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnsubscribePresence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnsubscribePresence) ProtoMessage() {}
+
+func (x *UnsubscribePresence) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnsubscribePresence.ProtoReflect.Descriptor instead.
+func (*UnsubscribePresence) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *UnsubscribePresence) GetUserIds() []string {
+	if x != nil {
+		return x.UserIds
+	}
+	return nil
+}
+
+type Presence struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Online bool                   `protobuf:"varint,2,opt,name=online,proto3" json:"online,omitempty"`
+	// Unix milliseconds of the last time a session ended; 0 if unknown.
+	LastSeen      int64 `protobuf:"varint,3,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Presence) Reset() {
+	*x = Presence{}
+	mi := &file_parley_v1_parley_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Presence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Presence) ProtoMessage() {}
+
+func (x *Presence) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Presence.ProtoReflect.Descriptor instead.
+func (*Presence) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *Presence) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *Presence) GetOnline() bool {
+	if x != nil {
+		return x.Online
+	}
+	return false
+}
+
+func (x *Presence) GetLastSeen() int64 {
+	if x != nil {
+		return x.LastSeen
+	}
+	return 0
+}
+
+type PresenceList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Users         []*Presence            `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PresenceList) Reset() {
+	*x = PresenceList{}
+	mi := &file_parley_v1_parley_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PresenceList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PresenceList) ProtoMessage() {}
+
+func (x *PresenceList) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PresenceList.ProtoReflect.Descriptor instead.
+func (*PresenceList) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *PresenceList) GetUsers() []*Presence {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+type PresenceEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Presence      *Presence              `protobuf:"bytes,1,opt,name=presence,proto3" json:"presence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PresenceEvent) Reset() {
+	*x = PresenceEvent{}
+	mi := &file_parley_v1_parley_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PresenceEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PresenceEvent) ProtoMessage() {}
+
+func (x *PresenceEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PresenceEvent.ProtoReflect.Descriptor instead.
+func (*PresenceEvent) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *PresenceEvent) GetPresence() *Presence {
+	if x != nil {
+		return x.Presence
+	}
+	return nil
+}
+
+type Contact struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	State  ContactState           `protobuf:"varint,2,opt,name=state,proto3,enum=parley.v1.ContactState" json:"state,omitempty"`
+	// The note of a pending request.
+	Note string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
+	// Unix milliseconds.
+	UpdatedAt     int64 `protobuf:"varint,4,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Contact) Reset() {
+	*x = Contact{}
+	mi := &file_parley_v1_parley_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Contact) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Contact) ProtoMessage() {}
+
+func (x *Contact) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Contact.ProtoReflect.Descriptor instead.
+func (*Contact) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *Contact) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *Contact) GetState() ContactState {
+	if x != nil {
+		return x.State
+	}
+	return ContactState_CONTACT_STATE_UNSPECIFIED
+}
+
+func (x *Contact) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *Contact) GetUpdatedAt() int64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
+// FriendRequest asks another user to become a contact; if they had already
+// asked this user, both become friends. Reply: ok.
+type FriendRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// At most 256 bytes.
+	Note          string `protobuf:"bytes,2,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FriendRequest) Reset() {
+	*x = FriendRequest{}
+	mi := &file_parley_v1_parley_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FriendRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FriendRequest) ProtoMessage() {}
+
+func (x *FriendRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FriendRequest.ProtoReflect.Descriptor instead.
+func (*FriendRequest) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *FriendRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *FriendRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+// RespondFriend accepts or declines a received request. Reply: ok.
+type RespondFriend struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Accept        bool                   `protobuf:"varint,2,opt,name=accept,proto3" json:"accept,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RespondFriend) Reset() {
+	*x = RespondFriend{}
+	mi := &file_parley_v1_parley_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RespondFriend) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RespondFriend) ProtoMessage() {}
+
+func (x *RespondFriend) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RespondFriend.ProtoReflect.Descriptor instead.
+func (*RespondFriend) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *RespondFriend) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *RespondFriend) GetAccept() bool {
+	if x != nil {
+		return x.Accept
+	}
+	return false
+}
+
+// RemoveFriend ends a friendship or withdraws a request. Reply: ok.
+type RemoveFriend struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveFriend) Reset() {
+	*x = RemoveFriend{}
+	mi := &file_parley_v1_parley_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveFriend) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveFriend) ProtoMessage() {}
+
+func (x *RemoveFriend) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveFriend.ProtoReflect.Descriptor instead.
+func (*RemoveFriend) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *RemoveFriend) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+// ListContacts returns contacts, requests and the block list. Reply: contacts.
+type ListContacts struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListContacts) Reset() {
+	*x = ListContacts{}
+	mi := &file_parley_v1_parley_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListContacts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListContacts) ProtoMessage() {}
+
+func (x *ListContacts) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListContacts.ProtoReflect.Descriptor instead.
+func (*ListContacts) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{55}
+}
+
+type ContactList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Contacts      []*Contact             `protobuf:"bytes,1,rep,name=contacts,proto3" json:"contacts,omitempty"`
+	Blocked       []string               `protobuf:"bytes,2,rep,name=blocked,proto3" json:"blocked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContactList) Reset() {
+	*x = ContactList{}
+	mi := &file_parley_v1_parley_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContactList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContactList) ProtoMessage() {}
+
+func (x *ContactList) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContactList.ProtoReflect.Descriptor instead.
+func (*ContactList) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ContactList) GetContacts() []*Contact {
+	if x != nil {
+		return x.Contacts
+	}
+	return nil
+}
+
+func (x *ContactList) GetBlocked() []string {
+	if x != nil {
+		return x.Blocked
+	}
+	return nil
+}
+
+// ContactEvent tells a user about a contact change (a request received, accepted, ...).
+type ContactEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Contact       *Contact               `protobuf:"bytes,1,opt,name=contact,proto3" json:"contact,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContactEvent) Reset() {
+	*x = ContactEvent{}
+	mi := &file_parley_v1_parley_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContactEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContactEvent) ProtoMessage() {}
+
+func (x *ContactEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContactEvent.ProtoReflect.Descriptor instead.
+func (*ContactEvent) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *ContactEvent) GetContact() *Contact {
+	if x != nil {
+		return x.Contact
+	}
+	return nil
+}
+
+// Block stops a user from messaging this one (they are told only "permission denied"). Reply: ok.
+type Block struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Block) Reset() {
+	*x = Block{}
+	mi := &file_parley_v1_parley_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Block) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Block) ProtoMessage() {}
+
+func (x *Block) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Block.ProtoReflect.Descriptor instead.
+func (*Block) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *Block) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+type Unblock struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Unblock) Reset() {
+	*x = Unblock{}
+	mi := &file_parley_v1_parley_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Unblock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Unblock) ProtoMessage() {}
+
+func (x *Unblock) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Unblock.ProtoReflect.Descriptor instead.
+func (*Unblock) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *Unblock) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+// SetConversation changes this user's settings of a conversation. Reply: ok;
+// the user's other devices get conversation_event.
+type SetConversation struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	Pinned         *bool                  `protobuf:"varint,2,opt,name=pinned,proto3,oneof" json:"pinned,omitempty"`
+	Muted          *bool                  `protobuf:"varint,3,opt,name=muted,proto3,oneof" json:"muted,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SetConversation) Reset() {
+	*x = SetConversation{}
+	mi := &file_parley_v1_parley_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetConversation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetConversation) ProtoMessage() {}
+
+func (x *SetConversation) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetConversation.ProtoReflect.Descriptor instead.
+func (*SetConversation) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *SetConversation) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *SetConversation) GetPinned() bool {
+	if x != nil && x.Pinned != nil {
+		return *x.Pinned
+	}
+	return false
+}
+
+func (x *SetConversation) GetMuted() bool {
+	if x != nil && x.Muted != nil {
+		return *x.Muted
+	}
+	return false
+}
+
+type ConversationEvent struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	Pinned         bool                   `protobuf:"varint,2,opt,name=pinned,proto3" json:"pinned,omitempty"`
+	Muted          bool                   `protobuf:"varint,3,opt,name=muted,proto3" json:"muted,omitempty"`
+	ClearedSeq     uint64                 `protobuf:"varint,4,opt,name=cleared_seq,json=clearedSeq,proto3" json:"cleared_seq,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ConversationEvent) Reset() {
+	*x = ConversationEvent{}
+	mi := &file_parley_v1_parley_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConversationEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConversationEvent) ProtoMessage() {}
+
+func (x *ConversationEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConversationEvent.ProtoReflect.Descriptor instead.
+func (*ConversationEvent) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *ConversationEvent) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *ConversationEvent) GetPinned() bool {
+	if x != nil {
+		return x.Pinned
+	}
+	return false
+}
+
+func (x *ConversationEvent) GetMuted() bool {
+	if x != nil {
+		return x.Muted
+	}
+	return false
+}
+
+func (x *ConversationEvent) GetClearedSeq() uint64 {
+	if x != nil {
+		return x.ClearedSeq
+	}
+	return 0
+}
+
 var File_parley_v1_parley_proto protoreflect.FileDescriptor
 
 const file_parley_v1_parley_proto_rawDesc = "" +
 	"\n" +
-	"\x16parley/v1/parley.proto\x12\tparley.v1\"\xbc\x03\n" +
+	"\x16parley/v1/parley.proto\x12\tparley.v1\"\xd5\x0f\n" +
 	"\vClientFrame\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
 	"\x04auth\x18\x02 \x01(\v2\x0f.parley.v1.AuthH\x00R\x04auth\x12%\n" +
@@ -1980,8 +5172,39 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x04read\x18\x06 \x01(\v2\x12.parley.v1.ReadAckH\x00R\x04read\x12M\n" +
 	"\x12sync_conversations\x18\a \x01(\v2\x1c.parley.v1.SyncConversationsH\x00R\x11syncConversations\x12>\n" +
 	"\rsync_messages\x18\b \x01(\v2\x17.parley.v1.SyncMessagesH\x00R\fsyncMessages\x12.\n" +
-	"\ahistory\x18\t \x01(\v2\x12.parley.v1.HistoryH\x00R\ahistoryB\x06\n" +
-	"\x04body\"\x8a\x04\n" +
+	"\ahistory\x18\t \x01(\v2\x12.parley.v1.HistoryH\x00R\ahistory\x12;\n" +
+	"\fcreate_group\x18\x14 \x01(\v2\x16.parley.v1.CreateGroupH\x00R\vcreateGroup\x12;\n" +
+	"\fupdate_group\x18\x15 \x01(\v2\x16.parley.v1.UpdateGroupH\x00R\vupdateGroup\x128\n" +
+	"\vadd_members\x18\x16 \x01(\v2\x15.parley.v1.AddMembersH\x00R\n" +
+	"addMembers\x12>\n" +
+	"\rremove_member\x18\x17 \x01(\v2\x17.parley.v1.RemoveMemberH\x00R\fremoveMember\x125\n" +
+	"\n" +
+	"join_group\x18\x18 \x01(\v2\x14.parley.v1.JoinGroupH\x00R\tjoinGroup\x128\n" +
+	"\vleave_group\x18\x19 \x01(\v2\x15.parley.v1.LeaveGroupH\x00R\n" +
+	"leaveGroup\x12/\n" +
+	"\bset_role\x18\x1a \x01(\v2\x12.parley.v1.SetRoleH\x00R\asetRole\x128\n" +
+	"\vmute_member\x18\x1b \x01(\v2\x15.parley.v1.MuteMemberH\x00R\n" +
+	"muteMember\x12M\n" +
+	"\x12transfer_ownership\x18\x1c \x01(\v2\x1c.parley.v1.TransferOwnershipH\x00R\x11transferOwnership\x12A\n" +
+	"\x0edissolve_group\x18\x1d \x01(\v2\x18.parley.v1.DissolveGroupH\x00R\rdissolveGroup\x122\n" +
+	"\tget_group\x18\x1e \x01(\v2\x13.parley.v1.GetGroupH\x00R\bgetGroup\x12;\n" +
+	"\flist_members\x18\x1f \x01(\v2\x16.parley.v1.ListMembersH\x00R\vlistMembers\x12+\n" +
+	"\x06recall\x18( \x01(\v2\x11.parley.v1.RecallH\x00R\x06recall\x12%\n" +
+	"\x04edit\x18) \x01(\v2\x0f.parley.v1.EditH\x00R\x04edit\x12<\n" +
+	"\rdelete_for_me\x18* \x01(\v2\x16.parley.v1.DeleteForMeH\x00R\vdeleteForMe\x128\n" +
+	"\vread_counts\x182 \x01(\v2\x15.parley.v1.ReadCountsH\x00R\n" +
+	"readCounts\x12+\n" +
+	"\x06typing\x183 \x01(\v2\x11.parley.v1.TypingH\x00R\x06typing\x12M\n" +
+	"\x12subscribe_presence\x184 \x01(\v2\x1c.parley.v1.SubscribePresenceH\x00R\x11subscribePresence\x12S\n" +
+	"\x14unsubscribe_presence\x185 \x01(\v2\x1e.parley.v1.UnsubscribePresenceH\x00R\x13unsubscribePresence\x12A\n" +
+	"\x0efriend_request\x18< \x01(\v2\x18.parley.v1.FriendRequestH\x00R\rfriendRequest\x12A\n" +
+	"\x0erespond_friend\x18= \x01(\v2\x18.parley.v1.RespondFriendH\x00R\rrespondFriend\x12>\n" +
+	"\rremove_friend\x18> \x01(\v2\x17.parley.v1.RemoveFriendH\x00R\fremoveFriend\x12>\n" +
+	"\rlist_contacts\x18? \x01(\v2\x17.parley.v1.ListContactsH\x00R\flistContacts\x12(\n" +
+	"\x05block\x18@ \x01(\v2\x10.parley.v1.BlockH\x00R\x05block\x12.\n" +
+	"\aunblock\x18A \x01(\v2\x12.parley.v1.UnblockH\x00R\aunblock\x12G\n" +
+	"\x10set_conversation\x18F \x01(\v2\x1a.parley.v1.SetConversationH\x00R\x0fsetConversationB\x06\n" +
+	"\x04body\"\xcb\b\n" +
 	"\vServerFrame\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12,\n" +
 	"\aauth_ok\x18\x02 \x01(\v2\x11.parley.v1.AuthOkH\x00R\x06authOk\x12%\n" +
@@ -1996,7 +5219,18 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"disconnect\x18\n" +
 	" \x01(\v2\x15.parley.v1.DisconnectH\x00R\n" +
 	"disconnect\x12\x1f\n" +
-	"\x02ok\x18\v \x01(\v2\r.parley.v1.OkH\x00R\x02okB\x06\n" +
+	"\x02ok\x18\v \x01(\v2\r.parley.v1.OkH\x00R\x02ok\x12,\n" +
+	"\x05group\x18\x14 \x01(\v2\x14.parley.v1.GroupInfoH\x00R\x05group\x121\n" +
+	"\amembers\x18\x15 \x01(\v2\x15.parley.v1.MemberPageH\x00R\amembers\x12;\n" +
+	"\vread_counts\x18\x16 \x01(\v2\x18.parley.v1.ReadCountListH\x00R\n" +
+	"readCounts\x120\n" +
+	"\x06typing\x18\x17 \x01(\v2\x16.parley.v1.TypingEventH\x00R\x06typing\x125\n" +
+	"\bpresence\x18\x18 \x01(\v2\x17.parley.v1.PresenceListH\x00R\bpresence\x12A\n" +
+	"\x0epresence_event\x18\x19 \x01(\v2\x18.parley.v1.PresenceEventH\x00R\rpresenceEvent\x124\n" +
+	"\bcontacts\x18\x1a \x01(\v2\x16.parley.v1.ContactListH\x00R\bcontacts\x12>\n" +
+	"\rcontact_event\x18\x1b \x01(\v2\x17.parley.v1.ContactEventH\x00R\fcontactEvent\x120\n" +
+	"\x06hidden\x18\x1c \x01(\v2\x16.parley.v1.HiddenEventH\x00R\x06hidden\x12M\n" +
+	"\x12conversation_event\x18\x1d \x01(\v2\x1c.parley.v1.ConversationEventH\x00R\x11conversationEventB\x06\n" +
 	"\x04body\"Z\n" +
 	"\x04Auth\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1b\n" +
@@ -2030,7 +5264,15 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"message_id\x18\x04 \x01(\x04R\tmessageId\x12\x1f\n" +
 	"\vserver_time\x18\x05 \x01(\x03R\n" +
 	"serverTime\x12\x1c\n" +
-	"\tduplicate\x18\x06 \x01(\bR\tduplicate\"\xb5\x02\n" +
+	"\tduplicate\x18\x06 \x01(\bR\tduplicate\"\xbf\x01\n" +
+	"\fMessageEvent\x12\x1d\n" +
+	"\n" +
+	"target_seq\x18\x01 \x01(\x04R\ttargetSeq\x12\x19\n" +
+	"\buser_ids\x18\x02 \x03(\tR\auserIds\x12(\n" +
+	"\x04role\x18\x03 \x01(\x0e2\x14.parley.v1.GroupRoleR\x04role\x12\x1f\n" +
+	"\vmuted_until\x18\x04 \x01(\x03R\n" +
+	"mutedUntil\x12*\n" +
+	"\x05group\x18\x05 \x01(\v2\x14.parley.v1.GroupInfoR\x05group\"\x9d\x03\n" +
 	"\aMessage\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x1d\n" +
@@ -2044,7 +5286,10 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\vserver_time\x18\t \x01(\x03R\n" +
 	"serverTime\x12*\n" +
 	"\x04kind\x18\n" +
-	" \x01(\x0e2\x16.parley.v1.MessageKindR\x04kind\"I\n" +
+	" \x01(\x0e2\x16.parley.v1.MessageKindR\x04kind\x12-\n" +
+	"\x05event\x18\v \x01(\v2\x17.parley.v1.MessageEventR\x05event\x12\x1a\n" +
+	"\brecalled\x18\f \x01(\bR\brecalled\x12\x1b\n" +
+	"\tedited_at\x18\r \x01(\x03R\beditedAt\"I\n" +
 	"\fDeliveredAck\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\"D\n" +
@@ -2059,7 +5304,7 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x11SyncConversations\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\rR\x05limit\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tR\tpageToken\"\x83\x03\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\xad\x04\n" +
 	"\fConversation\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12/\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x1b.parley.v1.ConversationTypeR\x04type\x12\x12\n" +
@@ -2071,7 +5316,14 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\funread_count\x18\b \x01(\x04R\vunreadCount\x12,\n" +
 	"\x12peer_delivered_seq\x18\t \x01(\x04R\x10peerDeliveredSeq\x12\"\n" +
 	"\rpeer_read_seq\x18\n" +
-	" \x01(\x04R\vpeerReadSeq\"y\n" +
+	" \x01(\x04R\vpeerReadSeq\x12*\n" +
+	"\x05group\x18\v \x01(\v2\x14.parley.v1.GroupInfoR\x05group\x12\x16\n" +
+	"\x06pinned\x18\f \x01(\bR\x06pinned\x12\x14\n" +
+	"\x05muted\x18\r \x01(\bR\x05muted\x12\x1f\n" +
+	"\vcleared_seq\x18\x0e \x01(\x04R\n" +
+	"clearedSeq\x12\x12\n" +
+	"\x04left\x18\x0f \x01(\bR\x04left\x12\x19\n" +
+	"\bleft_seq\x18\x10 \x01(\x04R\aleftSeq\"y\n" +
 	"\x10ConversationList\x12=\n" +
 	"\rconversations\x18\x01 \x03(\v2\x17.parley.v1.ConversationR\rconversations\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"j\n" +
@@ -2096,13 +5348,186 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"Disconnect\x12-\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x19.parley.v1.DisconnectCodeR\x04code\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12,\n" +
-	"\x12reconnect_after_ms\x18\x03 \x01(\rR\x10reconnectAfterMs*D\n" +
+	"\x12reconnect_after_ms\x18\x03 \x01(\rR\x10reconnectAfterMs\"\xb9\x02\n" +
+	"\tGroupInfo\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"avatar_url\x18\x03 \x01(\tR\tavatarUrl\x12\"\n" +
+	"\fannouncement\x18\x04 \x01(\tR\fannouncement\x12\x14\n" +
+	"\x05owner\x18\x05 \x01(\tR\x05owner\x12\x1b\n" +
+	"\topen_join\x18\x06 \x01(\bR\bopenJoin\x12\x19\n" +
+	"\bmute_all\x18\a \x01(\bR\amuteAll\x12!\n" +
+	"\fmember_count\x18\b \x01(\rR\vmemberCount\x12\x1c\n" +
+	"\tdissolved\x18\t \x01(\bR\tdissolved\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\n" +
+	" \x01(\x03R\tcreatedAt\"\x9c\x01\n" +
+	"\vCreateGroup\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"avatar_url\x18\x02 \x01(\tR\tavatarUrl\x12\"\n" +
+	"\fannouncement\x18\x03 \x01(\tR\fannouncement\x12\x19\n" +
+	"\buser_ids\x18\x04 \x03(\tR\auserIds\x12\x1b\n" +
+	"\topen_join\x18\x05 \x01(\bR\bopenJoin\"\xa2\x02\n" +
+	"\vUpdateGroup\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x17\n" +
+	"\x04name\x18\x02 \x01(\tH\x00R\x04name\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"avatar_url\x18\x03 \x01(\tH\x01R\tavatarUrl\x88\x01\x01\x12'\n" +
+	"\fannouncement\x18\x04 \x01(\tH\x02R\fannouncement\x88\x01\x01\x12 \n" +
+	"\topen_join\x18\x05 \x01(\bH\x03R\bopenJoin\x88\x01\x01\x12\x1e\n" +
+	"\bmute_all\x18\x06 \x01(\bH\x04R\amuteAll\x88\x01\x01B\a\n" +
+	"\x05_nameB\r\n" +
+	"\v_avatar_urlB\x0f\n" +
+	"\r_announcementB\f\n" +
+	"\n" +
+	"_open_joinB\v\n" +
+	"\t_mute_all\"P\n" +
+	"\n" +
+	"AddMembers\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x19\n" +
+	"\buser_ids\x18\x02 \x03(\tR\auserIds\"P\n" +
+	"\fRemoveMember\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\"4\n" +
+	"\tJoinGroup\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\"5\n" +
+	"\n" +
+	"LeaveGroup\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\"u\n" +
+	"\aSetRole\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12(\n" +
+	"\x04role\x18\x03 \x01(\x0e2\x14.parley.v1.GroupRoleR\x04role\"y\n" +
+	"\n" +
+	"MuteMember\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12)\n" +
+	"\x10duration_seconds\x18\x03 \x01(\rR\x0fdurationSeconds\"U\n" +
+	"\x11TransferOwnership\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\"8\n" +
+	"\rDissolveGroup\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\"3\n" +
+	"\bGetGroup\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\"p\n" +
+	"\vListMembers\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\"\n" +
+	"\rafter_user_id\x18\x02 \x01(\tR\vafterUserId\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"\x89\x01\n" +
+	"\x06Member\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12(\n" +
+	"\x04role\x18\x02 \x01(\x0e2\x14.parley.v1.GroupRoleR\x04role\x12\x1f\n" +
+	"\vmuted_until\x18\x03 \x01(\x03R\n" +
+	"mutedUntil\x12\x1b\n" +
+	"\tjoined_at\x18\x04 \x01(\x03R\bjoinedAt\"\x8f\x01\n" +
+	"\n" +
+	"MemberPage\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12+\n" +
+	"\amembers\x18\x02 \x03(\v2\x11.parley.v1.MemberR\amembers\x12+\n" +
+	"\x12next_after_user_id\x18\x03 \x01(\tR\x0fnextAfterUserId\"g\n" +
+	"\x06Recall\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\"\n" +
+	"\rclient_msg_id\x18\x03 \x01(\tR\vclientMsgId\"\xa2\x01\n" +
+	"\x04Edit\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12!\n" +
+	"\fcontent_type\x18\x03 \x01(\tR\vcontentType\x12\x18\n" +
+	"\apayload\x18\x04 \x01(\fR\apayload\x12\"\n" +
+	"\rclient_msg_id\x18\x05 \x01(\tR\vclientMsgId\"\\\n" +
+	"\vDeleteForMe\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x12\n" +
+	"\x04seqs\x18\x02 \x03(\x04R\x04seqs\x12\x10\n" +
+	"\x03all\x18\x03 \x01(\bR\x03all\"k\n" +
+	"\vHiddenEvent\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x12\n" +
+	"\x04seqs\x18\x02 \x03(\x04R\x04seqs\x12\x1f\n" +
+	"\vcleared_seq\x18\x03 \x01(\x04R\n" +
+	"clearedSeq\"I\n" +
+	"\n" +
+	"ReadCounts\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x12\n" +
+	"\x04seqs\x18\x02 \x03(\x04R\x04seqs\"M\n" +
+	"\tReadCount\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\x12\x18\n" +
+	"\areaders\x18\x03 \x03(\tR\areaders\"f\n" +
+	"\rReadCountList\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12,\n" +
+	"\x06counts\x18\x02 \x03(\v2\x14.parley.v1.ReadCountR\x06counts\"1\n" +
+	"\x06Typing\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\"O\n" +
+	"\vTypingEvent\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\".\n" +
+	"\x11SubscribePresence\x12\x19\n" +
+	"\buser_ids\x18\x01 \x03(\tR\auserIds\"0\n" +
+	"\x13UnsubscribePresence\x12\x19\n" +
+	"\buser_ids\x18\x01 \x03(\tR\auserIds\"X\n" +
+	"\bPresence\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
+	"\x06online\x18\x02 \x01(\bR\x06online\x12\x1b\n" +
+	"\tlast_seen\x18\x03 \x01(\x03R\blastSeen\"9\n" +
+	"\fPresenceList\x12)\n" +
+	"\x05users\x18\x01 \x03(\v2\x13.parley.v1.PresenceR\x05users\"@\n" +
+	"\rPresenceEvent\x12/\n" +
+	"\bpresence\x18\x01 \x01(\v2\x13.parley.v1.PresenceR\bpresence\"\x84\x01\n" +
+	"\aContact\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12-\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x17.parley.v1.ContactStateR\x05state\x12\x12\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\x04 \x01(\x03R\tupdatedAt\"<\n" +
+	"\rFriendRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04note\x18\x02 \x01(\tR\x04note\"@\n" +
+	"\rRespondFriend\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
+	"\x06accept\x18\x02 \x01(\bR\x06accept\"'\n" +
+	"\fRemoveFriend\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\"\x0e\n" +
+	"\fListContacts\"W\n" +
+	"\vContactList\x12.\n" +
+	"\bcontacts\x18\x01 \x03(\v2\x12.parley.v1.ContactR\bcontacts\x12\x18\n" +
+	"\ablocked\x18\x02 \x03(\tR\ablocked\"<\n" +
+	"\fContactEvent\x12,\n" +
+	"\acontact\x18\x01 \x01(\v2\x12.parley.v1.ContactR\acontact\" \n" +
+	"\x05Block\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\"\"\n" +
+	"\aUnblock\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\"\x87\x01\n" +
+	"\x0fSetConversation\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x1b\n" +
+	"\x06pinned\x18\x02 \x01(\bH\x00R\x06pinned\x88\x01\x01\x12\x19\n" +
+	"\x05muted\x18\x03 \x01(\bH\x01R\x05muted\x88\x01\x01B\t\n" +
+	"\a_pinnedB\b\n" +
+	"\x06_muted\"\x8b\x01\n" +
+	"\x11ConversationEvent\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x16\n" +
+	"\x06pinned\x18\x02 \x01(\bR\x06pinned\x12\x14\n" +
+	"\x05muted\x18\x03 \x01(\bR\x05muted\x12\x1f\n" +
+	"\vcleared_seq\x18\x04 \x01(\x04R\n" +
+	"clearedSeq*\xf6\x02\n" +
 	"\vMessageKind\x12\x1c\n" +
 	"\x18MESSAGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
-	"\x13MESSAGE_KIND_NORMAL\x10\x01*S\n" +
+	"\x13MESSAGE_KIND_NORMAL\x10\x01\x12\x17\n" +
+	"\x13MESSAGE_KIND_RECALL\x10\x02\x12\x15\n" +
+	"\x11MESSAGE_KIND_EDIT\x10\x03\x12\x1e\n" +
+	"\x1aMESSAGE_KIND_GROUP_CREATED\x10\n" +
+	"\x12\x1e\n" +
+	"\x1aMESSAGE_KIND_MEMBERS_ADDED\x10\v\x12 \n" +
+	"\x1cMESSAGE_KIND_MEMBERS_REMOVED\x10\f\x12\x1d\n" +
+	"\x19MESSAGE_KIND_ROLE_CHANGED\x10\r\x12\x1d\n" +
+	"\x19MESSAGE_KIND_MEMBER_MUTED\x10\x0e\x12\x1e\n" +
+	"\x1aMESSAGE_KIND_GROUP_UPDATED\x10\x0f\x12\x1e\n" +
+	"\x1aMESSAGE_KIND_OWNER_CHANGED\x10\x10\x12 \n" +
+	"\x1cMESSAGE_KIND_GROUP_DISSOLVED\x10\x11*p\n" +
 	"\x10ConversationType\x12!\n" +
 	"\x1dCONVERSATION_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n" +
-	"\x18CONVERSATION_TYPE_DIRECT\x10\x01*\xd4\x02\n" +
+	"\x18CONVERSATION_TYPE_DIRECT\x10\x01\x12\x1b\n" +
+	"\x17CONVERSATION_TYPE_GROUP\x10\x02*\xc3\x03\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ERROR_CODE_BAD_REQUEST\x10\x01\x12\x1e\n" +
@@ -2115,7 +5540,11 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x18ERROR_CODE_UNKNOWN_FRAME\x10\b\x12\x17\n" +
 	"\x13ERROR_CODE_INTERNAL\x10\t\x12\x18\n" +
 	"\x14ERROR_CODE_TOO_LARGE\x10\n" +
-	"*\x82\x03\n" +
+	"\x12\x14\n" +
+	"\x10ERROR_CODE_MUTED\x10\v\x12#\n" +
+	"\x1fERROR_CODE_RECALL_WINDOW_PASSED\x10\f\x12\x19\n" +
+	"\x15ERROR_CODE_GROUP_FULL\x10\r\x12\x17\n" +
+	"\x13ERROR_CODE_CONFLICT\x10\x0e*\x82\x03\n" +
 	"\x0eDisconnectCode\x12\x1f\n" +
 	"\x1bDISCONNECT_CODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16DISCONNECT_CODE_KICKED\x10\x01\x12\x18\n" +
@@ -2128,7 +5557,17 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x1dDISCONNECT_CODE_TOKEN_REVOKED\x10\b\x12%\n" +
 	"!DISCONNECT_CODE_TOO_MANY_REQUESTS\x10\t\x12\x1c\n" +
 	"\x18DISCONNECT_CODE_INTERNAL\x10\n" +
-	"B4Z2github.com/parleyim/parley/proto/parleyv1;parleyv1b\x06proto3"
+	"*j\n" +
+	"\tGroupRole\x12\x1a\n" +
+	"\x16GROUP_ROLE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11GROUP_ROLE_MEMBER\x10\x01\x12\x14\n" +
+	"\x10GROUP_ROLE_ADMIN\x10\x02\x12\x14\n" +
+	"\x10GROUP_ROLE_OWNER\x10\x03*\x8b\x01\n" +
+	"\fContactState\x12\x1d\n" +
+	"\x19CONTACT_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14CONTACT_STATE_FRIEND\x10\x01\x12\x1e\n" +
+	"\x1aCONTACT_STATE_REQUEST_SENT\x10\x02\x12\"\n" +
+	"\x1eCONTACT_STATE_REQUEST_RECEIVED\x10\x03B4Z2github.com/parleyim/parley/proto/parleyv1;parleyv1b\x06proto3"
 
 var (
 	file_parley_v1_parley_proto_rawDescOnce sync.Once
@@ -2142,66 +5581,158 @@ func file_parley_v1_parley_proto_rawDescGZIP() []byte {
 	return file_parley_v1_parley_proto_rawDescData
 }
 
-var file_parley_v1_parley_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_parley_v1_parley_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_parley_v1_parley_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_parley_v1_parley_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_parley_v1_parley_proto_goTypes = []any{
-	(MessageKind)(0),          // 0: parley.v1.MessageKind
-	(ConversationType)(0),     // 1: parley.v1.ConversationType
-	(ErrorCode)(0),            // 2: parley.v1.ErrorCode
-	(DisconnectCode)(0),       // 3: parley.v1.DisconnectCode
-	(*ClientFrame)(nil),       // 4: parley.v1.ClientFrame
-	(*ServerFrame)(nil),       // 5: parley.v1.ServerFrame
-	(*Auth)(nil),              // 6: parley.v1.Auth
-	(*AuthOk)(nil),            // 7: parley.v1.AuthOk
-	(*Ping)(nil),              // 8: parley.v1.Ping
-	(*Pong)(nil),              // 9: parley.v1.Pong
-	(*Ok)(nil),                // 10: parley.v1.Ok
-	(*Send)(nil),              // 11: parley.v1.Send
-	(*SendAck)(nil),           // 12: parley.v1.SendAck
-	(*Message)(nil),           // 13: parley.v1.Message
-	(*DeliveredAck)(nil),      // 14: parley.v1.DeliveredAck
-	(*ReadAck)(nil),           // 15: parley.v1.ReadAck
-	(*Receipt)(nil),           // 16: parley.v1.Receipt
-	(*SyncConversations)(nil), // 17: parley.v1.SyncConversations
-	(*Conversation)(nil),      // 18: parley.v1.Conversation
-	(*ConversationList)(nil),  // 19: parley.v1.ConversationList
-	(*SyncMessages)(nil),      // 20: parley.v1.SyncMessages
-	(*History)(nil),           // 21: parley.v1.History
-	(*MessagePage)(nil),       // 22: parley.v1.MessagePage
-	(*Error)(nil),             // 23: parley.v1.Error
-	(*Disconnect)(nil),        // 24: parley.v1.Disconnect
+	(MessageKind)(0),            // 0: parley.v1.MessageKind
+	(ConversationType)(0),       // 1: parley.v1.ConversationType
+	(ErrorCode)(0),              // 2: parley.v1.ErrorCode
+	(DisconnectCode)(0),         // 3: parley.v1.DisconnectCode
+	(GroupRole)(0),              // 4: parley.v1.GroupRole
+	(ContactState)(0),           // 5: parley.v1.ContactState
+	(*ClientFrame)(nil),         // 6: parley.v1.ClientFrame
+	(*ServerFrame)(nil),         // 7: parley.v1.ServerFrame
+	(*Auth)(nil),                // 8: parley.v1.Auth
+	(*AuthOk)(nil),              // 9: parley.v1.AuthOk
+	(*Ping)(nil),                // 10: parley.v1.Ping
+	(*Pong)(nil),                // 11: parley.v1.Pong
+	(*Ok)(nil),                  // 12: parley.v1.Ok
+	(*Send)(nil),                // 13: parley.v1.Send
+	(*SendAck)(nil),             // 14: parley.v1.SendAck
+	(*MessageEvent)(nil),        // 15: parley.v1.MessageEvent
+	(*Message)(nil),             // 16: parley.v1.Message
+	(*DeliveredAck)(nil),        // 17: parley.v1.DeliveredAck
+	(*ReadAck)(nil),             // 18: parley.v1.ReadAck
+	(*Receipt)(nil),             // 19: parley.v1.Receipt
+	(*SyncConversations)(nil),   // 20: parley.v1.SyncConversations
+	(*Conversation)(nil),        // 21: parley.v1.Conversation
+	(*ConversationList)(nil),    // 22: parley.v1.ConversationList
+	(*SyncMessages)(nil),        // 23: parley.v1.SyncMessages
+	(*History)(nil),             // 24: parley.v1.History
+	(*MessagePage)(nil),         // 25: parley.v1.MessagePage
+	(*Error)(nil),               // 26: parley.v1.Error
+	(*Disconnect)(nil),          // 27: parley.v1.Disconnect
+	(*GroupInfo)(nil),           // 28: parley.v1.GroupInfo
+	(*CreateGroup)(nil),         // 29: parley.v1.CreateGroup
+	(*UpdateGroup)(nil),         // 30: parley.v1.UpdateGroup
+	(*AddMembers)(nil),          // 31: parley.v1.AddMembers
+	(*RemoveMember)(nil),        // 32: parley.v1.RemoveMember
+	(*JoinGroup)(nil),           // 33: parley.v1.JoinGroup
+	(*LeaveGroup)(nil),          // 34: parley.v1.LeaveGroup
+	(*SetRole)(nil),             // 35: parley.v1.SetRole
+	(*MuteMember)(nil),          // 36: parley.v1.MuteMember
+	(*TransferOwnership)(nil),   // 37: parley.v1.TransferOwnership
+	(*DissolveGroup)(nil),       // 38: parley.v1.DissolveGroup
+	(*GetGroup)(nil),            // 39: parley.v1.GetGroup
+	(*ListMembers)(nil),         // 40: parley.v1.ListMembers
+	(*Member)(nil),              // 41: parley.v1.Member
+	(*MemberPage)(nil),          // 42: parley.v1.MemberPage
+	(*Recall)(nil),              // 43: parley.v1.Recall
+	(*Edit)(nil),                // 44: parley.v1.Edit
+	(*DeleteForMe)(nil),         // 45: parley.v1.DeleteForMe
+	(*HiddenEvent)(nil),         // 46: parley.v1.HiddenEvent
+	(*ReadCounts)(nil),          // 47: parley.v1.ReadCounts
+	(*ReadCount)(nil),           // 48: parley.v1.ReadCount
+	(*ReadCountList)(nil),       // 49: parley.v1.ReadCountList
+	(*Typing)(nil),              // 50: parley.v1.Typing
+	(*TypingEvent)(nil),         // 51: parley.v1.TypingEvent
+	(*SubscribePresence)(nil),   // 52: parley.v1.SubscribePresence
+	(*UnsubscribePresence)(nil), // 53: parley.v1.UnsubscribePresence
+	(*Presence)(nil),            // 54: parley.v1.Presence
+	(*PresenceList)(nil),        // 55: parley.v1.PresenceList
+	(*PresenceEvent)(nil),       // 56: parley.v1.PresenceEvent
+	(*Contact)(nil),             // 57: parley.v1.Contact
+	(*FriendRequest)(nil),       // 58: parley.v1.FriendRequest
+	(*RespondFriend)(nil),       // 59: parley.v1.RespondFriend
+	(*RemoveFriend)(nil),        // 60: parley.v1.RemoveFriend
+	(*ListContacts)(nil),        // 61: parley.v1.ListContacts
+	(*ContactList)(nil),         // 62: parley.v1.ContactList
+	(*ContactEvent)(nil),        // 63: parley.v1.ContactEvent
+	(*Block)(nil),               // 64: parley.v1.Block
+	(*Unblock)(nil),             // 65: parley.v1.Unblock
+	(*SetConversation)(nil),     // 66: parley.v1.SetConversation
+	(*ConversationEvent)(nil),   // 67: parley.v1.ConversationEvent
 }
 var file_parley_v1_parley_proto_depIdxs = []int32{
-	6,  // 0: parley.v1.ClientFrame.auth:type_name -> parley.v1.Auth
-	8,  // 1: parley.v1.ClientFrame.ping:type_name -> parley.v1.Ping
-	11, // 2: parley.v1.ClientFrame.send:type_name -> parley.v1.Send
-	14, // 3: parley.v1.ClientFrame.delivered:type_name -> parley.v1.DeliveredAck
-	15, // 4: parley.v1.ClientFrame.read:type_name -> parley.v1.ReadAck
-	17, // 5: parley.v1.ClientFrame.sync_conversations:type_name -> parley.v1.SyncConversations
-	20, // 6: parley.v1.ClientFrame.sync_messages:type_name -> parley.v1.SyncMessages
-	21, // 7: parley.v1.ClientFrame.history:type_name -> parley.v1.History
-	7,  // 8: parley.v1.ServerFrame.auth_ok:type_name -> parley.v1.AuthOk
-	9,  // 9: parley.v1.ServerFrame.pong:type_name -> parley.v1.Pong
-	12, // 10: parley.v1.ServerFrame.send_ack:type_name -> parley.v1.SendAck
-	13, // 11: parley.v1.ServerFrame.message:type_name -> parley.v1.Message
-	16, // 12: parley.v1.ServerFrame.receipt:type_name -> parley.v1.Receipt
-	19, // 13: parley.v1.ServerFrame.conversations:type_name -> parley.v1.ConversationList
-	22, // 14: parley.v1.ServerFrame.messages:type_name -> parley.v1.MessagePage
-	23, // 15: parley.v1.ServerFrame.error:type_name -> parley.v1.Error
-	24, // 16: parley.v1.ServerFrame.disconnect:type_name -> parley.v1.Disconnect
-	10, // 17: parley.v1.ServerFrame.ok:type_name -> parley.v1.Ok
-	0,  // 18: parley.v1.Message.kind:type_name -> parley.v1.MessageKind
-	1,  // 19: parley.v1.Conversation.type:type_name -> parley.v1.ConversationType
-	13, // 20: parley.v1.Conversation.last_message:type_name -> parley.v1.Message
-	18, // 21: parley.v1.ConversationList.conversations:type_name -> parley.v1.Conversation
-	13, // 22: parley.v1.MessagePage.messages:type_name -> parley.v1.Message
-	2,  // 23: parley.v1.Error.code:type_name -> parley.v1.ErrorCode
-	3,  // 24: parley.v1.Disconnect.code:type_name -> parley.v1.DisconnectCode
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	8,  // 0: parley.v1.ClientFrame.auth:type_name -> parley.v1.Auth
+	10, // 1: parley.v1.ClientFrame.ping:type_name -> parley.v1.Ping
+	13, // 2: parley.v1.ClientFrame.send:type_name -> parley.v1.Send
+	17, // 3: parley.v1.ClientFrame.delivered:type_name -> parley.v1.DeliveredAck
+	18, // 4: parley.v1.ClientFrame.read:type_name -> parley.v1.ReadAck
+	20, // 5: parley.v1.ClientFrame.sync_conversations:type_name -> parley.v1.SyncConversations
+	23, // 6: parley.v1.ClientFrame.sync_messages:type_name -> parley.v1.SyncMessages
+	24, // 7: parley.v1.ClientFrame.history:type_name -> parley.v1.History
+	29, // 8: parley.v1.ClientFrame.create_group:type_name -> parley.v1.CreateGroup
+	30, // 9: parley.v1.ClientFrame.update_group:type_name -> parley.v1.UpdateGroup
+	31, // 10: parley.v1.ClientFrame.add_members:type_name -> parley.v1.AddMembers
+	32, // 11: parley.v1.ClientFrame.remove_member:type_name -> parley.v1.RemoveMember
+	33, // 12: parley.v1.ClientFrame.join_group:type_name -> parley.v1.JoinGroup
+	34, // 13: parley.v1.ClientFrame.leave_group:type_name -> parley.v1.LeaveGroup
+	35, // 14: parley.v1.ClientFrame.set_role:type_name -> parley.v1.SetRole
+	36, // 15: parley.v1.ClientFrame.mute_member:type_name -> parley.v1.MuteMember
+	37, // 16: parley.v1.ClientFrame.transfer_ownership:type_name -> parley.v1.TransferOwnership
+	38, // 17: parley.v1.ClientFrame.dissolve_group:type_name -> parley.v1.DissolveGroup
+	39, // 18: parley.v1.ClientFrame.get_group:type_name -> parley.v1.GetGroup
+	40, // 19: parley.v1.ClientFrame.list_members:type_name -> parley.v1.ListMembers
+	43, // 20: parley.v1.ClientFrame.recall:type_name -> parley.v1.Recall
+	44, // 21: parley.v1.ClientFrame.edit:type_name -> parley.v1.Edit
+	45, // 22: parley.v1.ClientFrame.delete_for_me:type_name -> parley.v1.DeleteForMe
+	47, // 23: parley.v1.ClientFrame.read_counts:type_name -> parley.v1.ReadCounts
+	50, // 24: parley.v1.ClientFrame.typing:type_name -> parley.v1.Typing
+	52, // 25: parley.v1.ClientFrame.subscribe_presence:type_name -> parley.v1.SubscribePresence
+	53, // 26: parley.v1.ClientFrame.unsubscribe_presence:type_name -> parley.v1.UnsubscribePresence
+	58, // 27: parley.v1.ClientFrame.friend_request:type_name -> parley.v1.FriendRequest
+	59, // 28: parley.v1.ClientFrame.respond_friend:type_name -> parley.v1.RespondFriend
+	60, // 29: parley.v1.ClientFrame.remove_friend:type_name -> parley.v1.RemoveFriend
+	61, // 30: parley.v1.ClientFrame.list_contacts:type_name -> parley.v1.ListContacts
+	64, // 31: parley.v1.ClientFrame.block:type_name -> parley.v1.Block
+	65, // 32: parley.v1.ClientFrame.unblock:type_name -> parley.v1.Unblock
+	66, // 33: parley.v1.ClientFrame.set_conversation:type_name -> parley.v1.SetConversation
+	9,  // 34: parley.v1.ServerFrame.auth_ok:type_name -> parley.v1.AuthOk
+	11, // 35: parley.v1.ServerFrame.pong:type_name -> parley.v1.Pong
+	14, // 36: parley.v1.ServerFrame.send_ack:type_name -> parley.v1.SendAck
+	16, // 37: parley.v1.ServerFrame.message:type_name -> parley.v1.Message
+	19, // 38: parley.v1.ServerFrame.receipt:type_name -> parley.v1.Receipt
+	22, // 39: parley.v1.ServerFrame.conversations:type_name -> parley.v1.ConversationList
+	25, // 40: parley.v1.ServerFrame.messages:type_name -> parley.v1.MessagePage
+	26, // 41: parley.v1.ServerFrame.error:type_name -> parley.v1.Error
+	27, // 42: parley.v1.ServerFrame.disconnect:type_name -> parley.v1.Disconnect
+	12, // 43: parley.v1.ServerFrame.ok:type_name -> parley.v1.Ok
+	28, // 44: parley.v1.ServerFrame.group:type_name -> parley.v1.GroupInfo
+	42, // 45: parley.v1.ServerFrame.members:type_name -> parley.v1.MemberPage
+	49, // 46: parley.v1.ServerFrame.read_counts:type_name -> parley.v1.ReadCountList
+	51, // 47: parley.v1.ServerFrame.typing:type_name -> parley.v1.TypingEvent
+	55, // 48: parley.v1.ServerFrame.presence:type_name -> parley.v1.PresenceList
+	56, // 49: parley.v1.ServerFrame.presence_event:type_name -> parley.v1.PresenceEvent
+	62, // 50: parley.v1.ServerFrame.contacts:type_name -> parley.v1.ContactList
+	63, // 51: parley.v1.ServerFrame.contact_event:type_name -> parley.v1.ContactEvent
+	46, // 52: parley.v1.ServerFrame.hidden:type_name -> parley.v1.HiddenEvent
+	67, // 53: parley.v1.ServerFrame.conversation_event:type_name -> parley.v1.ConversationEvent
+	4,  // 54: parley.v1.MessageEvent.role:type_name -> parley.v1.GroupRole
+	28, // 55: parley.v1.MessageEvent.group:type_name -> parley.v1.GroupInfo
+	0,  // 56: parley.v1.Message.kind:type_name -> parley.v1.MessageKind
+	15, // 57: parley.v1.Message.event:type_name -> parley.v1.MessageEvent
+	1,  // 58: parley.v1.Conversation.type:type_name -> parley.v1.ConversationType
+	16, // 59: parley.v1.Conversation.last_message:type_name -> parley.v1.Message
+	28, // 60: parley.v1.Conversation.group:type_name -> parley.v1.GroupInfo
+	21, // 61: parley.v1.ConversationList.conversations:type_name -> parley.v1.Conversation
+	16, // 62: parley.v1.MessagePage.messages:type_name -> parley.v1.Message
+	2,  // 63: parley.v1.Error.code:type_name -> parley.v1.ErrorCode
+	3,  // 64: parley.v1.Disconnect.code:type_name -> parley.v1.DisconnectCode
+	4,  // 65: parley.v1.SetRole.role:type_name -> parley.v1.GroupRole
+	4,  // 66: parley.v1.Member.role:type_name -> parley.v1.GroupRole
+	41, // 67: parley.v1.MemberPage.members:type_name -> parley.v1.Member
+	48, // 68: parley.v1.ReadCountList.counts:type_name -> parley.v1.ReadCount
+	54, // 69: parley.v1.PresenceList.users:type_name -> parley.v1.Presence
+	54, // 70: parley.v1.PresenceEvent.presence:type_name -> parley.v1.Presence
+	5,  // 71: parley.v1.Contact.state:type_name -> parley.v1.ContactState
+	57, // 72: parley.v1.ContactList.contacts:type_name -> parley.v1.Contact
+	57, // 73: parley.v1.ContactEvent.contact:type_name -> parley.v1.Contact
+	74, // [74:74] is the sub-list for method output_type
+	74, // [74:74] is the sub-list for method input_type
+	74, // [74:74] is the sub-list for extension type_name
+	74, // [74:74] is the sub-list for extension extendee
+	0,  // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_parley_v1_parley_proto_init() }
@@ -2218,6 +5749,32 @@ func file_parley_v1_parley_proto_init() {
 		(*ClientFrame_SyncConversations)(nil),
 		(*ClientFrame_SyncMessages)(nil),
 		(*ClientFrame_History)(nil),
+		(*ClientFrame_CreateGroup)(nil),
+		(*ClientFrame_UpdateGroup)(nil),
+		(*ClientFrame_AddMembers)(nil),
+		(*ClientFrame_RemoveMember)(nil),
+		(*ClientFrame_JoinGroup)(nil),
+		(*ClientFrame_LeaveGroup)(nil),
+		(*ClientFrame_SetRole)(nil),
+		(*ClientFrame_MuteMember)(nil),
+		(*ClientFrame_TransferOwnership)(nil),
+		(*ClientFrame_DissolveGroup)(nil),
+		(*ClientFrame_GetGroup)(nil),
+		(*ClientFrame_ListMembers)(nil),
+		(*ClientFrame_Recall)(nil),
+		(*ClientFrame_Edit)(nil),
+		(*ClientFrame_DeleteForMe)(nil),
+		(*ClientFrame_ReadCounts)(nil),
+		(*ClientFrame_Typing)(nil),
+		(*ClientFrame_SubscribePresence)(nil),
+		(*ClientFrame_UnsubscribePresence)(nil),
+		(*ClientFrame_FriendRequest)(nil),
+		(*ClientFrame_RespondFriend)(nil),
+		(*ClientFrame_RemoveFriend)(nil),
+		(*ClientFrame_ListContacts)(nil),
+		(*ClientFrame_Block)(nil),
+		(*ClientFrame_Unblock)(nil),
+		(*ClientFrame_SetConversation)(nil),
 	}
 	file_parley_v1_parley_proto_msgTypes[1].OneofWrappers = []any{
 		(*ServerFrame_AuthOk)(nil),
@@ -2230,14 +5787,26 @@ func file_parley_v1_parley_proto_init() {
 		(*ServerFrame_Error)(nil),
 		(*ServerFrame_Disconnect)(nil),
 		(*ServerFrame_Ok)(nil),
+		(*ServerFrame_Group)(nil),
+		(*ServerFrame_Members)(nil),
+		(*ServerFrame_ReadCounts)(nil),
+		(*ServerFrame_Typing)(nil),
+		(*ServerFrame_Presence)(nil),
+		(*ServerFrame_PresenceEvent)(nil),
+		(*ServerFrame_Contacts)(nil),
+		(*ServerFrame_ContactEvent)(nil),
+		(*ServerFrame_Hidden)(nil),
+		(*ServerFrame_ConversationEvent)(nil),
 	}
+	file_parley_v1_parley_proto_msgTypes[24].OneofWrappers = []any{}
+	file_parley_v1_parley_proto_msgTypes[60].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_parley_v1_parley_proto_rawDesc), len(file_parley_v1_parley_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   21,
+			NumEnums:      6,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

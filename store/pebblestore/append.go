@@ -99,6 +99,16 @@ func (s *Store) Append(ctx context.Context, msgs []*pb.Message) ([]store.AppendR
 	if b.Empty() { // every message was a duplicate
 		return res, nil
 	}
+	if err := s.commit(b, msgs); err != nil {
+		return fail(err)
+	}
+	return res, nil
+}
+
+// commit writes the newest seq of each conversation in batchSeqs into b,
+// commits b and, once it is durable, advances the caches from batchSeqs,
+// pendingDup (indexes into msgs) and pendingConv. Called with appendMu held.
+func (s *Store) commit(b *pebble.Batch, msgs []*pb.Message) error {
 	for conv, seq := range s.batchSeqs {
 		putLastSeq(b, conv, seq)
 	}
@@ -111,7 +121,7 @@ func (s *Store) Append(ctx context.Context, msgs []*pb.Message) ([]store.AppendR
 			s.seqs.del(conv)
 		}
 		s.seqMu.Unlock()
-		return fail(err)
+		return err
 	}
 
 	s.seqMu.Lock()
@@ -125,7 +135,7 @@ func (s *Store) Append(ctx context.Context, msgs []*pb.Message) ([]store.AppendR
 	for k := range s.pendingConv {
 		s.convs.put(k, struct{}{})
 	}
-	return res, nil
+	return nil
 }
 
 // findDuplicate returns the stored message with de-dup key dk, or nil.

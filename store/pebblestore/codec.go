@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"time"
 
+	pb "github.com/parleyim/parley/proto/parleyv1"
 	"github.com/parleyim/parley/store"
 )
 
@@ -145,4 +146,167 @@ func decodeToken(key, body []byte) (time.Time, error) {
 		return time.Time{}, corruptf(key, "bad token record")
 	}
 	return time.Unix(0, ns), nil
+}
+
+// appendTime appends t as varint(unix s) uvarint(ns), so any time.Time,
+// including the zero value, round-trips (in UTC).
+func appendTime(b []byte, t time.Time) []byte {
+	b = binary.AppendVarint(b, t.Unix())
+	return binary.AppendUvarint(b, uint64(t.Nanosecond()))
+}
+
+// flags packs bools into one byte, first argument in the lowest bit.
+func flags(bs ...bool) byte {
+	var f byte
+	for i, b := range bs {
+		if b {
+			f |= 1 << i
+		}
+	}
+	return f
+}
+
+// bodyReader decodes a record body field by field; any malformed field
+// sets bad, and later reads return zero values.
+type bodyReader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *bodyReader) uvarint() uint64 {
+	x, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.bad = true
+		return 0
+	}
+	r.b = r.b[n:]
+	return x
+}
+
+func (r *bodyReader) varint() int64 {
+	x, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.bad = true
+		return 0
+	}
+	r.b = r.b[n:]
+	return x
+}
+
+func (r *bodyReader) str() string {
+	s, rest, err := readLP(r.b)
+	if err != nil {
+		r.bad = true
+		return ""
+	}
+	r.b = rest
+	return s
+}
+
+// flags reads a flags byte with at most n bits used.
+func (r *bodyReader) flags(n int) byte {
+	if len(r.b) == 0 || r.b[0]>>n != 0 {
+		r.bad = true
+		return 0
+	}
+	f := r.b[0]
+	r.b = r.b[1:]
+	return f
+}
+
+func (r *bodyReader) time() time.Time {
+	sec := r.varint()
+	nsec := r.uvarint()
+	if nsec >= 1e9 {
+		r.bad = true
+	}
+	if r.bad {
+		return time.Time{}
+	}
+	return time.Unix(sec, int64(nsec)).UTC()
+}
+
+// ok reports whether everything was read without error and nothing is left.
+func (r *bodyReader) ok() bool { return !r.bad && len(r.b) == 0 }
+
+// group values: lp(name) lp(avatar) lp(announcement) lp(owner)
+// flags(open join, mute all, dissolved) time(created).
+func encodeGroup(g *store.Group) []byte {
+	b := make([]byte, 0, 32+len(g.Name)+len(g.AvatarURL)+len(g.Announcement)+len(g.Owner))
+	b = appendLP(appendLP(appendLP(appendLP(b, g.Name), g.AvatarURL), g.Announcement), g.Owner)
+	b = append(b, flags(g.OpenJoin, g.MuteAll, g.Dissolved))
+	return appendTime(b, g.CreatedAt)
+}
+
+func decodeGroup(key []byte, conv string, body []byte) (store.Group, error) {
+	r := bodyReader{b: body}
+	g := store.Group{ConversationID: conv, Name: r.str(), AvatarURL: r.str(), Announcement: r.str(), Owner: r.str()}
+	f := r.flags(3)
+	g.OpenJoin, g.MuteAll, g.Dissolved = f&1 != 0, f&2 != 0, f&4 != 0
+	g.CreatedAt = r.time()
+	if !r.ok() {
+		return store.Group{}, corruptf(key, "bad group record")
+	}
+	return g, nil
+}
+
+// member values: varint(role) time(muted until) time(joined) flags(left) uvarint(left seq).
+// The user id is the key's; whether the record is under the current or the
+// past members' namespace must agree with the left flag.
+func encodeMember(m *store.Member) []byte {
+	b := binary.AppendVarint(make([]byte, 0, 40), int64(m.Role))
+	b = appendTime(appendTime(b, m.MutedUntil), m.JoinedAt)
+	b = append(b, flags(m.Left))
+	return binary.AppendUvarint(b, m.LeftSeq)
+}
+
+func decodeMember(key []byte, user string, body []byte) (store.Member, error) {
+	r := bodyReader{b: body}
+	m := store.Member{UserID: user, Role: pb.GroupRole(r.varint()), MutedUntil: r.time(), JoinedAt: r.time()}
+	m.Left = r.flags(1) != 0
+	m.LeftSeq = r.uvarint()
+	if !r.ok() || m.Left != (key[0] == nsPastMember) {
+		return store.Member{}, corruptf(key, "bad member record")
+	}
+	return m, nil
+}
+
+// settings values: flags(pinned, muted) uvarint(cleared seq).
+func encodeSettings(cs store.ConversationSettings) []byte {
+	return binary.AppendUvarint([]byte{flags(cs.Pinned, cs.Muted)}, cs.ClearedSeq)
+}
+
+func decodeSettings(key, body []byte) (store.ConversationSettings, error) {
+	r := bodyReader{b: body}
+	f := r.flags(2)
+	cs := store.ConversationSettings{Pinned: f&1 != 0, Muted: f&2 != 0, ClearedSeq: r.uvarint()}
+	if !r.ok() {
+		return store.ConversationSettings{}, corruptf(key, "bad conversation settings record")
+	}
+	return cs, nil
+}
+
+// contact values: varint(state) lp(note) time(updated).
+func encodeContact(c store.Contact) []byte {
+	b := binary.AppendVarint(make([]byte, 0, 24+len(c.Note)), int64(c.State))
+	return appendTime(appendLP(b, c.Note), c.UpdatedAt)
+}
+
+func decodeContact(key []byte, user string, body []byte) (store.Contact, error) {
+	r := bodyReader{b: body}
+	c := store.Contact{UserID: user, State: pb.ContactState(r.varint()), Note: r.str(), UpdatedAt: r.time()}
+	if !r.ok() {
+		return store.Contact{}, corruptf(key, "bad contact record")
+	}
+	return c, nil
+}
+
+// last-seen values: time.
+func decodeLastSeen(key, body []byte) (time.Time, error) {
+	r := bodyReader{b: body}
+	t := r.time()
+	if !r.ok() {
+		return time.Time{}, corruptf(key, "bad last-seen record")
+	}
+	return t, nil
 }

@@ -17,14 +17,39 @@ import (
 //	'k' lp(conversation) lp(user)             -> delivered, read  (cursors)
 //	'u' lp(user)                              -> user record
 //	't' lp(token id)                          -> expiry           (revoked tokens)
+//	'g' lp(conversation)                      -> group record
+//	'n' lp(conversation) user                 -> member record    (current members)
+//	'o' lp(conversation) user                 -> member record    (past members: Left)
+//	's' lp(user) lp(conversation)             -> conversation settings
+//	'h' lp(user) lp(conversation) seq(8, BE)  -> empty            (messages hidden for the user)
+//	'f' lp(owner) user                        -> contact record
+//	'b' lp(owner) user                        -> empty            (block list)
+//	'a' lp(user)                              -> last seen
+//
+// The last component of 'n', 'o', 'f' and 'b' keys is the raw user id, not
+// length-prefixed: those lists are returned ordered by user id, and a length
+// prefix would order them by length first ("b" before "aa"). It is still
+// unambiguous: it is the rest of the key after a length-prefixed prefix.
+//
+// A member record sits under exactly one of 'n' and 'o': Apply moves it
+// between them in the same batch. Members pages through 'n' only, so the
+// past members of a large group are never read when listing current ones.
 const (
-	nsMessage byte = 'm'
-	nsLastSeq byte = 'l'
-	nsDedup   byte = 'd'
-	nsConv    byte = 'c'
-	nsCursor  byte = 'k'
-	nsUser    byte = 'u'
-	nsToken   byte = 't'
+	nsMessage    byte = 'm'
+	nsLastSeq    byte = 'l'
+	nsDedup      byte = 'd'
+	nsConv       byte = 'c'
+	nsCursor     byte = 'k'
+	nsUser       byte = 'u'
+	nsToken      byte = 't'
+	nsGroup      byte = 'g'
+	nsMember     byte = 'n'
+	nsPastMember byte = 'o'
+	nsSettings   byte = 's'
+	nsHidden     byte = 'h'
+	nsContact    byte = 'f'
+	nsBlock      byte = 'b'
+	nsLastSeen   byte = 'a'
 )
 
 var errBadKey = errors.New("malformed key")
@@ -95,7 +120,7 @@ func convKey(b []byte, user, conv string) []byte {
 }
 
 func cursorKey(b []byte, conv, user string) []byte {
-	return appendLP(appendLP(append(b, nsCursor), conv), user)
+	return appendLP(cursorPrefix(b, conv), user)
 }
 
 func userKey(b []byte, id string) []byte {
@@ -104,6 +129,54 @@ func userKey(b []byte, id string) []byte {
 
 func tokenKey(b []byte, id string) []byte {
 	return appendLP(append(b, nsToken), id)
+}
+
+func cursorPrefix(b []byte, conv string) []byte {
+	return appendLP(append(b, nsCursor), conv)
+}
+
+func groupKey(b []byte, conv string) []byte {
+	return appendLP(append(b, nsGroup), conv)
+}
+
+// memberPrefix is ns lp(conv), ns being nsMember or nsPastMember.
+func memberPrefix(b []byte, ns byte, conv string) []byte {
+	return appendLP(append(b, ns), conv)
+}
+
+func memberKey(b []byte, ns byte, conv, user string) []byte {
+	return append(memberPrefix(b, ns, conv), user...)
+}
+
+func settingsKey(b []byte, user, conv string) []byte {
+	return appendLP(appendLP(append(b, nsSettings), user), conv)
+}
+
+func hiddenPrefix(b []byte, user, conv string) []byte {
+	return appendLP(appendLP(append(b, nsHidden), user), conv)
+}
+
+func hiddenKey(b []byte, user, conv string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(hiddenPrefix(b, user, conv), seq)
+}
+
+// ownedPrefix is ns lp(owner), ns being nsContact or nsBlock.
+func ownedPrefix(b []byte, ns byte, owner string) []byte {
+	return appendLP(append(b, ns), owner)
+}
+
+func ownedKey(b []byte, ns byte, owner, user string) []byte {
+	return append(ownedPrefix(b, ns, owner), user...)
+}
+
+func lastSeenKey(b []byte, user string) []byte {
+	return appendLP(append(b, nsLastSeen), user)
+}
+
+// afterKey is the smallest key of prefix+id with id > after: prefix after 0x00.
+func afterKey(prefix []byte, after string) []byte {
+	k := append(append([]byte(nil), prefix...), after...)
+	return append(k, 0)
 }
 
 // prefixEnd returns the smallest key greater than every key with the prefix

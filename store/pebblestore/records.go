@@ -13,7 +13,12 @@ import (
 // getBody reads and verifies key's value; found is false when there is none.
 // The body is a copy, valid after the call.
 func (s *Store) getBody(key []byte) (body []byte, found bool, err error) {
-	v, closer, err := s.db.Get(key)
+	return getBodyFrom(s.db, key)
+}
+
+// getBodyFrom is getBody reading from r (the DB or a snapshot).
+func getBodyFrom(r pebble.Reader, key []byte) (body []byte, found bool, err error) {
+	v, closer, err := r.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, false, nil
 	}
