@@ -149,11 +149,12 @@ func (r *Registry) Len() int { return int(r.count.Load()) }
 
 // DeliverLocal queues out on every local session of the users except the
 // session with id except. It returns the number of sessions it was queued on.
-// Send only queues (no I/O), so holding the read lock across it is cheap.
+// Short lists may repeat a user (each gets the frame once); long lists (group
+// members) must not repeat users, so the check stays linear.
 func (r *Registry) DeliverLocal(users []string, out *wire.Outbound, except string) int {
 	n := 0
 	for i, uid := range users {
-		if dupBefore(users, i) {
+		if i < 8 && dupBefore(users, i) {
 			continue
 		}
 		for _, s := range r.Sessions(uid) {

@@ -28,6 +28,8 @@ func RunPersistence(t *testing.T, newStore func(t *testing.T) (open func() store
 		{"DedupSurvives", testRestartDedup},
 		{"RecordsSurvive", testRestartRecords},
 		{"RepeatedRestarts", testRepeatedRestarts},
+		{"ChangesSurvive", testRestartChanges},
+		{"SocialRecordsSurvive", testRestartSocial},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -166,5 +168,108 @@ func testRepeatedRestarts(t *testing.T, open func() store.Store) {
 		}
 		s = reopen(t, s, open)
 		wantSeqs(t, fmt.Sprintf("round %d", round), all(t, s, "c1"), seqRange(1, n))
+	}
+}
+
+// testRestartChanges: events, groups, members (current and past) and
+// updated messages survive a restart, as do the event's de-dup and seq.
+func testRestartChanges(t *testing.T, open func() store.Store) {
+	ctx := context.Background()
+	s := openStore(t, open)
+	g := createGroup(t, s, "g:1", 1, "bob", "carol")
+	bob := member("bob", pb.GroupRole_GROUP_ROLE_MEMBER, 1)
+	bob.Left = true
+	rm := applyNew(t, s, store.Change{
+		Event:   event("g:1", "alice", "rm", pb.MessageKind_MESSAGE_KIND_MEMBERS_REMOVED, &pb.MessageEvent{UserIds: []string{"bob"}}),
+		Members: []store.Member{bob},
+	}, 2)
+	removal := proto.Clone(rm.Msg).(*pb.Message)
+	bob.LeftSeq = 2
+	m := appendOK(t, s, msg("g:1", "carol", "", "hello"))[0].Msg
+	recalled := proto.Clone(m).(*pb.Message)
+	recalled.Payload, recalled.ContentType, recalled.Recalled = nil, "", true
+	applyNew(t, s, store.Change{Event: event("g:1", "carol", "recall", pb.MessageKind_MESSAGE_KIND_RECALL, nil), Update: recalled}, 4)
+	setCursors(t, s, store.Cursor{ConversationID: "g:1", UserID: "carol", Delivered: 4, Read: 3})
+	s = reopen(t, s, open)
+
+	checkGroup(t, s, g)
+	checkMember(t, s, "g:1", bob)
+	checkMember(t, s, "g:1", member("carol", pb.GroupRole_GROUP_ROLE_MEMBER, 1))
+	if got := memberIDs(t, s, "g:1", "", 10); !slices.Equal(got, []string{"alice", "carol"}) {
+		t.Fatalf("Members after restart = %q", got)
+	}
+	if got := getMessage(t, s, "g:1", 3); !proto.Equal(got, recalled) {
+		t.Fatalf("recalled message after restart = %v, want %v", got, recalled)
+	}
+	if got := getMessage(t, s, "g:1", 2); !proto.Equal(got, removal) {
+		t.Fatalf("event after restart = %v, want %v", got, removal)
+	}
+	wantConversation(t, s, "bob", "g:1")
+	if cs, err := s.Cursors(ctx, "g:1"); err != nil || len(cs) != 1 || cs[0].Read != 3 {
+		t.Fatalf("Cursors after restart = %+v, %v", cs, err)
+	}
+	// The removal's resend is still a duplicate; new events continue the sequence.
+	res := applyOK(t, s, store.Change{
+		Event:   event("g:1", "alice", "rm", pb.MessageKind_MESSAGE_KIND_MEMBERS_REMOVED, nil),
+		Members: []store.Member{member("bob", pb.GroupRole_GROUP_ROLE_MEMBER, 9)},
+	})
+	if !res.Duplicate || !proto.Equal(res.Msg, removal) {
+		t.Fatalf("resent event after restart: duplicate %v msg %v", res.Duplicate, res.Msg)
+	}
+	checkMember(t, s, "g:1", bob)
+	applyNew(t, s, store.Change{Event: event("g:1", "alice", "next", pb.MessageKind_MESSAGE_KIND_GROUP_UPDATED, nil)}, 5)
+	if r := appendOK(t, s, msg("g:1", "alice", "", "after")); r[0].Msg.Seq != 6 {
+		t.Fatalf("Append after restart: seq %d, want 6", r[0].Msg.Seq)
+	}
+}
+
+func testRestartSocial(t *testing.T, open func() store.Store) {
+	ctx := context.Background()
+	s := openStore(t, open)
+	cs := store.ConversationSettings{Pinned: true, Muted: true, ClearedSeq: 42}
+	if err := s.SetConversationSettings(ctx, "alice", "c1", cs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.HideMessages(ctx, "alice", "c1", []uint64{7, 3}); err != nil {
+		t.Fatal(err)
+	}
+	c := store.Contact{UserID: "bob", State: pb.ContactState_CONTACT_STATE_REQUEST_SENT, Note: "hello", UpdatedAt: at(3)}
+	if err := s.PutContact(ctx, "alice", c); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutContact(ctx, "alice", store.Contact{UserID: "carol", State: pb.ContactState_CONTACT_STATE_FRIEND}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteContact(ctx, "alice", "carol"); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"mallory", "eve"} {
+		if err := s.SetBlocked(ctx, "alice", u, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SetBlocked(ctx, "alice", "eve", false); err != nil {
+		t.Fatal(err)
+	}
+	seen := at(11)
+	if err := s.SetLastSeen(ctx, "alice", seen); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(t, s, open)
+
+	if got, err := s.GetConversationSettings(ctx, "alice", "c1"); err != nil || got != cs {
+		t.Fatalf("settings after restart = %+v, %v; want %+v", got, err, cs)
+	}
+	if got := hidden(t, s, "alice", "c1", 0, 100); !slices.Equal(got, []uint64{3, 7}) {
+		t.Fatalf("hidden after restart = %v", got)
+	}
+	if got := contacts(t, s, "alice"); !slices.Equal(got, []store.Contact{c}) {
+		t.Fatalf("contacts after restart = %+v, want [%+v]", got, c)
+	}
+	if got := blocked(t, s, "alice"); !slices.Equal(got, []string{"mallory"}) {
+		t.Fatalf("blocked after restart = %q", got)
+	}
+	if got, err := s.LastSeen(ctx, "alice"); err != nil || !got.Equal(seen) {
+		t.Fatalf("LastSeen after restart = %v, %v; want %v", got, err, seen)
 	}
 }

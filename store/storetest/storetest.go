@@ -46,7 +46,21 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"CursorsOnlyGrow", testCursors},
 		{"Users", testUsers},
 		{"TokenRevocation", testTokens},
+		{"ApplyGroupChange", testApplyGroupChange},
+		{"ApplyMembersLeave", testApplyMembersLeave},
+		{"ApplyDuplicateWritesNothing", testApplyDuplicate},
+		{"ApplyUpdatesMessage", testApplyUpdate},
+		{"GetMessage", testGetMessage},
+		{"GroupRecordReplaced", testGroupRecordReplaced},
+		{"MembersPaging", testMembersPaging},
+		{"CursorsOfConversation", testCursorsOfConversation},
+		{"ConversationSettings", testConversationSettings},
+		{"HiddenMessages", testHiddenMessages},
+		{"Contacts", testContacts},
+		{"Blocks", testBlocks},
+		{"LastSeen", testLastSeen},
 		{"ConcurrentAppend", testConcurrentAppend},
+		{"ConcurrentApplyAndAppend", testConcurrentApplyAndAppend},
 		{"ConcurrentResends", testConcurrentResends},
 		{"Ping", testPing},
 		{"CloseThenErrClosed", testClose},
@@ -765,6 +779,36 @@ func testClose(t *testing.T, s store.Store) {
 		"TokenRevoked": func() error { _, err := s.TokenRevoked(ctx, "t"); return err },
 		"Ping":         func() error { return s.Ping(ctx) },
 		"Close":        s.Close,
+		"Apply": func() error {
+			_, err := s.Apply(ctx, store.Change{Event: msg("c1", "alice", "bob", "3")})
+			return err
+		},
+		"GetMessage": func() error { _, err := s.GetMessage(ctx, "c1", 1); return err },
+		"GetGroup":   func() error { _, err := s.GetGroup(ctx, "g:1"); return err },
+		"GetMember":  func() error { _, err := s.GetMember(ctx, "g:1", "alice"); return err },
+		"Members":    func() error { _, err := s.Members(ctx, "g:1", "", 10); return err },
+		"Cursors":    func() error { _, err := s.Cursors(ctx, "c1"); return err },
+		"SetConversationSettings": func() error {
+			return s.SetConversationSettings(ctx, "alice", "c1", store.ConversationSettings{Pinned: true})
+		},
+		"GetConversationSettings": func() error {
+			_, err := s.GetConversationSettings(ctx, "alice", "c1")
+			return err
+		},
+		"HideMessages": func() error { return s.HideMessages(ctx, "alice", "c1", []uint64{1}) },
+		"HiddenMessages": func() error {
+			_, err := s.HiddenMessages(ctx, "alice", "c1", 0, 10)
+			return err
+		},
+		"PutContact":    func() error { return s.PutContact(ctx, "alice", store.Contact{UserID: "bob"}) },
+		"DeleteContact": func() error { return s.DeleteContact(ctx, "alice", "bob") },
+		"GetContact":    func() error { _, err := s.GetContact(ctx, "alice", "bob"); return err },
+		"Contacts":      func() error { _, err := s.Contacts(ctx, "alice"); return err },
+		"SetBlocked":    func() error { return s.SetBlocked(ctx, "alice", "bob", true) },
+		"Blocked":       func() error { _, err := s.Blocked(ctx, "alice"); return err },
+		"IsBlocked":     func() error { _, err := s.IsBlocked(ctx, "alice", "bob"); return err },
+		"SetLastSeen":   func() error { return s.SetLastSeen(ctx, "alice", time.Now()) },
+		"LastSeen":      func() error { _, err := s.LastSeen(ctx, "alice"); return err },
 	}
 	for name, call := range calls {
 		if err := call(); !errors.Is(err, store.ErrClosed) {
