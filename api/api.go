@@ -20,7 +20,6 @@ import (
 
 	"github.com/parleyim/parley/auth"
 	"github.com/parleyim/parley/chat"
-	pb "github.com/parleyim/parley/proto/parleyv1"
 	"github.com/parleyim/parley/store"
 )
 
@@ -82,6 +81,7 @@ func (a *API) routes() {
 	a.mux.HandleFunc("POST /v1/password", a.user(a.password))
 	a.mux.HandleFunc("GET /v1/conversations", a.user(a.conversations))
 	a.mux.HandleFunc("GET /v1/conversations/{id}/messages", a.user(a.messages))
+	a.mux.HandleFunc("POST /v1/rpc", a.user(a.rpc))
 	a.mux.HandleFunc("POST /v1/admin/tokens", a.admin(a.mintToken))
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -167,18 +167,8 @@ func writeChatError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusInternalServerError, codeInternal, "internal error")
 		return
 	}
-	switch ce.Code {
-	case pb.ErrorCode_ERROR_CODE_BAD_REQUEST, pb.ErrorCode_ERROR_CODE_TOO_LARGE:
-		writeError(w, http.StatusBadRequest, codeBadRequest, ce.Error())
-	case pb.ErrorCode_ERROR_CODE_UNAUTHENTICATED:
-		writeError(w, http.StatusUnauthorized, codeUnauth, ce.Error())
-	case pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED:
-		writeError(w, http.StatusForbidden, codeDenied, ce.Error())
-	case pb.ErrorCode_ERROR_CODE_UNAVAILABLE:
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, ce.Error())
-	default:
-		writeError(w, http.StatusInternalServerError, codeInternal, "internal error")
-	}
+	status, code := httpStatus(ce.Code)
+	writeError(w, status, code, ce.Error())
 }
 
 // user wraps a handler that needs a user's bearer token.

@@ -40,6 +40,9 @@ var (
 	errGroupFull  = errCode(pb.ErrorCode_ERROR_CODE_GROUP_FULL)
 	errConflict   = errCode(pb.ErrorCode_ERROR_CODE_CONFLICT)
 	errTooMany    = errCode(pb.ErrorCode_ERROR_CODE_TOO_MANY_REQUESTS)
+	// errUnknownFrame: a frame without a body this server knows; a socket
+	// session is closed for it.
+	errUnknownFrame = errCode(pb.ErrorCode_ERROR_CODE_UNKNOWN_FRAME)
 )
 
 func errorFrame(id uint64, code pb.ErrorCode) *pb.ServerFrame {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/parleyim/parley/auth"
-	"github.com/parleyim/parley/gateway"
 	pb "github.com/parleyim/parley/proto/parleyv1"
 	"github.com/parleyim/parley/session"
 	"github.com/parleyim/parley/store"
@@ -212,7 +211,7 @@ func groupFrame(id uint64, g *groupState) *pb.ServerFrame {
 // the event takes its place in seq order), then updates the cache, delivers
 // the event to the members (and to extra users, such as those removed), and
 // calls reply.
-func (s *Service) changeGroup(c *gateway.Conn, sess *session.Session, reqID uint64, ch store.Change, extra []string, reply func(*groupState)) error {
+func (s *Service) changeGroup(c Replier, sess *session.Session, reqID uint64, ch store.Change, extra []string, reply func(*groupState)) error {
 	ch.Event.From = sess.UserID
 	if ch.Event.ClientMsgId == "" {
 		ch.Event.ClientMsgId = "evt-" + randomID()
@@ -276,7 +275,7 @@ func (s *Service) validMembers(ids []string) ([]string, error) {
 	return out, nil
 }
 
-func (s *Service) createGroup(ctx context.Context, c *gateway.Conn, sess *session.Session, id uint64, r *pb.CreateGroup) error {
+func (s *Service) createGroup(ctx context.Context, c Replier, sess *session.Session, id uint64, r *pb.CreateGroup) error {
 	if len(r.Name) > maxGroupName || len(r.AvatarUrl) > maxAvatarURL || len(r.Announcement) > maxAnnouncement {
 		return errTooLarge
 	}
@@ -331,7 +330,7 @@ func isAdmin(r pb.GroupRole) bool {
 	return r == pb.GroupRole_GROUP_ROLE_ADMIN || r == pb.GroupRole_GROUP_ROLE_OWNER
 }
 
-func (s *Service) updateGroup(ctx context.Context, c *gateway.Conn, sess *session.Session, id uint64, r *pb.UpdateGroup) error {
+func (s *Service) updateGroup(ctx context.Context, c Replier, sess *session.Session, id uint64, r *pb.UpdateGroup) error {
 	g, role, err := s.loadForChange(ctx, sess.UserID, r.ConversationId)
 	if err != nil {
 		return err
@@ -364,7 +363,7 @@ func (s *Service) updateGroup(ctx context.Context, c *gateway.Conn, sess *sessio
 		func(g *groupState) { c.SendFrame(groupFrame(id, g)) })
 }
 
-func (s *Service) addMembers(ctx context.Context, c *gateway.Conn, sess *session.Session, id uint64, r *pb.AddMembers) error {
+func (s *Service) addMembers(ctx context.Context, c Replier, sess *session.Session, id uint64, r *pb.AddMembers) error {
 	g, role, err := s.loadForChange(ctx, sess.UserID, r.ConversationId)
 	if err != nil {
 		return err
@@ -399,7 +398,7 @@ func outranks(a, b pb.GroupRole) bool {
 		a == pb.GroupRole_GROUP_ROLE_ADMIN && b == pb.GroupRole_GROUP_ROLE_MEMBER
 }
 
-func (s *Service) removeMember(ctx context.Context, c *gateway.Conn, sess *session.Session, id uint64, r *pb.RemoveMember) error {
+func (s *Service) removeMember(ctx context.Context, c Replier, sess *session.Session, id uint64, r *pb.RemoveMember) error {
 	g, role, err := s.loadForChange(ctx, sess.UserID, r.ConversationId)
 	if err != nil {
 		return err
@@ -416,7 +415,7 @@ func (s *Service) removeMember(ctx context.Context, c *gateway.Conn, sess *sessi
 	return s.changeGroup(c, sess, id, store.Change{Event: ev, Members: []store.Member{target}}, []string{r.UserId}, nil)
 }
 
-func (s *Service) joinGroup(ctx context.Context, c *gateway.Conn, sess *session.Session, id uint64, r *pb.JoinGroup) error {
+func (s *Service) joinGroup(ctx context.Context, c Replier, sess *session.Session, id uint64, r *pb.JoinGroup) error {
 	if !isGroup(r.ConversationId) {
 		return errDenied
 	}
@@ -440,7 +439,7 @@ func (s *Service) joinGroup(ctx context.Context, c *gateway.Conn, sess *session.
 		func(g *groupState) { c.SendFrame(groupFrame(id, g)) })
 }
 
-func (s *Service) leaveGroup(ctx context.Context, c *gateway.Conn, sess *session.Session, id uint64, r *pb.LeaveGroup) error {
+func (s *Service) leaveGroup(ctx context.Context, c Replier, sess *session.Session, id uint64, r *pb.LeaveGroup) error {
 	g, role, err := s.loadForChange(ctx, sess.UserID, r.ConversationId)
 	if err != nil {
 		return err
@@ -454,7 +453,7 @@ func (s *Service) leaveGroup(ctx context.Context, c *gateway.Conn, sess *session
 	return s.changeGroup(c, sess, id, store.Change{Event: ev, Members: []store.Member{me}}, []string{sess.UserID}, nil)
 }
 
-func (s *Service) setRole(ctx context.Context, c *gateway.Conn, sess *session.Session, id uint64, r *pb.SetRole) error {
+func (s *Service) setRole(ctx context.Context, c Replier, sess *session.Session, id uint64, r *pb.SetRole) error {
 	g, role, err := s.loadForChange(ctx, sess.UserID, r.ConversationId)
 	if err != nil {
 		return err
@@ -474,7 +473,7 @@ func (s *Service) setRole(ctx context.Context, c *gateway.Conn, sess *session.Se
 	return s.changeGroup(c, sess, id, store.Change{Event: ev, Members: []store.Member{target}}, nil, nil)
 }
 
-func (s *Service) muteMember(ctx context.Context, c *gateway.Conn, sess *session.Session, id uint64, r *pb.MuteMember) error {
+func (s *Service) muteMember(ctx context.Context, c Replier, sess *session.Session, id uint64, r *pb.MuteMember) error {
 	g, role, err := s.loadForChange(ctx, sess.UserID, r.ConversationId)
 	if err != nil {
 		return err
@@ -496,7 +495,7 @@ func (s *Service) muteMember(ctx context.Context, c *gateway.Conn, sess *session
 	return s.changeGroup(c, sess, id, store.Change{Event: ev, Members: []store.Member{target}}, nil, nil)
 }
 
-func (s *Service) transferOwnership(ctx context.Context, c *gateway.Conn, sess *session.Session, id uint64, r *pb.TransferOwnership) error {
+func (s *Service) transferOwnership(ctx context.Context, c Replier, sess *session.Session, id uint64, r *pb.TransferOwnership) error {
 	g, role, err := s.loadForChange(ctx, sess.UserID, r.ConversationId)
 	if err != nil {
 		return err
@@ -516,7 +515,7 @@ func (s *Service) transferOwnership(ctx context.Context, c *gateway.Conn, sess *
 	return s.changeGroup(c, sess, id, store.Change{Event: ev, Group: &info, Members: []store.Member{me, target}}, nil, nil)
 }
 
-func (s *Service) dissolveGroup(ctx context.Context, c *gateway.Conn, sess *session.Session, id uint64, r *pb.DissolveGroup) error {
+func (s *Service) dissolveGroup(ctx context.Context, c Replier, sess *session.Session, id uint64, r *pb.DissolveGroup) error {
 	g, role, err := s.loadForChange(ctx, sess.UserID, r.ConversationId)
 	if err != nil {
 		return err
@@ -530,7 +529,7 @@ func (s *Service) dissolveGroup(ctx context.Context, c *gateway.Conn, sess *sess
 	return s.changeGroup(c, sess, id, store.Change{Event: ev, Group: &info}, nil, nil)
 }
 
-func (s *Service) getGroup(ctx context.Context, c *gateway.Conn, sess *session.Session, id uint64, r *pb.GetGroup) error {
+func (s *Service) getGroup(ctx context.Context, c Replier, sess *session.Session, id uint64, r *pb.GetGroup) error {
 	if !isGroup(r.ConversationId) {
 		return errDenied
 	}
@@ -545,7 +544,7 @@ func (s *Service) getGroup(ctx context.Context, c *gateway.Conn, sess *session.S
 	return nil
 }
 
-func (s *Service) listMembers(ctx context.Context, c *gateway.Conn, sess *session.Session, id uint64, r *pb.ListMembers) error {
+func (s *Service) listMembers(ctx context.Context, c Replier, sess *session.Session, id uint64, r *pb.ListMembers) error {
 	if !isGroup(r.ConversationId) {
 		return errDenied
 	}

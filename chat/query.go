@@ -55,38 +55,53 @@ func (s *Service) page(ctx context.Context, uid, conv string, after, before uint
 		last = min(last, upTo)
 	}
 	n := pageLimit(limit)
-	var msgs []*pb.Message
-	more := false
 	if forward {
 		after = max(after, cleared)
-		if msgs, err = s.store.Messages(ctx, conv, after, n+1); err != nil {
-			return nil, storeErr(err)
-		}
-		for i, m := range msgs {
-			if upTo > 0 && m.Seq > upTo {
-				msgs = msgs[:i]
-				break
+	} else if upTo > 0 && (before == 0 || before > upTo+1) {
+		before = upTo + 1
+	}
+	// A page whose messages are all hidden for this user would come back
+	// empty with has_more set and nothing to continue from: read on (a
+	// bounded number of pages) until something is visible or the end.
+	var msgs []*pb.Message
+	more := false
+	for range maxHiddenSkips {
+		var raw []*pb.Message
+		if forward {
+			if raw, err = s.store.Messages(ctx, conv, after, n+1); err != nil {
+				return nil, storeErr(err)
+			}
+			for i, m := range raw {
+				if upTo > 0 && m.Seq > upTo {
+					raw = raw[:i]
+					break
+				}
+			}
+			if more = len(raw) > n; more {
+				raw = raw[:n]
+			}
+		} else {
+			if raw, err = s.store.History(ctx, conv, before, n+1); err != nil {
+				return nil, storeErr(err)
+			}
+			for len(raw) > 0 && raw[0].Seq <= cleared {
+				raw = raw[1:]
+			}
+			if more = len(raw) > n; more {
+				raw = raw[1:] // ascending: drop the oldest
 			}
 		}
-		if more = len(msgs) > n; more {
-			msgs = msgs[:n]
+		if msgs, err = s.dropHidden(ctx, uid, conv, raw); err != nil {
+			return nil, err
 		}
-	} else {
-		if upTo > 0 && (before == 0 || before > upTo+1) {
-			before = upTo + 1
+		if len(msgs) > 0 || !more {
+			break
 		}
-		if msgs, err = s.store.History(ctx, conv, before, n+1); err != nil {
-			return nil, storeErr(err)
+		if forward {
+			after = raw[len(raw)-1].Seq
+		} else {
+			before = raw[0].Seq
 		}
-		for len(msgs) > 0 && msgs[0].Seq <= cleared {
-			msgs = msgs[1:]
-		}
-		if more = len(msgs) > n; more {
-			msgs = msgs[1:] // ascending: drop the oldest
-		}
-	}
-	if msgs, err = s.dropHidden(ctx, uid, conv, msgs); err != nil {
-		return nil, err
 	}
 	return &pb.MessagePage{ConversationId: conv, Messages: msgs, HasMore: more, LastSeq: last}, nil
 }

@@ -82,6 +82,8 @@ const (
 	maxContentType   = 64
 	defaultPageLimit = 100
 	maxPageLimit     = 1000
+	// maxHiddenSkips bounds the pages one request reads past hidden messages.
+	maxHiddenSkips = 20
 )
 
 // Stats are running totals since start.
@@ -115,8 +117,9 @@ type Service struct {
 	wg          sync.WaitGroup
 	stopped     sync.Once
 
-	groups groupCache
-	social social // contacts, blocks, typing limits and presence (social.go)
+	groups      groupCache
+	changeLocks keyLocks // recall/edit/settings read-modify-write locks (changes.go)
+	social      social   // contacts, blocks, typing limits and presence (social.go)
 
 	nextSession atomic.Uint64
 	ids         idGen // used by the committer goroutine only
@@ -124,6 +127,12 @@ type Service struct {
 	stats struct {
 		accepted, duplicate, failed, deliveries, batches, authFail, kicked, commitNs atomic.Uint64
 	}
+}
+
+// Replier receives the answers to one session's requests: its connection,
+// or, for a request made over HTTP, the handler waiting for its reply.
+type Replier interface {
+	SendFrame(f *pb.ServerFrame) bool
 }
 
 // connState is the per-connection state kept in gateway.Conn.Value.
@@ -135,7 +144,7 @@ type connState struct {
 // change stored with its event (change set). When after is set, deliverLoop
 // calls it (in seq order) instead of the default ACK and delivery.
 type pendingSend struct {
-	conn   *gateway.Conn
+	conn   Replier
 	sessID string
 	reqID  uint64
 	msg    *pb.Message
@@ -158,6 +167,7 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 	}
 	s.ids.node = uint64(cfg.NodeID & 1023)
 	s.groups.m = make(map[string]*groupState)
+	s.changeLocks.m = make(map[any]chan struct{})
 	s.social.init()
 	return s
 }
@@ -205,13 +215,18 @@ func (s *Service) HandleFrame(c *gateway.Conn, f *pb.ClientFrame) {
 		return
 	}
 	if err := s.dispatch(c, st.sess, f); err != nil {
+		if err == errUnknownFrame {
+			c.SendFrame(errorFrame(f.Id, pb.ErrorCode_ERROR_CODE_UNKNOWN_FRAME))
+			c.Close(pb.DisconnectCode_DISCONNECT_CODE_PROTOCOL_ERROR, "unknown frame")
+			return
+		}
 		s.replyErr(c, f.Id, err)
 	}
 }
 
 // dispatch runs one request of an authenticated session. A handler answers
 // success itself; an error it returns is answered by HandleFrame.
-func (s *Service) dispatch(c *gateway.Conn, sess *session.Session, f *pb.ClientFrame) error {
+func (s *Service) dispatch(c Replier, sess *session.Session, f *pb.ClientFrame) error {
 	ctx := context.Background()
 	id := f.Id
 	switch b := f.Body.(type) {
@@ -305,13 +320,11 @@ func (s *Service) dispatch(c *gateway.Conn, sess *session.Session, f *pb.ClientF
 	case *pb.ClientFrame_Unblock:
 		return s.unblock(ctx, c, sess, id, b.Unblock)
 	}
-	c.SendFrame(errorFrame(id, pb.ErrorCode_ERROR_CODE_UNKNOWN_FRAME))
-	c.Close(pb.DisconnectCode_DISCONNECT_CODE_PROTOCOL_ERROR, "unknown frame")
-	return nil
+	return errUnknownFrame
 }
 
 // okOr answers Ok when err is nil (and a reply is wanted), else returns err.
-func (s *Service) okOr(c *gateway.Conn, id uint64, err error) error {
+func (s *Service) okOr(c Replier, id uint64, err error) error {
 	if err == nil {
 		s.replyOK(c, id)
 	}
@@ -319,13 +332,13 @@ func (s *Service) okOr(c *gateway.Conn, id uint64, err error) error {
 }
 
 // replyOK answers a request that wants a reply (id != 0) with Ok.
-func (s *Service) replyOK(c *gateway.Conn, id uint64) {
+func (s *Service) replyOK(c Replier, id uint64) {
 	if id != 0 {
 		c.SendFrame(&pb.ServerFrame{Id: id, Body: &pb.ServerFrame_Ok{Ok: &pb.Ok{}}})
 	}
 }
 
-func (s *Service) replyErr(c *gateway.Conn, id uint64, err error) {
+func (s *Service) replyErr(c Replier, id uint64, err error) {
 	var ce *Error
 	if !errors.As(err, &ce) {
 		s.log.Error("request failed", "err", err)
@@ -428,7 +441,7 @@ func (s *Service) HandleClose(c *gateway.Conn, _ pb.DisconnectCode) {
 	}
 }
 
-func (s *Service) handleSend(ctx context.Context, c *gateway.Conn, sess *session.Session, reqID uint64, m *pb.Send) error {
+func (s *Service) handleSend(ctx context.Context, c Replier, sess *session.Session, reqID uint64, m *pb.Send) error {
 	msg, err := s.buildMessage(ctx, sess.UserID, m)
 	if err != nil {
 		return err

@@ -77,6 +77,19 @@ type Options struct {
 	// every conversation OnMessage was called for, once the received burst is
 	// handled: one ack per conversation per burst, not one per message.
 	AutoDeliveredAck bool
+
+	// OnTyping, OnPresence and OnContact receive pushed typing indicators,
+	// presence changes (of users subscribed to with SubscribePresence) and
+	// contact changes. Like OnMessage, they run on the reader goroutine.
+	OnTyping   func(*pb.TypingEvent)
+	OnPresence func(*pb.PresenceEvent)
+	OnContact  func(*pb.ContactEvent)
+
+	// OnHidden and OnConversation receive what this user changed on another
+	// device: messages deleted for them (DeleteForMe) and conversation
+	// settings (pinned, muted). They run on the reader goroutine.
+	OnHidden       func(*pb.HiddenEvent)
+	OnConversation func(*pb.ConversationEvent)
 }
 
 func (o Options) withDefaults() Options {
@@ -722,6 +735,26 @@ func (c *Client) dispatch(f *pb.ServerFrame) {
 		}
 	case *pb.ServerFrame_Disconnect:
 		c.disc = disconnectErr(b.Disconnect)
+	case *pb.ServerFrame_Typing:
+		if c.opts.OnTyping != nil {
+			c.opts.OnTyping(b.Typing)
+		}
+	case *pb.ServerFrame_PresenceEvent:
+		if c.opts.OnPresence != nil {
+			c.opts.OnPresence(b.PresenceEvent)
+		}
+	case *pb.ServerFrame_ContactEvent:
+		if c.opts.OnContact != nil {
+			c.opts.OnContact(b.ContactEvent)
+		}
+	case *pb.ServerFrame_Hidden:
+		if c.opts.OnHidden != nil {
+			c.opts.OnHidden(b.Hidden)
+		}
+	case *pb.ServerFrame_ConversationEvent:
+		if c.opts.OnConversation != nil {
+			c.opts.OnConversation(b.ConversationEvent)
+		}
 	}
 }
 

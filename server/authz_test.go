@@ -1,8 +1,14 @@
 package server_test
 
 import (
+	"bytes"
 	"errors"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/parleyim/parley/client"
 	pb "github.com/parleyim/parley/proto/parleyv1"
@@ -110,6 +116,27 @@ func TestAuthorizationTable(t *testing.T) {
 			})
 		}
 	}
+	// The same table over HTTP (POST /v1/rpc with the user's token).
+	for who, ok := range allowed {
+		t.Run(who+"/http", func(t *testing.T) {
+			tok := ts.mint(t, who)
+			for _, target := range []string{conv, missing} {
+				for name, f := range groupRequests(target) {
+					status, body := rpc(t, ts, tok, f)
+					want := http.StatusForbidden
+					if w, in := ok[name]; in && target == conv && w == "ok" {
+						want = http.StatusOK
+					}
+					if status != want {
+						t.Errorf("%s on %s over HTTP: %d %s, want %d", name, target, status, body, want)
+					}
+					if want == http.StatusForbidden && !strings.Contains(body, `"permission_denied"`) {
+						t.Errorf("%s over HTTP: body %s", name, body)
+					}
+				}
+			}
+		})
+	}
 	// A removed member reads nothing written after the removal.
 	removed, _ := ts.connect(t, "removed", "r9", "r9", transports[1])
 	msgs := syncAll(t, removed, conv)
@@ -135,5 +162,70 @@ func TestAuthorizationTable(t *testing.T) {
 		if got := code(bob.Do(ctx, f)); got != denied {
 			t.Errorf("member %s: %s, want %s", name, got, denied)
 		}
+	}
+}
+
+// rpc posts one frame to /v1/rpc as the token's user.
+func rpc(t *testing.T, ts *testServer, token string, f *pb.ClientFrame) (int, string) {
+	t.Helper()
+	b, err := protojson.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, ts.httpBase+"/v1/rpc", bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out)
+}
+
+// Every command works over HTTP for the user's own token.
+func TestRPCOverHTTP(t *testing.T) {
+	ts := startServer(t, nil)
+	tok := ts.mint(t, "alice")
+	status, body := rpc(t, ts, tok, &pb.ClientFrame{Body: &pb.ClientFrame_CreateGroup{CreateGroup: &pb.CreateGroup{Name: "from curl", UserIds: []string{"bob"}}}})
+	if status != 200 || !strings.Contains(body, `"group"`) {
+		t.Fatalf("create group over HTTP: %d %s", status, body)
+	}
+	var g pb.ServerFrame
+	if err := protojson.Unmarshal([]byte(body), &g); err != nil {
+		t.Fatal(err)
+	}
+	conv := g.GetGroup().GetConversationId()
+	_, rec := ts.connect(t, "bob", "b1", "phone", transports[0])
+	status, body = rpc(t, ts, tok, &pb.ClientFrame{Body: &pb.ClientFrame_Send{Send: &pb.Send{ClientMsgId: "h1", ConversationId: conv, Payload: []byte("hi")}}})
+	if status != 200 || !strings.Contains(body, `"sendAck"`) {
+		t.Fatalf("send over HTTP: %d %s", status, body)
+	}
+	eventually(t, "bob gets the HTTP-sent message", func() bool {
+		for _, m := range rec.messages() {
+			if string(m.Payload) == "hi" {
+				return true
+			}
+		}
+		return false
+	})
+	for _, f := range []*pb.ClientFrame{
+		{Body: &pb.ClientFrame_Auth{Auth: &pb.Auth{Token: tok}}},
+		{Body: &pb.ClientFrame_SubscribePresence{SubscribePresence: &pb.SubscribePresence{}}},
+		{},
+	} {
+		if status, body := rpc(t, ts, tok, f); status != http.StatusBadRequest {
+			t.Fatalf("%v over HTTP: %d %s", f, status, body)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPost, ts.httpBase+"/v1/rpc", strings.NewReader(`{"send":`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("malformed JSON: %d", resp.StatusCode)
 	}
 }

@@ -4133,10 +4133,14 @@ func (x *ReadCounts) GetSeqs() []uint64 {
 }
 
 type ReadCount struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	Count         uint32                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
-	Readers       []string               `protobuf:"bytes,3,rep,name=readers,proto3" json:"readers,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Seq   uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// How many members other than the message's sender have a read cursor at
+	// or past seq: a group's current members; in 1:1, 1 once the peer read it.
+	Count uint32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// Who, by user id (the same members as count); empty for groups larger
+	// than the receipt list limit.
+	Readers       []string `protobuf:"bytes,3,rep,name=readers,proto3" json:"readers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
