@@ -8,10 +8,13 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	pb "github.com/parleyim/parley/proto/parleyv1"
 	"github.com/parleyim/parley/server"
 )
 
@@ -274,13 +277,145 @@ func TestBoundedByDuration(t *testing.T) {
 	}
 }
 
+// checkGroupDelivery asserts a conversation run: every acked send reached
+// every online member but its sender, once, in order, at rcv receivers.
+func checkGroupDelivery(t *testing.T, rep *Report, sends, perSend, rcv uint64) {
+	t.Helper()
+	checkDelivery(t, rep, sends, sends*perSend)
+	if d := rep.Delivery; d.Receivers != rcv || d.ReceiversFailed != 0 || d.EndsMissing != 0 {
+		t.Errorf("receivers %d (failed %d), end markers missing %d; want %d receivers", d.Receivers, d.ReceiversFailed, d.EndsMissing, rcv)
+	}
+}
+
+func TestGroup(t *testing.T) {
+	t.Parallel()
+	cfg := startServer(t, "group")
+	// 4 groups of 5 members, 3 online: the sender and 2 receivers each.
+	cfg.Count, cfg.Concurrency, cfg.Members, cfg.Online = 300, 4, 5, 0.6
+	checkGroupDelivery(t, run(t, cfg, Options{}), 300, 2, 8)
+}
+
+func TestGroupPipelineOverTCP(t *testing.T) {
+	t.Parallel()
+	cfg := startServer(t, "group")
+	cfg.Count, cfg.Concurrency, cfg.Members, cfg.Online, cfg.Pipeline, cfg.Transport = 400, 2, 1200, 0.004, 4, "tcp"
+	// 1,200 members (CreateGroup, then AddMembers past 1,000), 5 online.
+	checkGroupDelivery(t, run(t, cfg, Options{}), 400, 4, 8)
+}
+
+func TestSendRate(t *testing.T) {
+	t.Parallel()
+	cfg := startServer(t, "send-rate")
+	// 5 groups of 10, one receiver online each, at 1,000 msg/s: ~0.4 s.
+	cfg.Count, cfg.Groups, cfg.Members, cfg.Rate = 400, 5, 10, 1000
+	rep := run(t, cfg, Options{})
+	checkGroupDelivery(t, rep, 400, 1, 5)
+	if rep.TotalSeconds < 0.3 {
+		t.Errorf("400 sends at 1,000/s took %.2f s", rep.TotalSeconds)
+	}
+}
+
+func TestFanoutProcs(t *testing.T) {
+	t.Parallel()
+	cfg := startServer(t, "fanout")
+	// One group of 200, 100 receivers over 2 processes, 3 senders (2 in
+	// one process, 1 in the other), each also receiving the other two.
+	cfg.Count, cfg.Concurrency, cfg.Pipeline, cfg.Members, cfg.OnlineMembers, cfg.Codec = 300, 3, 2, 200, 100, "json"
+	rep := run(t, cfg, Options{Procs: 2, WorkerCommand: []string{os.Args[0], "bench-worker"}})
+	if rep.Processes != 2 {
+		t.Errorf("processes %d", rep.Processes)
+	}
+	// Each message reaches the 100 receivers and the 2 other senders.
+	checkGroupDelivery(t, rep, 300, 102, 103)
+	if rep.Config.Plan == nil || len(rep.Config.Plan.Groups) != 1 {
+		t.Errorf("plan %+v", rep.Config.Plan)
+	}
+}
+
+func TestFanoutSenderWithoutBudget(t *testing.T) {
+	t.Parallel()
+	cfg := startServer(t, "fanout")
+	// -c 1 over 2 senders in 2 processes: one sender sends nothing, but
+	// still ends its stream, so every receiver settles.
+	cfg.Count, cfg.Concurrency, cfg.Pipeline, cfg.Members, cfg.OnlineMembers = 1, 2, 1, 20, 4
+	rep := run(t, cfg, Options{Procs: 2, WorkerCommand: []string{os.Args[0], "bench-worker"}})
+	checkGroupDelivery(t, rep, 1, 5, 6)
+}
+
+func TestMixed(t *testing.T) {
+	t.Parallel()
+	cfg := startServer(t, "mixed")
+	cfg.Count, cfg.Duration = 0, 1500*time.Millisecond
+	cfg.Pairs, cfg.Groups, cfg.GroupSize, cfg.GroupOnline = 20, 5, 10, 1
+	cfg.Members, cfg.OnlineMembers, cfg.Concurrency = 2000, 150, 1
+	cfg.Rate, cfg.GroupRate, cfg.BigRate = 20, 40, 20
+	rep := run(t, cfg, Options{})
+	d := rep.Delivery
+	if !rep.Passed || d.Lost != 0 || d.Received != d.Expected || d.Receivers != 20+5+150 || d.EndsMissing != 0 {
+		t.Fatalf("delivery %+v", d)
+	}
+	want := map[string]uint64{"1:1": 1, "groups": 1, "big group": 150} // receivers per send
+	var acked, expected uint64
+	for _, p := range rep.Parts {
+		per, ok := want[p.Name]
+		if !ok || p.Delivery.Acked == 0 || p.Delivery.Expected != per*p.Delivery.Acked || p.Delivery.Received != p.Delivery.Expected || p.OK != p.Requests {
+			t.Errorf("part %s: %+v", p.Name, p.Delivery)
+		}
+		delete(want, p.Name)
+		acked += p.Delivery.Acked
+		expected += p.Delivery.Expected
+	}
+	if len(want) != 0 || acked != d.Acked || expected != d.Expected {
+		t.Errorf("parts missing %v, or not summing to the totals", want)
+	}
+	var text bytes.Buffer
+	rep.WriteText(&text)
+	if !strings.Contains(text.String(), "Parts:") || !strings.Contains(text.String(), "big group\t") {
+		t.Errorf("no parts in the text report:\n%s", text.String())
+	}
+}
+
+func TestGroupCheckAccounts(t *testing.T) {
+	// A receiver's account of one stream: gaps, late arrivals, duplicates,
+	// and a send that timed out but was stored.
+	e := newEnv(Config{})
+	var ends atomic.Int64
+	c := newConv("g:x", "", nil, []string{"s", "r"}, 1, 0)
+	rx := newRx(c, "r", &ends)
+	if rx.wantEnds() != 1 {
+		t.Fatalf("want ends %d", rx.wantEnds())
+	}
+	msg := func(k, seq uint64) {
+		rx.handle(e, []byte("g:x"), []byte("s"), makePayload(nil, 32, 0, k), seq, pb.MessageKind_MESSAGE_KIND_NORMAL, time.Now())
+	}
+	msg(1, 10)
+	msg(3, 12) // 2 is late
+	msg(2, 11) // out of order
+	msg(3, 12) // duplicate
+	msg(5, 14) // 4 never comes; 5 timed out at the sender but was stored
+	rx.handle(e, []byte("g:x"), []byte("s"), makeEnd(0, &streamEnd{last: 6, failed: []uint64{5}}), 16, pb.MessageKind_MESSAGE_KIND_NORMAL, time.Now())
+	rx.handle(e, []byte("g:x"), []byte("r"), makePayload(nil, 32, 1, 1), 17, pb.MessageKind_MESSAGE_KIND_NORMAL, time.Now()) // own stream: echo
+	var d Delivery
+	rx.settle(&d)
+	// Acked: 1, 2, 3, 4, 6. Received: 1, 2, 3, 5.
+	want := Delivery{Expected: 5, Received: 4, ReceivedUnacked: 1, Lost: 2, Duplicated: 2, OutOfOrder: 1, Receivers: 1, ReceiversFailed: 1}
+	if !reflect.DeepEqual(d, want) {
+		t.Errorf("got %+v\nwant %+v", d, want)
+	}
+	if ends.Load() != 1 {
+		t.Errorf("ends %d", ends.Load())
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
 	cfg := DefaultConfig("user")
 	cfg.HTTPBase, cfg.APIKey = "http://127.0.0.1:1", "k"
 	for name, mod := range map[string]func(*Config){
 		"unbounded":   func(c *Config) { c.Count, c.Duration = 0, 0 },
 		"json on tcp": func(c *Config) { c.Transport, c.Codec = "tcp", "json" },
-		"scenario":    func(c *Config) { c.Scenario = "group" },
+		"scenario":    func(c *Config) { c.Scenario = "nope" },
+		"fanout -m":   func(c *Config) { c.Scenario, c.Members, c.OnlineMembers = "fanout", 10, 10 },
+		"group -m":    func(c *Config) { c.Scenario, c.Members = "group", 1 },
 		"online":      func(c *Config) { c.Online = 2 },
 		"size":        func(c *Config) { c.Size = 3 },
 	} {

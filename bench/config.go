@@ -26,8 +26,41 @@ type Config struct {
 	// Pipeline is how many sends each user/soak sender keeps in flight, each
 	// as its own ordered stream (1: kimbench's one request at a time).
 	Pipeline int `json:"pipeline"`
-	// Rate is each soak sender's messages per second (0: as fast as acks allow).
+	// Rate is each soak sender's messages per second; in group, send-rate
+	// and fanout the messages per second of all senders together; in mixed
+	// each 1:1 pair's. 0: as fast as acks allow.
 	Rate float64 `json:"rate"`
+	// Members is -m: members per group (group, send-rate), or the big
+	// group's size (fanout, mixed).
+	Members int `json:"members,omitempty"`
+	// Groups is --groups: the groups of send-rate, the 100-member groups of mixed.
+	Groups int `json:"groups,omitempty"`
+	// GroupSize is the size of mixed's small groups (--group-size).
+	GroupSize int `json:"group_size,omitempty"`
+	// GroupOnline is --group-online: receivers online per group in
+	// send-rate and in mixed's small groups (the sender comes on top).
+	GroupOnline int `json:"group_online,omitempty"`
+	// OnlineMembers is --online: the big group's connected receivers
+	// (fanout, mixed); its -t senders come on top.
+	OnlineMembers int `json:"online_members,omitempty"`
+	// Pairs is --pairs: mixed's 1:1 pairs.
+	Pairs int `json:"pairs,omitempty"`
+	// GroupRate and BigRate are mixed's messages per second per small group
+	// and into the big group (0: as fast as acks allow).
+	GroupRate float64 `json:"group_rate,omitempty"`
+	BigRate   float64 `json:"big_rate,omitempty"`
+	// Plan is the setup the coordinator did once for all processes (the
+	// big group of fanout and mixed); nil for other scenarios.
+	Plan *Plan `json:"plan,omitempty"`
+	// Part and Parts say which share of the run this is (0 of 1 when the
+	// run is not split); scenarios that split a shared setup use them.
+	Part  int `json:"part"`
+	Parts int `json:"parts"`
+	// Idle marks a share with nothing to do (more processes than work).
+	Idle bool `json:"idle,omitempty"`
+	// SendNone marks a share whose senders got none of -c: they only end
+	// their streams (receivers elsewhere wait for every stream's end).
+	SendNone bool `json:"send_none,omitempty"`
 	// Size is the message payload size in bytes (at least 24: the header the
 	// bench embeds: stream, number, send time).
 	Size int `json:"size"`
@@ -77,7 +110,22 @@ func DefaultConfig(scenario string) Config {
 		c.Count, c.Concurrency = 1000, 50
 	case "soak":
 		c.Count, c.Duration, c.Rate = 0, time.Minute, 10
+	case "group":
+		c.Count, c.Members, c.Online = 1000, 20, 0.5
+	case "send-rate":
+		c.Count, c.Concurrency, c.Groups, c.Members, c.GroupOnline = 100000, 0, 100, 100, 1
+	case "fanout":
+		c.Count, c.Concurrency, c.Pipeline, c.Members, c.OnlineMembers = 1000, 2, 4, 10000, 5000
+		c.Drain = 30 * time.Second
+	case "mixed":
+		c.Count, c.Duration, c.Concurrency = 0, time.Minute, 1
+		c.Pairs, c.Groups, c.GroupSize, c.GroupOnline = 1000, 100, 100, 1
+		c.Members, c.OnlineMembers = 10000, 5000
+		// WuKongIM's mixed table: 10 msg/s per pair, 20 per group, 5 into the big group.
+		c.Rate, c.GroupRate, c.BigRate = 10, 20, 5
+		c.Drain = 30 * time.Second
 	}
+	c.Parts = 1
 	return c
 }
 
@@ -93,7 +141,7 @@ func (c Config) validate() error {
 	check(ok, "unknown scenario %q (have %s)", c.Scenario, strings.Join(Scenarios(), ", "))
 	check(c.Count >= 0, "-c must be >= 0")
 	check(c.Count > 0 || c.Duration > 0, "-c 0 needs --duration: a run must be bounded")
-	check(c.Concurrency >= 1, "-t must be >= 1")
+	check(c.Concurrency >= 1 || c.Scenario == "send-rate", "-t must be >= 1")
 	check(c.Online >= 0 && c.Online <= 1, "-p must be within 0..1")
 	check(c.Window >= 1, "--window must be >= 1")
 	check(c.Pipeline >= 1 && c.Pipeline <= 4096, "--pipeline must be 1..4096")
@@ -106,6 +154,7 @@ func (c Config) validate() error {
 	check(!(c.Transport == "tcp" && c.Codec == "json"), "--codec json needs --transport ws (TCP is protobuf only)")
 	check(c.HTTPBase != "", "no server address (-a or --embedded)")
 	check(c.APIKey != "", "no admin API key (--api-key, --data DIR or --embedded)")
+	errs = append(errs, c.validateGroups()...)
 	for _, ip := range c.SourceIPs {
 		check(net.ParseIP(ip) != nil, "--source-ips: %q is not an IP address", ip)
 	}
@@ -123,12 +172,17 @@ func (c Config) share(i, n int) Config {
 		return p
 	}
 	s := c
+	s.Part, s.Parts = i, n
+	s.Prefix = fmt.Sprintf("%sw%d-", c.Prefix, i)
+	if isGroupScenario(c.Scenario) {
+		c.groupShare(&s, i, n)
+		return s
+	}
 	s.Count = part(c.Count)
 	s.Concurrency = max(part(c.Concurrency), 1)
 	if c.Count > 0 && s.Count == 0 {
 		s.Concurrency = 0 // nothing to do for this worker
 	}
-	s.Prefix = fmt.Sprintf("%sw%d-", c.Prefix, i)
 	return s
 }
 

@@ -83,6 +83,36 @@ func (h *Histogram) Record(d time.Duration) {
 	}
 }
 
+// recordBatch adds values in ns, as one goroutine collected them over a
+// burst: an atomic add per value's bucket, the totals once (receivers of a
+// big fan-out would otherwise contend on count and sum for every message).
+func (h *Histogram) recordBatch(vs []uint64) {
+	if len(vs) == 0 {
+		return
+	}
+	var sum uint64
+	lo, hi := uint64(math.MaxUint64), uint64(0)
+	for _, v := range vs {
+		h.counts[bucketOf(v)].Add(1)
+		sum += v
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	h.count.Add(uint64(len(vs)))
+	h.sum.Add(sum)
+	for {
+		m := h.min.Load()
+		if lo >= m || h.min.CompareAndSwap(m, lo) {
+			break
+		}
+	}
+	for {
+		m := h.max.Load()
+		if hi <= m || h.max.CompareAndSwap(m, hi) {
+			break
+		}
+	}
+}
+
 // Count is the number of recorded values.
 func (h *Histogram) Count() uint64 { return h.count.Load() }
 

@@ -139,30 +139,43 @@ func (r *rawConn) flush() error { return r.bw.Flush() }
 // read returns the next server frame, skipping WebSocket control frames
 // (the server does not ping clients: they ping it).
 func (r *rawConn) read() (*pb.ServerFrame, error) {
+	p, codec, err := r.readPayload()
+	if err != nil {
+		return nil, err
+	}
+	f := new(pb.ServerFrame)
+	if err := wire.DecodeServer(codec, p, f); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// readPayload returns the next server frame undecoded, with its codec. p
+// is valid until the next read.
+func (r *rawConn) readPayload() (p []byte, codec wire.Codec, err error) {
 	for {
-		var p []byte
-		codec := wire.Proto
+		codec = wire.Proto
 		if r.ws {
 			h, err := ws.ReadHeader(r.br)
 			if err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			if h.Length > rawMaxFrame {
-				return nil, errors.New("bench: frame too large")
+				return nil, 0, errors.New("bench: frame too large")
 			}
 			if cap(r.in) < int(h.Length) {
 				r.in = make([]byte, h.Length)
 			}
 			p = r.in[:h.Length]
 			if _, err := io.ReadFull(r.br, p); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			if h.Masked {
 				ws.Cipher(p, h.Mask, 0)
 			}
 			switch h.OpCode {
 			case ws.OpClose:
-				return nil, io.EOF
+				return nil, 0, io.EOF
 			case ws.OpPing, ws.OpPong, ws.OpContinuation:
 				continue // the server sends neither pings nor fragments
 			case ws.OpText:
@@ -171,25 +184,21 @@ func (r *rawConn) read() (*pb.ServerFrame, error) {
 		} else {
 			var n [4]byte
 			if _, err := io.ReadFull(r.br, n[:]); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			l := binary.BigEndian.Uint32(n[:])
 			if l > rawMaxFrame {
-				return nil, errors.New("bench: frame too large")
+				return nil, 0, errors.New("bench: frame too large")
 			}
 			if cap(r.in) < int(l) {
 				r.in = make([]byte, l)
 			}
 			p = r.in[:l]
 			if _, err := io.ReadFull(r.br, p); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 		}
-		f := new(pb.ServerFrame)
-		if err := wire.DecodeServer(codec, p, f); err != nil {
-			return nil, err
-		}
-		return f, nil
+		return p, codec, nil
 	}
 }
 

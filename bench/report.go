@@ -22,6 +22,7 @@ import (
 //	latency_summary             fastest_s, slowest_s, average_s, percentiles [{p, s}]
 //	status                      outcome → count ("ok", ERROR_CODE_…, DISCONNECT_CODE_…, timeout, …)
 //	delivery                    message scenarios: see Delivery
+//	parts                       mixed: each part (1:1, groups, big group) on its own: see PartReport
 //	conns                       conns: see Conns
 //	server                      server CPU and memory when its pid is known: see ServerUsage
 //	series                      one Sample per second of the timed phase (and the drain)
@@ -40,6 +41,7 @@ type Report struct {
 	LatencySummary Summary           `json:"latency_summary"`
 	Status         map[string]uint64 `json:"status"`
 	Delivery       *Delivery         `json:"delivery,omitempty"`
+	Parts          []*PartReport     `json:"parts,omitempty"`
 	Conns          *Conns            `json:"conns,omitempty"`
 	Server         *ServerUsage      `json:"server,omitempty"`
 	Series         []Sample          `json:"series"`
@@ -79,6 +81,60 @@ type Delivery struct {
 	DeliveriesPerSec float64    `json:"deliveries_per_sec"` // received / delivery_seconds
 	E2E              *Histogram `json:"e2e_latency"`        // send → receipt at the receiver
 	E2ESummary       Summary    `json:"e2e_summary"`
+	// Conversation scenarios (group, send-rate, fanout, mixed): receiving
+	// sessions checked, those with anything lost, duplicated, out of order
+	// or unsettled, and (receiver, stream) pairs whose end marker never came.
+	Receivers       uint64 `json:"receivers,omitempty"`
+	ReceiversFailed uint64 `json:"receivers_failed,omitempty"`
+	EndsMissing     uint64 `json:"ends_missing,omitempty"`
+}
+
+// PartReport is one part of a mixed run: its sends (ack latency) and its
+// deliveries, counted as the totals are.
+type PartReport struct {
+	Name           string     `json:"name"`
+	Requests       uint64     `json:"requests"`
+	OK             uint64     `json:"ok"`
+	Latency        *Histogram `json:"latency"`
+	LatencySummary Summary    `json:"latency_summary"`
+	Delivery       Delivery   `json:"delivery"`
+}
+
+// add folds another process's counts of the same run into d.
+func (d *Delivery) add(e *Delivery) {
+	d.Sent += e.Sent
+	d.Acked += e.Acked
+	d.Expected += e.Expected
+	d.Received += e.Received
+	d.ReceivedUnacked += e.ReceivedUnacked
+	d.Lost += e.Lost
+	d.Duplicated += e.Duplicated
+	d.OutOfOrder += e.OutOfOrder
+	d.AckOutOfOrder += e.AckOutOfOrder
+	d.Receivers += e.Receivers
+	d.ReceiversFailed += e.ReceiversFailed
+	d.EndsMissing += e.EndsMissing
+	d.DeliverySeconds = max(d.DeliverySeconds, e.DeliverySeconds)
+	if d.E2E == nil {
+		d.E2E = NewHistogram()
+	}
+	if e.E2E != nil {
+		d.E2E.Merge(e.E2E)
+	}
+}
+
+// finalize derives d's rates and summary over a timed phase of total seconds.
+func (d *Delivery) finalize(total float64) {
+	if total > 0 {
+		d.SendsPerSec = float64(d.Acked) / total
+	}
+	if d.DeliverySeconds > 0 {
+		d.DeliveriesPerSec = float64(d.Received) / d.DeliverySeconds
+	}
+	if d.E2E == nil {
+		d.E2E = NewHistogram()
+	}
+	d.E2ESummary = summarize(d.E2E)
 }
 
 // Conns is the idle-connection result.
@@ -144,18 +200,19 @@ func (r *Report) merge(o *Report) {
 		if r.Delivery == nil {
 			r.Delivery = &Delivery{E2E: NewHistogram()}
 		}
-		d, e := r.Delivery, o.Delivery
-		d.Sent += e.Sent
-		d.Acked += e.Acked
-		d.Expected += e.Expected
-		d.Received += e.Received
-		d.ReceivedUnacked += e.ReceivedUnacked
-		d.Lost += e.Lost
-		d.Duplicated += e.Duplicated
-		d.OutOfOrder += e.OutOfOrder
-		d.AckOutOfOrder += e.AckOutOfOrder
-		d.DeliverySeconds = max(d.DeliverySeconds, e.DeliverySeconds)
-		d.E2E.Merge(e.E2E)
+		r.Delivery.add(o.Delivery)
+	}
+	for _, op := range o.Parts {
+		i := slices.IndexFunc(r.Parts, func(p *PartReport) bool { return p.Name == op.Name })
+		if i < 0 {
+			r.Parts = append(r.Parts, op)
+			continue
+		}
+		p := r.Parts[i]
+		p.Requests += op.Requests
+		p.OK += op.OK
+		p.Latency.Merge(op.Latency)
+		p.Delivery.add(&op.Delivery)
 	}
 	if o.Conns != nil {
 		if r.Conns == nil {
@@ -187,14 +244,15 @@ func (r *Report) finalize() {
 		r.RequestsPerSec = float64(r.Requests) / r.TotalSeconds
 	}
 	r.LatencySummary = summarize(r.Latency)
+	for _, p := range r.Parts {
+		p.LatencySummary = summarize(p.Latency)
+		p.Delivery.finalize(r.TotalSeconds)
+	}
 	if d := r.Delivery; d != nil {
-		if r.TotalSeconds > 0 {
-			d.SendsPerSec = float64(d.Acked) / r.TotalSeconds
+		d.finalize(r.TotalSeconds)
+		if d.EndsMissing > 0 {
+			r.Failures = append(r.Failures, fmt.Sprintf("%d end-of-stream markers never arrived (those receivers could not settle)", d.EndsMissing))
 		}
-		if d.DeliverySeconds > 0 {
-			d.DeliveriesPerSec = float64(d.Received) / d.DeliverySeconds
-		}
-		d.E2ESummary = summarize(d.E2E)
 		if d.Lost > 0 {
 			r.Failures = append(r.Failures, fmt.Sprintf("%d messages lost", d.Lost))
 		}
@@ -236,7 +294,7 @@ func secsFormat(slowest float64) string {
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	c := r.Config
-	fmt.Fprintf(&b, "parley bench %s -c %d -t %d (%s/%s, %d process", r.Scenario, c.Count, c.Concurrency, c.Transport, c.Codec, r.Processes)
+	fmt.Fprintf(&b, "parley bench %s -c %d -t %d%s (%s/%s, %d process", r.Scenario, c.Count, c.Concurrency, c.groupFlags(), c.Transport, c.Codec, r.Processes)
 	if r.Processes != 1 {
 		b.WriteString("es")
 	}
@@ -260,8 +318,23 @@ func (r *Report) WriteText(w io.Writer) error {
 		if d.AckOutOfOrder > 0 {
 			fmt.Fprintf(&b, "  Acks out of send order:\t%d\n", d.AckOutOfOrder)
 		}
+		if d.Receivers > 0 {
+			fmt.Fprintf(&b, "  Receivers:\t%d checked, %d with anything lost, duplicated or out of order\n", d.Receivers, d.ReceiversFailed)
+		}
+		if d.EndsMissing > 0 {
+			fmt.Fprintf(&b, "  End markers missing:\t%d (receiver, stream) pairs could not settle\n", d.EndsMissing)
+		}
 		b.WriteString("\n")
 		writeLatency(&b, "End-to-end latency (send → receipt at the receiver):", d.E2E, d.E2ESummary, d.DeliverySeconds, -1)
+	}
+	if len(r.Parts) > 0 {
+		b.WriteString("\nParts:\n")
+		b.WriteString("  part\tsends/s\tacked\tp99 ack\tdeliveries/s\texpected\treceived\tlost\tdup\tooo\tp99 e2e\n")
+		for _, p := range r.Parts {
+			d := p.Delivery
+			fmt.Fprintf(&b, "  %s\t%.1f\t%d\t%.4f s\t%.1f\t%d\t%d\t%d\t%d\t%d\t%.4f s\n", p.Name, d.SendsPerSec, d.Acked,
+				pct(p.LatencySummary, 99), d.DeliveriesPerSec, d.Expected, d.Received, d.Lost, d.Duplicated, d.OutOfOrder, pct(d.E2ESummary, 99))
+		}
 	}
 	if cn := r.Conns; cn != nil {
 		b.WriteString("\nConnections:\n")
@@ -328,6 +401,32 @@ func writeLatency(b *strings.Builder, title string, h *Histogram, s Summary, tot
 	for _, p := range s.Percentiles {
 		fmt.Fprintf(b, "  %v%% in "+f+" secs\n", p.P, p.S)
 	}
+}
+
+// pct is percentile p of a summary, in seconds (0 when absent).
+func pct(s Summary, p float64) float64 {
+	for _, q := range s.Percentiles {
+		if q.P == p {
+			return q.S
+		}
+	}
+	return 0
+}
+
+// groupFlags describes the group scenarios' sizes for the report's title.
+func (c Config) groupFlags() string {
+	switch c.Scenario {
+	case "group":
+		return fmt.Sprintf(" -m %d -p %g --pipeline %d", c.Members, c.Online, c.Pipeline)
+	case "send-rate":
+		return fmt.Sprintf(" --groups %d -m %d --group-online %d --rate %g --pipeline %d", c.Groups, c.Members, c.GroupOnline, c.Rate, c.Pipeline)
+	case "fanout":
+		return fmt.Sprintf(" -m %d --online %d --rate %g --pipeline %d", c.Members, c.OnlineMembers, c.Rate, c.Pipeline)
+	case "mixed":
+		return fmt.Sprintf(" --pairs %d --groups %d --group-size %d -m %d --online %d --rate %g --group-rate %g --big-rate %g",
+			c.Pairs, c.Groups, c.GroupSize, c.Members, c.OnlineMembers, c.Rate, c.GroupRate, c.BigRate)
+	}
+	return ""
 }
 
 func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

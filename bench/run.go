@@ -59,6 +59,14 @@ func Run(ctx context.Context, cfg Config, o Options) (*Report, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
+	if needsPlan(cfg.Scenario) {
+		// The shared setup (one big group) is done once, here, before any
+		// load process starts; each gets the plan in its job.
+		var err error
+		if cfg.Plan, err = makePlan(ctx, cfg, o.Progress); err != nil {
+			return nil, fmt.Errorf("setup: %w", err)
+		}
+	}
 
 	board := &progressBoard{out: o.Progress, parts: map[int]Progress{}}
 	var sampler *serverSampler
@@ -156,7 +164,8 @@ func runShare(ctx context.Context, cfg Config, h shareHooks) (*Report, error) {
 	e := newEnv(cfg)
 	rep := &Report{Scenario: cfg.Scenario, Config: cfg, Processes: 1, Latency: e.M.Latency, Status: map[string]uint64{}}
 	rep.Config.APIKey = ""
-	idle := cfg.Concurrency == 0 // this process got no share of the work
+	// this process got no share of the work
+	idle := cfg.Idle || cfg.Concurrency == 0 && !isGroupScenario(cfg.Scenario)
 	if !idle {
 		if err := sc.Setup(ctx, e); err != nil {
 			_ = sc.Finish(ctx, e, rep) // closes what Setup opened

@@ -30,13 +30,15 @@ func newScenario(name string) (Scenario, bool) {
 		return &orderScenario{}, true
 	case "conns":
 		return &connsScenario{}, true
+	case "group", "send-rate", "fanout", "mixed":
+		return &groupScenario{kind: name}, true
 	}
 	return nil, false
 }
 
 // Scenarios lists the scenario names, sorted.
 func Scenarios() []string {
-	s := []string{"conns", "login", "order", "soak", "user"}
+	s := []string{"conns", "fanout", "group", "login", "mixed", "order", "send-rate", "soak", "user"}
 	slices.Sort(s)
 	return s
 }

@@ -52,14 +52,18 @@ func benchCmd(args []string) error {
 	htmlOut := fs.String("html", "", "write the HTML report (charts, no network needed) to FILE")
 	procs := fs.Int("procs", 1, "run the load in N worker processes of this machine and merge their reports")
 	workers := fs.String("workers", "", "run the load on remote workers host:port,... (parley bench worker --listen)")
-	sourceIPs := fs.String("source-ips", "", "spread raw connections (conns, order's sender) over these local IPs, e.g. 127.0.0.2,127.0.0.3")
+	sourceIPs := fs.String("source-ips", "", "spread raw connections (conns, order's sender, group receivers) over these local IPs, e.g. 127.0.0.2,127.0.0.3")
 	serverPID := fs.Int("server-pid", 0, "sample this server process's CPU and memory (default: found by port when local)")
 	quiet := fs.Bool("quiet", false, "no live progress on stderr")
 	fs.IntVar(&cfg.Size, "size", cfg.Size, "message payload bytes (at least 24)")
 	switch name {
-	case "user", "soak", "order":
+	case "user", "soak", "order", "group", "send-rate", "fanout", "mixed":
 		fs.BoolVar(&cfg.DeliveredAck, "ack", cfg.DeliveredAck, "receivers send delivered cursors (two-step ACK)")
-		fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "after the last send, wait this long at most for deliveries")
+		fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, drainHelp(name))
+	}
+	switch name {
+	case "group", "send-rate", "fanout", "mixed":
+		fs.IntVar(&cfg.Pipeline, "pipeline", cfg.Pipeline, "sends in flight per sender, each its own ordered stream (1: one at a time, as kimbench)")
 	}
 	switch name {
 	case "user":
@@ -71,6 +75,29 @@ func benchCmd(args []string) error {
 		fs.IntVar(&cfg.Window, "window", cfg.Window, "sends in flight")
 	case "conns":
 		fs.DurationVar(&cfg.Hold, "hold", cfg.Hold, "hold the connections this long once all are up")
+	case "group":
+		fs.IntVar(&cfg.Members, "m", cfg.Members, "members per group (the sender included)")
+		fs.Float64Var(&cfg.Online, "p", cfg.Online, "share of each group's members online, the sender included, 0..1")
+		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "messages per second of all senders together (0: as fast as acks come)")
+	case "send-rate":
+		fs.IntVar(&cfg.Groups, "groups", cfg.Groups, "groups, each with one sender")
+		fs.IntVar(&cfg.Members, "m", cfg.Members, "members per group")
+		fs.IntVar(&cfg.GroupOnline, "group-online", cfg.GroupOnline, "receivers online per group (the sender comes on top)")
+		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "messages per second of all groups together (0: as fast as acks come, --pipeline in flight per sender)")
+	case "fanout":
+		fs.IntVar(&cfg.Members, "m", cfg.Members, "members of the group")
+		fs.IntVar(&cfg.OnlineMembers, "online", cfg.OnlineMembers, "receivers connected (the -t senders, also members, come on top)")
+		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "messages per second of all senders together (0: as fast as acks come)")
+	case "mixed":
+		fs.IntVar(&cfg.Pairs, "pairs", cfg.Pairs, "1:1 pairs (sender and receiver online)")
+		fs.IntVar(&cfg.Groups, "groups", cfg.Groups, "small groups, each with one sender")
+		fs.IntVar(&cfg.GroupSize, "group-size", cfg.GroupSize, "members per small group")
+		fs.IntVar(&cfg.GroupOnline, "group-online", cfg.GroupOnline, "receivers online per small group (the sender comes on top)")
+		fs.IntVar(&cfg.Members, "m", cfg.Members, "members of the big group")
+		fs.IntVar(&cfg.OnlineMembers, "online", cfg.OnlineMembers, "receivers connected in the big group (its -t senders come on top)")
+		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "messages per second per pair (0: as fast as acks come)")
+		fs.Float64Var(&cfg.GroupRate, "group-rate", cfg.GroupRate, "messages per second per small group (0: as fast as acks come)")
+		fs.Float64Var(&cfg.BigRate, "big-rate", cfg.BigRate, "messages per second into the big group, all its senders together (0: as fast as acks come)")
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: parley bench %s [flags]\n\n%s\n\nflags:\n", name, scenarioHelp(name))
@@ -226,7 +253,7 @@ func countHelp(name string) string {
 		return "logins in total"
 	case "conns":
 		return "connections to open and hold"
-	case "soak":
+	case "soak", "mixed":
 		return "messages in total (0: until --duration ends)"
 	}
 	return "messages in total"
@@ -238,10 +265,26 @@ func concHelp(name string) string {
 		return "concurrent logins"
 	case "conns":
 		return "concurrent dials"
+	case "group":
+		return "senders, each with its own group (each sender has one request in flight per --pipeline stream)"
+	case "send-rate":
+		return "ignored: send-rate has one sender per group (--groups)"
+	case "fanout":
+		return "senders into the group (members too)"
+	case "mixed":
+		return "senders into the big group (members too)"
 	case "order":
 		return "ignored: order is one sender and one receiver"
 	}
 	return "sender/receiver pairs (each sender has one request in flight)"
+}
+
+func drainHelp(name string) string {
+	switch name {
+	case "group", "send-rate", "fanout", "mixed":
+		return "after the last send, wait for the end markers until nothing has arrived for this long"
+	}
+	return "after the last send, wait this long at most for deliveries"
 }
 
 func scenarioHelp(name string) string {
@@ -256,6 +299,14 @@ func scenarioHelp(name string) string {
 		return "conns: open -c idle authenticated connections, hold them, report the server's\nRSS per connection (needs the server's pid: local server or --server-pid; --procs past 19k)."
 	case "soak":
 		return "soak: -t pairs message each other at --rate for --duration; reliability checked,\nserver CPU and memory sampled each second."
+	case "group":
+		return "group: -t senders, each owning a group of -m members of which the -p share is online;\neach request is one group send until its ack; every online member but the sender must\nreceive each message once, in order (kimbench group)."
+	case "send-rate":
+		return "send-rate: --groups groups of -m members, --group-online receivers online each, one sender\nper group, at --rate messages/s in total; reports sends/s and ack latency, deliveries\nverified (WuKongIM send rate)."
+	case "fanout":
+		return "fanout: one group of -m members, --online receivers connected (spread over --procs),\n-t senders send -c messages; reports deliveries/s, expected vs received, lost, duplicated,\nout of order at every receiver, end-to-end latency (WuKongIM receive rate)."
+	case "mixed":
+		return "mixed: --pairs 1:1 pairs, --groups groups of --group-size and one big group of -m\n(--online receivers) at once, at WuKongIM's rates by default; each part and the total\nreported and verified (WuKongIM mixed)."
 	}
 	return ""
 }
