@@ -20,6 +20,7 @@ import (
 	"github.com/parleyim/parley/route"
 	"github.com/parleyim/parley/session"
 	"github.com/parleyim/parley/store"
+	"github.com/parleyim/parley/wire"
 )
 
 // Config tunes the messaging service. Zero values take the stated defaults.
@@ -609,13 +610,18 @@ func sendAckFrame(reqID uint64, r store.AppendResult) *pb.ServerFrame {
 // deliverMessage pushes a stored message (or event) to the conversation's
 // members' online devices, except the sending session.
 func (s *Service) deliverMessage(ctx context.Context, m *pb.Message, exceptSession string) {
+	s.deliverHeld(ctx, m, exceptSession, nil)
+}
+
+// deliverHeld is deliverMessage with flushes deferred to hold.
+func (s *Service) deliverHeld(ctx context.Context, m *pb.Message, exceptSession string, hold *wire.Hold) {
 	var users []string
 	if isGroup(m.ConversationId) {
 		users = s.groupRecipients(m.ConversationId)
 	} else {
 		users = []string{m.To, m.From}
 	}
-	if err := s.router.DeliverToUsers(ctx, users, newMessageOutbound(m), exceptSession); err != nil {
+	if err := s.router.DeliverHeld(ctx, users, newMessageOutbound(m), exceptSession, hold); err != nil {
 		// Stored and ACKed: receivers get it by sync; delivery is best effort.
 		s.log.Warn("deliver failed", "err", err)
 	}
@@ -636,6 +642,9 @@ func (s *Service) deliverLoop() {
 	defer s.wg.Done()
 	defer close(s.delivered)
 	ctx := context.Background()
+	// Deliveries of one batch are held and flushed together, so a
+	// connection that gets several of the batch's messages gets one write.
+	hold := &wire.Hold{}
 	for cb := range s.committed {
 		for i, r := range cb.res {
 			p := cb.sends[i]
@@ -663,10 +672,11 @@ func (s *Service) deliverLoop() {
 			if r.Duplicate {
 				continue
 			}
-			s.deliverMessage(ctx, m, p.sessID)
+			s.deliverHeld(ctx, m, p.sessID, hold)
 			// Sending implies having read everything before it.
 			s.queueCursor(store.Cursor{ConversationID: m.ConversationId, UserID: m.From, Delivered: m.Seq, Read: m.Seq})
 		}
+		hold.Release()
 		clear(cb.sends)
 		select {
 		case s.spare <- cb.sends:
@@ -706,6 +716,12 @@ func (s *Service) queueCursor(c store.Cursor) {
 	}
 }
 
+// cursorFlushEvery is how often coalesced cursor moves are written. Receipts
+// go out at once; the stored cursors serve sync and unread counts, where
+// 100 ms does not show, while thousands of receivers ACKing every burst
+// would otherwise cost a storage write per burst each.
+const cursorFlushEvery = 100 * time.Millisecond
+
 // cursorLoop coalesces cursor moves and writes them every few milliseconds, so
 // a client ACKing every message costs one write per batch, not per ACK.
 //
@@ -715,7 +731,7 @@ func (s *Service) cursorLoop() {
 	defer s.wg.Done()
 	defer close(s.cursorsDone)
 	pending := make(map[[2]string]store.Cursor)
-	tick := time.NewTicker(10 * time.Millisecond)
+	tick := time.NewTicker(cursorFlushEvery)
 	defer tick.Stop()
 	flush := func() {
 		if len(pending) == 0 {

@@ -129,7 +129,11 @@ func (c *Conn) SendFrame(f *pb.ServerFrame) bool { return c.Send(wire.NewOutboun
 // socket. It returns false if the connection is closed or closing, or if o
 // would take the queue past SendQueueFrames or SendQueueBytes, in which case
 // the connection is closed with DISCONNECT_CODE_SLOW.
-func (c *Conn) Send(o *wire.Outbound) bool {
+func (c *Conn) Send(o *wire.Outbound) bool { return c.SendHeld(o, nil) }
+
+// SendHeld is Send, but when h is not nil the flush it would schedule is
+// deferred to h.Release (see wire.Hold).
+func (c *Conn) SendHeld(o *wire.Outbound, h *wire.Hold) bool {
 	if o == nil || c.closingF.Load() {
 		return false
 	}
@@ -153,11 +157,18 @@ func (c *Conn) Send(o *wire.Outbound) bool {
 	sched := !c.flushing
 	c.flushing = true
 	c.mu.Unlock()
-	if sched {
+	switch {
+	case !sched:
+	case h != nil:
+		h.Defer(c) // flushing stays set, so nobody else schedules it meanwhile
+	default:
 		c.g.flushQ.push(c)
 	}
 	return true
 }
+
+// ScheduleFlush implements wire.Flusher: it queues a flush that SendHeld deferred.
+func (c *Conn) ScheduleFlush() { c.g.flushQ.push(c) }
 
 // Close queues a Disconnect frame with code and reason (past the caps),
 // flushes what is queued (giving up after a short linger), closes the

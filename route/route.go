@@ -12,7 +12,7 @@ import (
 
 // Local is this node's delivery target (session.Registry implements it).
 type Local interface {
-	DeliverLocal(users []string, out *wire.Outbound, exceptSession string) int
+	DeliverLocal(users []string, out *wire.Outbound, exceptSession string, hold *wire.Hold) int
 }
 
 // Router delivers frames to users' online devices.
@@ -21,6 +21,9 @@ type Router interface {
 	// except the session exceptSession. Frames to the same user from one
 	// caller goroutine arrive in call order.
 	DeliverToUsers(ctx context.Context, users []string, out *wire.Outbound, exceptSession string) error
+	// DeliverHeld is DeliverToUsers with this node's flushes deferred to
+	// hold.Release (see wire.Hold), for a goroutine delivering a batch.
+	DeliverHeld(ctx context.Context, users []string, out *wire.Outbound, exceptSession string, hold *wire.Hold) error
 	// Ready reports whether the router can deliver (always nil in-process).
 	Ready() error
 	Close() error
@@ -36,7 +39,13 @@ func NewInProcess(local Local) *InProcess { return &InProcess{local: local} }
 
 // DeliverToUsers implements Router.
 func (r *InProcess) DeliverToUsers(_ context.Context, users []string, out *wire.Outbound, except string) error {
-	r.local.DeliverLocal(users, out, except)
+	r.local.DeliverLocal(users, out, except, nil)
+	return nil
+}
+
+// DeliverHeld implements Router.
+func (r *InProcess) DeliverHeld(_ context.Context, users []string, out *wire.Outbound, except string, hold *wire.Hold) error {
+	r.local.DeliverLocal(users, out, except, hold)
 	return nil
 }
 

@@ -15,6 +15,8 @@ import (
 // Conn is what a session needs of its connection.
 type Conn interface {
 	Send(o *wire.Outbound) bool
+	// SendHeld is Send with the flush deferred to h.Release (h may be nil).
+	SendHeld(o *wire.Outbound, h *wire.Hold) bool
 	Close(code pb.DisconnectCode, reason string)
 }
 
@@ -148,17 +150,18 @@ func (r *Registry) Sessions(uid string) []*Session {
 func (r *Registry) Len() int { return int(r.count.Load()) }
 
 // DeliverLocal queues out on every local session of the users except the
-// session with id except. It returns the number of sessions it was queued on.
+// session with id except, deferring flushes to hold (nil: flush at once). It
+// returns the number of sessions it was queued on.
 // Short lists may repeat a user (each gets the frame once); long lists (group
 // members) must not repeat users, so the check stays linear.
-func (r *Registry) DeliverLocal(users []string, out *wire.Outbound, except string) int {
+func (r *Registry) DeliverLocal(users []string, out *wire.Outbound, except string, hold *wire.Hold) int {
 	n := 0
 	for i, uid := range users {
 		if i < 8 && dupBefore(users, i) {
 			continue
 		}
 		for _, s := range r.Sessions(uid) {
-			if s.ID != except && s.Conn.Send(out) {
+			if s.ID != except && s.Conn.SendHeld(out, hold) {
 				n++
 			}
 		}

@@ -135,7 +135,9 @@ type Store interface {
 
 	// Conversations returns the ids of the conversations userID takes part in, in no particular order.
 	Conversations(ctx context.Context, userID string) ([]string, error)
-	// SetCursors raises cursors; a lower value than the stored one is ignored (per field).
+	// SetCursors raises cursors; a lower value than the stored one is ignored
+	// (per field). It need not be durable when it returns: cursors only grow
+	// and clients send them again, so a crash may lose the newest moves.
 	SetCursors(ctx context.Context, cursors []Cursor) error
 	// GetCursor returns the user's cursor in the conversation (zeros when none).
 	GetCursor(ctx context.Context, conversationID, userID string) (Cursor, error)

@@ -126,8 +126,9 @@ type Store struct {
 	seqMu sync.RWMutex
 	seqs  *genMap[uint64] // conversation → newest committed seq
 
-	cursorMu sync.Mutex // serializes read-raise-write of cursors
-	userMu   sync.Mutex // makes CreateUser's and UpdateUser's existence check atomic with the write
+	cursorMu    sync.Mutex           // serializes read-raise-write of cursors
+	cursorCache *genMap[cursorValue] // guarded by cursorMu: cursors as last written
+	userMu      sync.Mutex           // makes CreateUser's and UpdateUser's existence check atomic with the write
 
 	tokenMu   sync.Mutex // serializes RevokeToken; guards lastPurge
 	lastPurge time.Time
@@ -178,6 +179,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		dedup:       newGenMap[dedupEntry](opts.DedupCacheEntries),
 		convs:       newGenMap[struct{}](opts.ConversationCacheEntries),
 		seqs:        newGenMap[uint64](opts.ConversationCacheEntries),
+		cursorCache: newGenMap[cursorValue](opts.ConversationCacheEntries),
 		pendingDup:  make(map[string]int),
 		pendingConv: make(map[string]struct{}),
 		batchSeqs:   make(map[string]uint64),

@@ -37,7 +37,12 @@ func (s *Store) put(key, body []byte) error {
 	return mapErr(s.db.Set(key, frame(key, body), s.wo))
 }
 
-// SetCursors implements store.Store. The whole call is one atomic batch.
+// SetCursors implements store.Store. The whole call is one atomic batch,
+// written without its own fsync: cursors only grow and clients re-send them,
+// so a machine crash losing the newest moves costs nothing, while fsyncing
+// every cursor flush competed with message commits. (The next durable
+// message batch fsyncs the shared WAL, cursors included.) Recently written
+// cursors are kept in memory so raising one rarely reads the disk.
 func (s *Store) SetCursors(ctx context.Context, cursors []store.Cursor) error {
 	if err := s.enter(ctx); err != nil {
 		return err
@@ -46,14 +51,16 @@ func (s *Store) SetCursors(ctx context.Context, cursors []store.Cursor) error {
 	s.cursorMu.Lock()
 	defer s.cursorMu.Unlock()
 
-	type value struct{ delivered, read uint64 }
 	// Values raised earlier in this call, so repeats of one cursor combine.
-	raised := make(map[string]value, len(cursors))
+	raised := make(map[string]cursorValue, len(cursors))
 	b := s.db.NewBatch()
 	defer b.Close()
 	for _, c := range cursors {
 		key := cursorKey(nil, c.ConversationID, c.UserID)
 		cur, ok := raised[string(key)]
+		if !ok {
+			cur, ok = s.cursorCache.get(string(key))
+		}
 		if !ok {
 			body, found, err := s.getBody(key)
 			if err != nil {
@@ -65,7 +72,7 @@ func (s *Store) SetCursors(ctx context.Context, cursors []store.Cursor) error {
 				}
 			}
 		}
-		next := value{max(cur.delivered, c.Delivered), max(cur.read, c.Read)}
+		next := cursorValue{max(cur.delivered, c.Delivered), max(cur.read, c.Read)}
 		if next == cur {
 			continue
 		}
@@ -77,7 +84,17 @@ func (s *Store) SetCursors(ctx context.Context, cursors []store.Cursor) error {
 	if b.Empty() {
 		return nil
 	}
-	return mapErr(b.Commit(s.wo))
+	if err := b.Commit(pebble.NoSync); err != nil {
+		// Unknown whether it landed: forget what this call raised.
+		for k := range raised {
+			s.cursorCache.del(k)
+		}
+		return mapErr(err)
+	}
+	for k, v := range raised {
+		s.cursorCache.put(k, v)
+	}
+	return nil
 }
 
 // GetCursor implements store.Store; the returned Cursor names the conversation and user.
@@ -248,3 +265,6 @@ func (s *Store) purgeTokensErr(now time.Time) error {
 	// Losing a purge in a crash only keeps expired records a little longer.
 	return mapErr(b.Commit(pebble.NoSync))
 }
+
+// cursorValue is a cursor's two positions (the cursor cache's value).
+type cursorValue struct{ delivered, read uint64 }
