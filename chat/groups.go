@@ -90,6 +90,7 @@ func (s *Service) group(ctx context.Context, conv string) (*groupState, error) {
 		s.groups.m[conv] = g
 	}
 	s.groups.mu.Unlock()
+	s.online.track(conv, g.members, s.isOnline)
 	return g, nil
 }
 
@@ -106,11 +107,12 @@ func (s *Service) applyToCache(conv string, info *store.Group, members []store.M
 	s.groups.mu.Lock()
 	defer s.groups.mu.Unlock()
 	old := s.groups.m[conv]
+	created := false
 	if old == nil {
 		if info == nil {
 			return // not cached: the next use loads it from the store
 		}
-		old = &groupState{members: map[string]store.Member{}}
+		old, created = &groupState{members: map[string]store.Member{}}, true
 	}
 	g := &groupState{info: old.info, members: old.members}
 	if info != nil {
@@ -131,13 +133,23 @@ func (s *Service) applyToCache(conv string, info *store.Group, members []store.M
 	}
 	g.recipients = recipientList(g.members)
 	s.groups.m[conv] = g
+	if created {
+		s.online.track(conv, g.members, s.isOnline)
+	} else {
+		s.online.members(conv, members, s.isOnline)
+	}
 }
 
-// groupRecipients returns the current members of a group (for delivery).
+// groupRecipients returns the members of a group to deliver to: those with
+// a session on this node (so the work follows the members online, not the
+// group's size), or all members when the group is not tracked yet.
 func (s *Service) groupRecipients(conv string) []string {
 	g, err := s.group(context.Background(), conv)
 	if err != nil {
 		return nil
+	}
+	if online, ok := s.online.online(conv); ok {
+		return online
 	}
 	return g.recipients
 }

@@ -119,8 +119,9 @@ type Service struct {
 	stopped     sync.Once
 
 	groups      groupCache
-	changeLocks keyLocks // recall/edit/settings read-modify-write locks (changes.go)
-	social      social   // contacts, blocks, typing limits and presence (social.go)
+	changeLocks keyLocks    // recall/edit/settings read-modify-write locks (changes.go)
+	online      onlineIndex // which group members are online here (online.go)
+	social      social      // contacts, blocks, typing limits and presence (social.go)
 
 	nextSession atomic.Uint64
 	ids         idGen // used by the committer goroutine only
@@ -169,6 +170,7 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 	s.ids.node = uint64(cfg.NodeID & 1023)
 	s.groups.m = make(map[string]*groupState)
 	s.changeLocks.m = make(map[any]chan struct{})
+	s.online.init()
 	s.social.init()
 	return s
 }
@@ -204,6 +206,9 @@ func (s *Service) Stats() Stats {
 		SessionsKicked: s.stats.kicked.Load(), CommitLatencyNs: s.stats.commitNs.Load(),
 	}
 }
+
+// isOnline reports whether uid has a session on this node.
+func (s *Service) isOnline(uid string) bool { return len(s.sessions.Sessions(uid)) > 0 }
 
 // Sessions returns the session registry (for the API's session listing).
 func (s *Service) Sessions() *session.Registry { return s.sessions }
@@ -403,6 +408,7 @@ func (s *Service) handleAuth(c *gateway.Conn, id uint64, a *pb.Auth) {
 		s.stats.kicked.Add(1)
 		old.Conn.Close(pb.DisconnectCode_DISCONNECT_CODE_KICKED, "signed in on another device of the same type")
 	}
+	s.online.onOpen(sess.UserID)
 	s.sessionOpened(sess)
 }
 
@@ -438,6 +444,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (auth.Claims, 
 func (s *Service) HandleClose(c *gateway.Conn, _ pb.DisconnectCode) {
 	if st, _ := c.Value().(*connState); st != nil && st.sess != nil {
 		s.sessions.Remove(st.sess)
+		s.online.onClose(st.sess.UserID, s.isOnline)
 		s.sessionClosed(st.sess)
 	}
 }
