@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -35,14 +36,9 @@ func serve(args []string) error {
 	}
 	var cfg server.Config
 	if *configPath != "" {
-		b, err := os.ReadFile(*configPath)
-		if err != nil {
+		var err error
+		if cfg, err = loadConfig(*configPath); err != nil {
 			return err
-		}
-		dec := yaml.NewDecoder(bytes.NewReader(b))
-		dec.KnownFields(true)
-		if err := dec.Decode(&cfg); err != nil {
-			return fmt.Errorf("config %s: %w", *configPath, err)
 		}
 	}
 	set := func(dst *string, v string) {
@@ -130,4 +126,20 @@ func servePprof(addr string, log *slog.Logger) error {
 		}
 	}()
 	return nil
+}
+
+// loadConfig reads a YAML config file; unknown keys are an error, so a typo
+// does not silently fall back to a default.
+func loadConfig(path string) (server.Config, error) {
+	var cfg server.Config
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && err != io.EOF {
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
 }
