@@ -1,6 +1,6 @@
 // Package api is Parley's HTTP API: accounts (register, login, logout, password
 // change), token minting for app servers (admin API key), conversations and
-// history for a user's own token, and health endpoints.
+// history for a user's own token, the push API (push.go), and health endpoints.
 package api
 
 import (
@@ -83,6 +83,11 @@ func (a *API) routes() {
 	a.mux.HandleFunc("GET /v1/conversations/{id}/messages", a.user(a.messages))
 	a.mux.HandleFunc("POST /v1/rpc", a.user(a.rpc))
 	a.mux.HandleFunc("POST /v1/admin/tokens", a.admin(a.mintToken))
+	a.mux.HandleFunc("POST /v1/admin/push/users", a.admin(a.pushUsers))
+	a.mux.HandleFunc("POST /v1/admin/push/devices", a.admin(a.pushDevices))
+	a.mux.HandleFunc("POST /v1/admin/push/room", a.admin(a.pushRoom))
+	a.mux.HandleFunc("POST /v1/admin/push/all", a.admin(a.pushAll))
+	a.mux.HandleFunc("GET /v1/admin/rooms/{room}", a.admin(a.roomInfo))
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -91,7 +96,7 @@ func (a *API) routes() {
 
 // ServeHTTP implements http.Handler.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Cache-Control", "no-store")
+	w.Header()["Cache-Control"] = noStore // shared, never modified: no allocation per request
 	a.mux.ServeHTTP(w, r)
 }
 

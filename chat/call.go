@@ -26,12 +26,13 @@ func (r *callReplier) SendFrame(f *pb.ServerFrame) bool {
 // Call runs one client request for a user authenticated over HTTP, through
 // the same handlers and checks as a socket session, and returns its answer
 // (an error frame when refused). Frames that only make sense on a live
-// connection (auth, ping, presence subscriptions) are refused.
+// connection (auth, ping, presence subscriptions, rooms) are refused.
 func (s *Service) Call(ctx context.Context, claims auth.Claims, f *pb.ClientFrame) (*pb.ServerFrame, error) {
 	switch f.Body.(type) {
 	case nil:
 		return errorFrame(0, pb.ErrorCode_ERROR_CODE_UNKNOWN_FRAME), nil
-	case *pb.ClientFrame_Auth, *pb.ClientFrame_Ping, *pb.ClientFrame_SubscribePresence, *pb.ClientFrame_UnsubscribePresence:
+	case *pb.ClientFrame_Auth, *pb.ClientFrame_Ping, *pb.ClientFrame_SubscribePresence, *pb.ClientFrame_UnsubscribePresence,
+		*pb.ClientFrame_JoinRoom, *pb.ClientFrame_LeaveRoom, *pb.ClientFrame_RoomSend:
 		return errorFrame(0, pb.ErrorCode_ERROR_CODE_BAD_REQUEST), nil
 	}
 	f.Id = 1 // always ask for a reply

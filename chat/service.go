@@ -46,6 +46,9 @@ type Config struct {
 	// DenyStrangers: users may message only their friends (and groups they
 	// are in). Default false: anyone may start a 1:1 conversation.
 	DenyStrangers bool
+	// RoomClientSend lets clients broadcast to rooms they joined (RoomSend).
+	// Default false: only the admin push API broadcasts to rooms.
+	RoomClientSend bool
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -122,6 +125,7 @@ type Service struct {
 	changeLocks keyLocks    // recall/edit/settings read-modify-write locks (changes.go)
 	online      onlineIndex // which group members are online here (online.go)
 	social      social      // contacts, blocks, typing limits and presence (social.go)
+	rooms       roomIndex   // chat rooms (rooms.go)
 
 	nextSession atomic.Uint64
 	ids         idGen // used by the committer goroutine only
@@ -172,6 +176,7 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 	s.changeLocks.m = make(map[any]chan struct{})
 	s.online.init()
 	s.social.init()
+	s.rooms.init()
 	return s
 }
 
@@ -325,6 +330,14 @@ func (s *Service) dispatch(c Replier, sess *session.Session, f *pb.ClientFrame) 
 		return s.block(ctx, c, sess, id, b.Block)
 	case *pb.ClientFrame_Unblock:
 		return s.unblock(ctx, c, sess, id, b.Unblock)
+
+	// Chat rooms (rooms.go)
+	case *pb.ClientFrame_JoinRoom:
+		return s.joinRoom(c, sess, id, b.JoinRoom)
+	case *pb.ClientFrame_LeaveRoom:
+		return s.leaveRoom(c, sess, id, b.LeaveRoom)
+	case *pb.ClientFrame_RoomSend:
+		return s.roomSend(c, sess, id, b.RoomSend)
 	}
 	return errUnknownFrame
 }
@@ -444,6 +457,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (auth.Claims, 
 func (s *Service) HandleClose(c *gateway.Conn, _ pb.DisconnectCode) {
 	if st, _ := c.Value().(*connState); st != nil && st.sess != nil {
 		s.sessions.Remove(st.sess)
+		s.rooms.leaveAll(st.sess)
 		s.online.onClose(st.sess.UserID, s.isOnline)
 		s.sessionClosed(st.sess)
 	}

@@ -90,6 +90,11 @@ type Options struct {
 	// settings (pinned, muted). They run on the reader goroutine.
 	OnHidden       func(*pb.HiddenEvent)
 	OnConversation func(*pb.ConversationEvent)
+
+	// OnPush receives pushes (the admin push API, or RoomSend of another
+	// room member; Push.room is set for a room). Pushes are not stored: a
+	// client offline when one is sent never gets it. Runs on the reader goroutine.
+	OnPush func(*pb.Push)
 }
 
 func (o Options) withDefaults() Options {
@@ -754,6 +759,10 @@ func (c *Client) dispatch(f *pb.ServerFrame) {
 	case *pb.ServerFrame_ConversationEvent:
 		if c.opts.OnConversation != nil {
 			c.opts.OnConversation(b.ConversationEvent)
+		}
+	case *pb.ServerFrame_Push:
+		if c.opts.OnPush != nil {
+			c.opts.OnPush(b.Push)
 		}
 	}
 }

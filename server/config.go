@@ -74,6 +74,9 @@ type Config struct {
 	// DenyStrangers lets users message only their friends (groups are
 	// unaffected). Default false: anyone may start a 1:1 conversation.
 	DenyStrangers bool `yaml:"deny_strangers"`
+	// RoomClientSend lets clients broadcast to chat rooms they joined
+	// (RoomSend). Default false: only the admin push API broadcasts to rooms.
+	RoomClientSend bool `yaml:"room_client_send"`
 
 	// NoSync skips fsync after each storage batch: faster, but a machine crash
 	// (not a process crash) can lose acknowledged messages. Default false (durable).

@@ -79,6 +79,7 @@ func New(cfg Config) (*Server, error) {
 		RecallWindow:     cfg.RecallWindow,
 		ReceiptListMax:   cfg.ReceiptListMax,
 		DenyStrangers:    cfg.DenyStrangers,
+		RoomClientSend:   cfg.RoomClientSend,
 		Logger:           cfg.Logger,
 	}, st, s.router, reg, tokens)
 	s.gw, err = gateway.New(gateway.Config{

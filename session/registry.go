@@ -64,11 +64,18 @@ type shard struct {
 	users map[string][]*Session // guarded by mu; slices are replaced, never mutated in place
 }
 
+// idShard indexes registered sessions by Session.ID.
+type idShard struct {
+	mu  sync.RWMutex
+	ids map[string]*Session // guarded by mu
+}
+
 // Registry holds this node's sessions. Safe for concurrent use.
 type Registry struct {
 	policy KickPolicy
 	seed   maphash.Seed
 	shards [shardCount]shard
+	byID   [shardCount]idShard
 	count  atomic.Int64
 }
 
@@ -77,6 +84,7 @@ func NewRegistry(policy KickPolicy) *Registry {
 	r := &Registry{policy: policy, seed: maphash.MakeSeed()}
 	for i := range r.shards {
 		r.shards[i].users = make(map[string][]*Session)
+		r.byID[i].ids = make(map[string]*Session)
 	}
 	return r
 }
@@ -101,9 +109,56 @@ func (r *Registry) Add(s *Session) (kicked []*Session) {
 	}
 	next = append(next, s)
 	sh.users[s.UserID] = next
+	// Index by id while the user's shard is still locked, so a concurrent
+	// Remove of a kicked session cannot interleave with this update.
+	for _, k := range kicked {
+		r.unindex(k)
+	}
+	is := r.idShard(s.ID)
+	is.mu.Lock()
+	is.ids[s.ID] = s
+	is.mu.Unlock()
 	sh.mu.Unlock()
 	r.count.Add(int64(1 - len(kicked)))
 	return kicked
+}
+
+func (r *Registry) idShard(id string) *idShard {
+	return &r.byID[maphash.String(r.seed, id)%shardCount]
+}
+
+// unindex drops s from the id index (if it is the session indexed under its id).
+func (r *Registry) unindex(s *Session) {
+	is := r.idShard(s.ID)
+	is.mu.Lock()
+	if is.ids[s.ID] == s {
+		delete(is.ids, s.ID)
+	}
+	is.mu.Unlock()
+}
+
+// ByID returns the registered session with that id, or nil. O(1).
+func (r *Registry) ByID(id string) *Session {
+	is := r.idShard(id)
+	is.mu.RLock()
+	s := is.ids[id]
+	is.mu.RUnlock()
+	return s
+}
+
+// ForEach calls fn for every registered session, a shard at a time under
+// that shard's read lock: fn must not block or call back into the registry.
+func (r *Registry) ForEach(fn func(*Session)) {
+	for i := range r.shards {
+		sh := &r.shards[i]
+		sh.mu.RLock()
+		for _, list := range sh.users {
+			for _, s := range list {
+				fn(s)
+			}
+		}
+		sh.mu.RUnlock()
+	}
 }
 
 func (r *Registry) kicks(old, s *Session) bool {
@@ -131,6 +186,7 @@ func (r *Registry) Remove(s *Session) bool {
 				next = append(next, old[:i]...)
 				sh.users[s.UserID] = append(next, old[i+1:]...)
 			}
+			r.unindex(s)
 			r.count.Add(-1)
 			return true
 		}

@@ -502,6 +502,9 @@ type ClientFrame struct {
 	//	*ClientFrame_Block
 	//	*ClientFrame_Unblock
 	//	*ClientFrame_SetConversation
+	//	*ClientFrame_JoinRoom
+	//	*ClientFrame_LeaveRoom
+	//	*ClientFrame_RoomSend
 	Body          isClientFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -857,6 +860,33 @@ func (x *ClientFrame) GetSetConversation() *SetConversation {
 	return nil
 }
 
+func (x *ClientFrame) GetJoinRoom() *JoinRoom {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_JoinRoom); ok {
+			return x.JoinRoom
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetLeaveRoom() *LeaveRoom {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_LeaveRoom); ok {
+			return x.LeaveRoom
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetRoomSend() *RoomSend {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_RoomSend); ok {
+			return x.RoomSend
+		}
+	}
+	return nil
+}
+
 type isClientFrame_Body interface {
 	isClientFrame_Body()
 }
@@ -1002,6 +1032,19 @@ type ClientFrame_SetConversation struct {
 	SetConversation *SetConversation `protobuf:"bytes,70,opt,name=set_conversation,json=setConversation,proto3,oneof"`
 }
 
+type ClientFrame_JoinRoom struct {
+	// Chat rooms (not stored)
+	JoinRoom *JoinRoom `protobuf:"bytes,80,opt,name=join_room,json=joinRoom,proto3,oneof"`
+}
+
+type ClientFrame_LeaveRoom struct {
+	LeaveRoom *LeaveRoom `protobuf:"bytes,81,opt,name=leave_room,json=leaveRoom,proto3,oneof"`
+}
+
+type ClientFrame_RoomSend struct {
+	RoomSend *RoomSend `protobuf:"bytes,82,opt,name=room_send,json=roomSend,proto3,oneof"`
+}
+
 func (*ClientFrame_Auth) isClientFrame_Body() {}
 
 func (*ClientFrame_Ping) isClientFrame_Body() {}
@@ -1070,6 +1113,12 @@ func (*ClientFrame_Unblock) isClientFrame_Body() {}
 
 func (*ClientFrame_SetConversation) isClientFrame_Body() {}
 
+func (*ClientFrame_JoinRoom) isClientFrame_Body() {}
+
+func (*ClientFrame_LeaveRoom) isClientFrame_Body() {}
+
+func (*ClientFrame_RoomSend) isClientFrame_Body() {}
+
 // ServerFrame is everything the server can send.
 type ServerFrame struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1097,6 +1146,8 @@ type ServerFrame struct {
 	//	*ServerFrame_ContactEvent
 	//	*ServerFrame_Hidden
 	//	*ServerFrame_ConversationEvent
+	//	*ServerFrame_Push
+	//	*ServerFrame_Room
 	Body          isServerFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1326,6 +1377,24 @@ func (x *ServerFrame) GetConversationEvent() *ConversationEvent {
 	return nil
 }
 
+func (x *ServerFrame) GetPush() *Push {
+	if x != nil {
+		if x, ok := x.Body.(*ServerFrame_Push); ok {
+			return x.Push
+		}
+	}
+	return nil
+}
+
+func (x *ServerFrame) GetRoom() *RoomInfo {
+	if x != nil {
+		if x, ok := x.Body.(*ServerFrame_Room); ok {
+			return x.Room
+		}
+	}
+	return nil
+}
+
 type isServerFrame_Body interface {
 	isServerFrame_Body()
 }
@@ -1410,6 +1479,14 @@ type ServerFrame_ConversationEvent struct {
 	ConversationEvent *ConversationEvent `protobuf:"bytes,29,opt,name=conversation_event,json=conversationEvent,proto3,oneof"`
 }
 
+type ServerFrame_Push struct {
+	Push *Push `protobuf:"bytes,30,opt,name=push,proto3,oneof"`
+}
+
+type ServerFrame_Room struct {
+	Room *RoomInfo `protobuf:"bytes,31,opt,name=room,proto3,oneof"`
+}
+
 func (*ServerFrame_AuthOk) isServerFrame_Body() {}
 
 func (*ServerFrame_Pong) isServerFrame_Body() {}
@@ -1449,6 +1526,10 @@ func (*ServerFrame_ContactEvent) isServerFrame_Body() {}
 func (*ServerFrame_Hidden) isServerFrame_Body() {}
 
 func (*ServerFrame_ConversationEvent) isServerFrame_Body() {}
+
+func (*ServerFrame_Push) isServerFrame_Body() {}
+
+func (*ServerFrame_Room) isServerFrame_Body() {}
 
 // Auth must be the first frame on a connection.
 type Auth struct {
@@ -5162,11 +5243,283 @@ func (x *ConversationEvent) GetClearedSeq() uint64 {
 	return 0
 }
 
+// Push is an opaque frame from the app's server (admin push API) or from a
+// room member (RoomSend). id is 0.
+type Push struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Operation code chosen by the app.
+	Op int32 `protobuf:"varint,1,opt,name=op,proto3" json:"op,omitempty"`
+	// Opaque to the server.
+	Body []byte `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
+	// The room it was sent to; empty when pushed to users, devices or everyone.
+	Room          string `protobuf:"bytes,3,opt,name=room,proto3" json:"room,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Push) Reset() {
+	*x = Push{}
+	mi := &file_parley_v1_parley_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Push) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Push) ProtoMessage() {}
+
+func (x *Push) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Push.ProtoReflect.Descriptor instead.
+func (*Push) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *Push) GetOp() int32 {
+	if x != nil {
+		return x.Op
+	}
+	return 0
+}
+
+func (x *Push) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *Push) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+// JoinRoom joins this session to a room (1-128 chars [A-Za-z0-9_.:-]).
+// Answered with RoomInfo. A session is in at most 64 rooms.
+type JoinRoom struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinRoom) Reset() {
+	*x = JoinRoom{}
+	mi := &file_parley_v1_parley_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinRoom) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinRoom) ProtoMessage() {}
+
+func (x *JoinRoom) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinRoom.ProtoReflect.Descriptor instead.
+func (*JoinRoom) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *JoinRoom) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+// LeaveRoom leaves a room. Answered with Ok (also when not in the room).
+type LeaveRoom struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveRoom) Reset() {
+	*x = LeaveRoom{}
+	mi := &file_parley_v1_parley_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveRoom) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveRoom) ProtoMessage() {}
+
+func (x *LeaveRoom) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveRoom.ProtoReflect.Descriptor instead.
+func (*LeaveRoom) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *LeaveRoom) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+// RoomSend broadcasts a Push to every other session in the room. Only when the
+// server allows it (room_client_send) and the sender has joined the room.
+// Answered with Ok.
+type RoomSend struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Op            int32                  `protobuf:"varint,2,opt,name=op,proto3" json:"op,omitempty"`
+	Body          []byte                 `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoomSend) Reset() {
+	*x = RoomSend{}
+	mi := &file_parley_v1_parley_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoomSend) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoomSend) ProtoMessage() {}
+
+func (x *RoomSend) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoomSend.ProtoReflect.Descriptor instead.
+func (*RoomSend) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *RoomSend) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *RoomSend) GetOp() int32 {
+	if x != nil {
+		return x.Op
+	}
+	return 0
+}
+
+func (x *RoomSend) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+// RoomInfo answers JoinRoom: the room and how many sessions are in it on this node.
+type RoomInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Room          string                 `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Online        uint32                 `protobuf:"varint,2,opt,name=online,proto3" json:"online,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoomInfo) Reset() {
+	*x = RoomInfo{}
+	mi := &file_parley_v1_parley_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoomInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoomInfo) ProtoMessage() {}
+
+func (x *RoomInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoomInfo.ProtoReflect.Descriptor instead.
+func (*RoomInfo) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *RoomInfo) GetRoom() string {
+	if x != nil {
+		return x.Room
+	}
+	return ""
+}
+
+func (x *RoomInfo) GetOnline() uint32 {
+	if x != nil {
+		return x.Online
+	}
+	return 0
+}
+
 var File_parley_v1_parley_proto protoreflect.FileDescriptor
 
 const file_parley_v1_parley_proto_rawDesc = "" +
 	"\n" +
-	"\x16parley/v1/parley.proto\x12\tparley.v1\"\xd5\x0f\n" +
+	"\x16parley/v1/parley.proto\x12\tparley.v1\"\xf4\x10\n" +
 	"\vClientFrame\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
 	"\x04auth\x18\x02 \x01(\v2\x0f.parley.v1.AuthH\x00R\x04auth\x12%\n" +
@@ -5207,8 +5560,12 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\rlist_contacts\x18? \x01(\v2\x17.parley.v1.ListContactsH\x00R\flistContacts\x12(\n" +
 	"\x05block\x18@ \x01(\v2\x10.parley.v1.BlockH\x00R\x05block\x12.\n" +
 	"\aunblock\x18A \x01(\v2\x12.parley.v1.UnblockH\x00R\aunblock\x12G\n" +
-	"\x10set_conversation\x18F \x01(\v2\x1a.parley.v1.SetConversationH\x00R\x0fsetConversationB\x06\n" +
-	"\x04body\"\xcb\b\n" +
+	"\x10set_conversation\x18F \x01(\v2\x1a.parley.v1.SetConversationH\x00R\x0fsetConversation\x122\n" +
+	"\tjoin_room\x18P \x01(\v2\x13.parley.v1.JoinRoomH\x00R\bjoinRoom\x125\n" +
+	"\n" +
+	"leave_room\x18Q \x01(\v2\x14.parley.v1.LeaveRoomH\x00R\tleaveRoom\x122\n" +
+	"\troom_send\x18R \x01(\v2\x13.parley.v1.RoomSendH\x00R\broomSendB\x06\n" +
+	"\x04body\"\x9d\t\n" +
 	"\vServerFrame\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12,\n" +
 	"\aauth_ok\x18\x02 \x01(\v2\x11.parley.v1.AuthOkH\x00R\x06authOk\x12%\n" +
@@ -5234,7 +5591,9 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\bcontacts\x18\x1a \x01(\v2\x16.parley.v1.ContactListH\x00R\bcontacts\x12>\n" +
 	"\rcontact_event\x18\x1b \x01(\v2\x17.parley.v1.ContactEventH\x00R\fcontactEvent\x120\n" +
 	"\x06hidden\x18\x1c \x01(\v2\x16.parley.v1.HiddenEventH\x00R\x06hidden\x12M\n" +
-	"\x12conversation_event\x18\x1d \x01(\v2\x1c.parley.v1.ConversationEventH\x00R\x11conversationEventB\x06\n" +
+	"\x12conversation_event\x18\x1d \x01(\v2\x1c.parley.v1.ConversationEventH\x00R\x11conversationEvent\x12%\n" +
+	"\x04push\x18\x1e \x01(\v2\x0f.parley.v1.PushH\x00R\x04push\x12)\n" +
+	"\x04room\x18\x1f \x01(\v2\x13.parley.v1.RoomInfoH\x00R\x04roomB\x06\n" +
 	"\x04body\"Z\n" +
 	"\x04Auth\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1b\n" +
@@ -5513,7 +5872,22 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x06pinned\x18\x02 \x01(\bR\x06pinned\x12\x14\n" +
 	"\x05muted\x18\x03 \x01(\bR\x05muted\x12\x1f\n" +
 	"\vcleared_seq\x18\x04 \x01(\x04R\n" +
-	"clearedSeq*\xf6\x02\n" +
+	"clearedSeq\">\n" +
+	"\x04Push\x12\x0e\n" +
+	"\x02op\x18\x01 \x01(\x05R\x02op\x12\x12\n" +
+	"\x04body\x18\x02 \x01(\fR\x04body\x12\x12\n" +
+	"\x04room\x18\x03 \x01(\tR\x04room\"\x1e\n" +
+	"\bJoinRoom\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\"\x1f\n" +
+	"\tLeaveRoom\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\"B\n" +
+	"\bRoomSend\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x0e\n" +
+	"\x02op\x18\x02 \x01(\x05R\x02op\x12\x12\n" +
+	"\x04body\x18\x03 \x01(\fR\x04body\"6\n" +
+	"\bRoomInfo\x12\x12\n" +
+	"\x04room\x18\x01 \x01(\tR\x04room\x12\x16\n" +
+	"\x06online\x18\x02 \x01(\rR\x06online*\xf6\x02\n" +
 	"\vMessageKind\x12\x1c\n" +
 	"\x18MESSAGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13MESSAGE_KIND_NORMAL\x10\x01\x12\x17\n" +
@@ -5586,7 +5960,7 @@ func file_parley_v1_parley_proto_rawDescGZIP() []byte {
 }
 
 var file_parley_v1_parley_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_parley_v1_parley_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_parley_v1_parley_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_parley_v1_parley_proto_goTypes = []any{
 	(MessageKind)(0),            // 0: parley.v1.MessageKind
 	(ConversationType)(0),       // 1: parley.v1.ConversationType
@@ -5656,6 +6030,11 @@ var file_parley_v1_parley_proto_goTypes = []any{
 	(*Unblock)(nil),             // 65: parley.v1.Unblock
 	(*SetConversation)(nil),     // 66: parley.v1.SetConversation
 	(*ConversationEvent)(nil),   // 67: parley.v1.ConversationEvent
+	(*Push)(nil),                // 68: parley.v1.Push
+	(*JoinRoom)(nil),            // 69: parley.v1.JoinRoom
+	(*LeaveRoom)(nil),           // 70: parley.v1.LeaveRoom
+	(*RoomSend)(nil),            // 71: parley.v1.RoomSend
+	(*RoomInfo)(nil),            // 72: parley.v1.RoomInfo
 }
 var file_parley_v1_parley_proto_depIdxs = []int32{
 	8,  // 0: parley.v1.ClientFrame.auth:type_name -> parley.v1.Auth
@@ -5692,51 +6071,56 @@ var file_parley_v1_parley_proto_depIdxs = []int32{
 	64, // 31: parley.v1.ClientFrame.block:type_name -> parley.v1.Block
 	65, // 32: parley.v1.ClientFrame.unblock:type_name -> parley.v1.Unblock
 	66, // 33: parley.v1.ClientFrame.set_conversation:type_name -> parley.v1.SetConversation
-	9,  // 34: parley.v1.ServerFrame.auth_ok:type_name -> parley.v1.AuthOk
-	11, // 35: parley.v1.ServerFrame.pong:type_name -> parley.v1.Pong
-	14, // 36: parley.v1.ServerFrame.send_ack:type_name -> parley.v1.SendAck
-	16, // 37: parley.v1.ServerFrame.message:type_name -> parley.v1.Message
-	19, // 38: parley.v1.ServerFrame.receipt:type_name -> parley.v1.Receipt
-	22, // 39: parley.v1.ServerFrame.conversations:type_name -> parley.v1.ConversationList
-	25, // 40: parley.v1.ServerFrame.messages:type_name -> parley.v1.MessagePage
-	26, // 41: parley.v1.ServerFrame.error:type_name -> parley.v1.Error
-	27, // 42: parley.v1.ServerFrame.disconnect:type_name -> parley.v1.Disconnect
-	12, // 43: parley.v1.ServerFrame.ok:type_name -> parley.v1.Ok
-	28, // 44: parley.v1.ServerFrame.group:type_name -> parley.v1.GroupInfo
-	42, // 45: parley.v1.ServerFrame.members:type_name -> parley.v1.MemberPage
-	49, // 46: parley.v1.ServerFrame.read_counts:type_name -> parley.v1.ReadCountList
-	51, // 47: parley.v1.ServerFrame.typing:type_name -> parley.v1.TypingEvent
-	55, // 48: parley.v1.ServerFrame.presence:type_name -> parley.v1.PresenceList
-	56, // 49: parley.v1.ServerFrame.presence_event:type_name -> parley.v1.PresenceEvent
-	62, // 50: parley.v1.ServerFrame.contacts:type_name -> parley.v1.ContactList
-	63, // 51: parley.v1.ServerFrame.contact_event:type_name -> parley.v1.ContactEvent
-	46, // 52: parley.v1.ServerFrame.hidden:type_name -> parley.v1.HiddenEvent
-	67, // 53: parley.v1.ServerFrame.conversation_event:type_name -> parley.v1.ConversationEvent
-	4,  // 54: parley.v1.MessageEvent.role:type_name -> parley.v1.GroupRole
-	28, // 55: parley.v1.MessageEvent.group:type_name -> parley.v1.GroupInfo
-	0,  // 56: parley.v1.Message.kind:type_name -> parley.v1.MessageKind
-	15, // 57: parley.v1.Message.event:type_name -> parley.v1.MessageEvent
-	1,  // 58: parley.v1.Conversation.type:type_name -> parley.v1.ConversationType
-	16, // 59: parley.v1.Conversation.last_message:type_name -> parley.v1.Message
-	28, // 60: parley.v1.Conversation.group:type_name -> parley.v1.GroupInfo
-	21, // 61: parley.v1.ConversationList.conversations:type_name -> parley.v1.Conversation
-	16, // 62: parley.v1.MessagePage.messages:type_name -> parley.v1.Message
-	2,  // 63: parley.v1.Error.code:type_name -> parley.v1.ErrorCode
-	3,  // 64: parley.v1.Disconnect.code:type_name -> parley.v1.DisconnectCode
-	4,  // 65: parley.v1.SetRole.role:type_name -> parley.v1.GroupRole
-	4,  // 66: parley.v1.Member.role:type_name -> parley.v1.GroupRole
-	41, // 67: parley.v1.MemberPage.members:type_name -> parley.v1.Member
-	48, // 68: parley.v1.ReadCountList.counts:type_name -> parley.v1.ReadCount
-	54, // 69: parley.v1.PresenceList.users:type_name -> parley.v1.Presence
-	54, // 70: parley.v1.PresenceEvent.presence:type_name -> parley.v1.Presence
-	5,  // 71: parley.v1.Contact.state:type_name -> parley.v1.ContactState
-	57, // 72: parley.v1.ContactList.contacts:type_name -> parley.v1.Contact
-	57, // 73: parley.v1.ContactEvent.contact:type_name -> parley.v1.Contact
-	74, // [74:74] is the sub-list for method output_type
-	74, // [74:74] is the sub-list for method input_type
-	74, // [74:74] is the sub-list for extension type_name
-	74, // [74:74] is the sub-list for extension extendee
-	0,  // [0:74] is the sub-list for field type_name
+	69, // 34: parley.v1.ClientFrame.join_room:type_name -> parley.v1.JoinRoom
+	70, // 35: parley.v1.ClientFrame.leave_room:type_name -> parley.v1.LeaveRoom
+	71, // 36: parley.v1.ClientFrame.room_send:type_name -> parley.v1.RoomSend
+	9,  // 37: parley.v1.ServerFrame.auth_ok:type_name -> parley.v1.AuthOk
+	11, // 38: parley.v1.ServerFrame.pong:type_name -> parley.v1.Pong
+	14, // 39: parley.v1.ServerFrame.send_ack:type_name -> parley.v1.SendAck
+	16, // 40: parley.v1.ServerFrame.message:type_name -> parley.v1.Message
+	19, // 41: parley.v1.ServerFrame.receipt:type_name -> parley.v1.Receipt
+	22, // 42: parley.v1.ServerFrame.conversations:type_name -> parley.v1.ConversationList
+	25, // 43: parley.v1.ServerFrame.messages:type_name -> parley.v1.MessagePage
+	26, // 44: parley.v1.ServerFrame.error:type_name -> parley.v1.Error
+	27, // 45: parley.v1.ServerFrame.disconnect:type_name -> parley.v1.Disconnect
+	12, // 46: parley.v1.ServerFrame.ok:type_name -> parley.v1.Ok
+	28, // 47: parley.v1.ServerFrame.group:type_name -> parley.v1.GroupInfo
+	42, // 48: parley.v1.ServerFrame.members:type_name -> parley.v1.MemberPage
+	49, // 49: parley.v1.ServerFrame.read_counts:type_name -> parley.v1.ReadCountList
+	51, // 50: parley.v1.ServerFrame.typing:type_name -> parley.v1.TypingEvent
+	55, // 51: parley.v1.ServerFrame.presence:type_name -> parley.v1.PresenceList
+	56, // 52: parley.v1.ServerFrame.presence_event:type_name -> parley.v1.PresenceEvent
+	62, // 53: parley.v1.ServerFrame.contacts:type_name -> parley.v1.ContactList
+	63, // 54: parley.v1.ServerFrame.contact_event:type_name -> parley.v1.ContactEvent
+	46, // 55: parley.v1.ServerFrame.hidden:type_name -> parley.v1.HiddenEvent
+	67, // 56: parley.v1.ServerFrame.conversation_event:type_name -> parley.v1.ConversationEvent
+	68, // 57: parley.v1.ServerFrame.push:type_name -> parley.v1.Push
+	72, // 58: parley.v1.ServerFrame.room:type_name -> parley.v1.RoomInfo
+	4,  // 59: parley.v1.MessageEvent.role:type_name -> parley.v1.GroupRole
+	28, // 60: parley.v1.MessageEvent.group:type_name -> parley.v1.GroupInfo
+	0,  // 61: parley.v1.Message.kind:type_name -> parley.v1.MessageKind
+	15, // 62: parley.v1.Message.event:type_name -> parley.v1.MessageEvent
+	1,  // 63: parley.v1.Conversation.type:type_name -> parley.v1.ConversationType
+	16, // 64: parley.v1.Conversation.last_message:type_name -> parley.v1.Message
+	28, // 65: parley.v1.Conversation.group:type_name -> parley.v1.GroupInfo
+	21, // 66: parley.v1.ConversationList.conversations:type_name -> parley.v1.Conversation
+	16, // 67: parley.v1.MessagePage.messages:type_name -> parley.v1.Message
+	2,  // 68: parley.v1.Error.code:type_name -> parley.v1.ErrorCode
+	3,  // 69: parley.v1.Disconnect.code:type_name -> parley.v1.DisconnectCode
+	4,  // 70: parley.v1.SetRole.role:type_name -> parley.v1.GroupRole
+	4,  // 71: parley.v1.Member.role:type_name -> parley.v1.GroupRole
+	41, // 72: parley.v1.MemberPage.members:type_name -> parley.v1.Member
+	48, // 73: parley.v1.ReadCountList.counts:type_name -> parley.v1.ReadCount
+	54, // 74: parley.v1.PresenceList.users:type_name -> parley.v1.Presence
+	54, // 75: parley.v1.PresenceEvent.presence:type_name -> parley.v1.Presence
+	5,  // 76: parley.v1.Contact.state:type_name -> parley.v1.ContactState
+	57, // 77: parley.v1.ContactList.contacts:type_name -> parley.v1.Contact
+	57, // 78: parley.v1.ContactEvent.contact:type_name -> parley.v1.Contact
+	79, // [79:79] is the sub-list for method output_type
+	79, // [79:79] is the sub-list for method input_type
+	79, // [79:79] is the sub-list for extension type_name
+	79, // [79:79] is the sub-list for extension extendee
+	0,  // [0:79] is the sub-list for field type_name
 }
 
 func init() { file_parley_v1_parley_proto_init() }
@@ -5779,6 +6163,9 @@ func file_parley_v1_parley_proto_init() {
 		(*ClientFrame_Block)(nil),
 		(*ClientFrame_Unblock)(nil),
 		(*ClientFrame_SetConversation)(nil),
+		(*ClientFrame_JoinRoom)(nil),
+		(*ClientFrame_LeaveRoom)(nil),
+		(*ClientFrame_RoomSend)(nil),
 	}
 	file_parley_v1_parley_proto_msgTypes[1].OneofWrappers = []any{
 		(*ServerFrame_AuthOk)(nil),
@@ -5801,6 +6188,8 @@ func file_parley_v1_parley_proto_init() {
 		(*ServerFrame_ContactEvent)(nil),
 		(*ServerFrame_Hidden)(nil),
 		(*ServerFrame_ConversationEvent)(nil),
+		(*ServerFrame_Push)(nil),
+		(*ServerFrame_Room)(nil),
 	}
 	file_parley_v1_parley_proto_msgTypes[24].OneofWrappers = []any{}
 	file_parley_v1_parley_proto_msgTypes[60].OneofWrappers = []any{}
@@ -5810,7 +6199,7 @@ func file_parley_v1_parley_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_parley_v1_parley_proto_rawDesc), len(file_parley_v1_parley_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   62,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

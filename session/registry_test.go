@@ -1,0 +1,45 @@
+package session
+
+import (
+	"testing"
+
+	pb "github.com/parleyim/parley/proto/parleyv1"
+	"github.com/parleyim/parley/wire"
+)
+
+type nopConn struct{}
+
+func (nopConn) Send(*wire.Outbound) bool                 { return true }
+func (nopConn) SendHeld(*wire.Outbound, *wire.Hold) bool { return true }
+func (nopConn) Close(pb.DisconnectCode, string)          {}
+
+// The id index follows Add, kicks and Remove.
+func TestByIDIndex(t *testing.T) {
+	r := NewRegistry(KickSameDeviceType)
+	a := &Session{ID: "0-1", UserID: "alice", DeviceID: "d1", DeviceType: "web", Conn: nopConn{}}
+	b := &Session{ID: "0-2", UserID: "alice", DeviceID: "d2", DeviceType: "ios", Conn: nopConn{}}
+	r.Add(a)
+	r.Add(b)
+	if r.ByID("0-1") != a || r.ByID("0-2") != b || r.ByID("0-3") != nil {
+		t.Fatal("ByID after Add")
+	}
+	a2 := &Session{ID: "0-3", UserID: "alice", DeviceID: "d3", DeviceType: "web", Conn: nopConn{}}
+	if kicked := r.Add(a2); len(kicked) != 1 || kicked[0] != a {
+		t.Fatalf("kicked = %v", kicked)
+	}
+	if r.ByID("0-1") != nil || r.ByID("0-3") != a2 {
+		t.Fatal("kicked session still indexed")
+	}
+	if r.Remove(a) { // already kicked
+		t.Fatal("Remove of kicked session")
+	}
+	n := 0
+	r.ForEach(func(*Session) { n++ })
+	if n != 2 || r.Len() != 2 {
+		t.Fatalf("ForEach saw %d, Len %d", n, r.Len())
+	}
+	r.Remove(b)
+	if r.ByID("0-2") != nil {
+		t.Fatal("removed session still indexed")
+	}
+}
