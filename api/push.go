@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -31,44 +32,35 @@ var (
 
 // pushUsers: POST /v1/admin/push/users?user_ids=a,b&op=N, body = the push body.
 func (a *API) pushUsers(w http.ResponseWriter, r *http.Request) {
-	ids, ok := queryParam(r.URL.RawQuery, "user_ids")
-	op, okOp := pushOp(r)
-	if !ok || !okOp {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "user_ids (comma-separated) and op (int32) are required")
-		return
-	}
-	var buf [16]string
-	users, ok := splitTargets(buf[:0], ids, auth.ValidUserID)
-	if !ok {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "user_ids must be 1-1000 valid user ids, comma-separated")
-		return
-	}
-	body, ok := readPushBody(w, r)
-	if !ok {
-		return
-	}
-	writePushed(w, a.cfg.Chat.PushUsers(users, op, body))
+	a.pushTargets(w, r, "user_ids", "user ids", auth.ValidUserID, a.cfg.Chat.PushUsers)
 }
 
 // pushDevices: POST /v1/admin/push/devices?keys=S1,S2&op=N (keys are AuthOk.session_id).
 func (a *API) pushDevices(w http.ResponseWriter, r *http.Request) {
-	keys, ok := queryParam(r.URL.RawQuery, "keys")
+	a.pushTargets(w, r, "keys", "session ids", validDeviceKey, a.cfg.Chat.PushSessions)
+}
+
+// pushTargets runs a push to the comma-separated targets in query parameter
+// param (1-1000 of them, each valid, repeats counted once).
+func (a *API) pushTargets(w http.ResponseWriter, r *http.Request, param, what string,
+	valid func(string) bool, push func([]string, int32, []byte) int) {
+	raw, ok := queryParam(r.URL.RawQuery, param)
 	op, okOp := pushOp(r)
 	if !ok || !okOp {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "keys (comma-separated session ids) and op (int32) are required")
+		writeError(w, http.StatusBadRequest, codeBadRequest, param+" (comma-separated "+what+") and op (int32) are required")
 		return
 	}
 	var buf [16]string
-	list, ok := splitTargets(buf[:0], keys, validDeviceKey)
+	targets, ok := splitTargets(buf[:0], raw, valid)
 	if !ok {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "keys must be 1-1000 session ids, comma-separated")
+		writeError(w, http.StatusBadRequest, codeBadRequest, param+" must be 1-1000 valid "+what+", comma-separated")
 		return
 	}
 	body, ok := readPushBody(w, r)
 	if !ok {
 		return
 	}
-	writePushed(w, a.cfg.Chat.PushSessions(list, op, body))
+	writePushed(w, push(targets, op, body))
 }
 
 // pushRoom: POST /v1/admin/push/room?room=R&op=N.
@@ -157,7 +149,11 @@ func splitTargets(dst []string, list string, valid func(string) bool) ([]string,
 		if !valid(item) || len(dst) == maxPushTargets {
 			return nil, false
 		}
-		dst = append(dst, item)
+		// Delivery trusts long target lists not to repeat (it checks only
+		// short ones), so a repeat is dropped here rather than pushed twice.
+		if !slices.Contains(dst, item) {
+			dst = append(dst, item)
+		}
 	}
 	return dst, len(dst) > 0
 }
