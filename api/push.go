@@ -143,10 +143,10 @@ func queryParam(raw, name string) (string, bool) {
 // splitTargets appends the comma-separated items of list to dst; false if
 // one is invalid or there are more than maxPushTargets.
 func splitTargets(dst []string, list string, valid func(string) bool) ([]string, bool) {
-	for list != "" {
+	for n := 0; list != ""; n++ {
 		var item string
 		item, list, _ = strings.Cut(list, ",")
-		if !valid(item) || len(dst) == maxPushTargets {
+		if !valid(item) || n == maxPushTargets {
 			return nil, false
 		}
 		// Delivery trusts long target lists not to repeat (it checks only
