@@ -21,6 +21,7 @@ import (
 	"github.com/parleyim/parley/session"
 	"github.com/parleyim/parley/store"
 	"github.com/parleyim/parley/store/pebblestore"
+	"github.com/parleyim/parley/web"
 )
 
 // Server is one Parley node. New builds it, Start opens its listeners without
@@ -108,7 +109,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/ws", s.gw)
-	mux.Handle("/", s.api)
+	for _, p := range []string{"/v1/", "/healthz", "/readyz", "/metrics", "/admin", "/admin/", "/openapi.json"} {
+		mux.Handle(p, s.api)
+	}
+	mux.Handle("/", web.Handler())
 	s.httpSrv = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
