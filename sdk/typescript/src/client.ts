@@ -1,0 +1,803 @@
+// ParleyClient: a connection that survives network failures. It reconnects
+// with backoff and jitter across a list of addresses, resends unacknowledged
+// sends under their original clientMsgId, catches up on every conversation
+// after its cursor, fills sequence gaps before delivering, and hands the app
+// each conversation's entries in seq order, each exactly once.
+// (The Go SDK's client.Session is the reference for this behaviour.)
+import { utf8 } from './codec.js';
+import { Connection, type WebSocketConstructor } from './connection.js';
+import { Emitter } from './emitter.js';
+import { ClosedError, DisconnectError, ParleyError, TimeoutError } from './errors.js';
+import type {
+  AuthOk,
+  ClientBodies,
+  ClientBodyName,
+  Contact,
+  ContactList,
+  Conversation,
+  ConversationEvent,
+  ConversationList,
+  GroupInfo,
+  GroupRole,
+  HiddenEvent,
+  Member,
+  MemberPage,
+  Message,
+  MessagePage,
+  Presence,
+  Push,
+  ReadCount,
+  Receipt,
+  RoomInfo,
+  Send,
+  SendAck,
+  ServerFrame,
+  TypingEvent,
+} from './types.js';
+
+export type ClientState = 'connecting' | 'syncing' | 'ready' | 'closed';
+
+export interface ClientOptions {
+  /** WebSocket URLs, e.g. "wss://chat.example.com/ws"; each reconnect moves to the next. */
+  urls?: string[];
+  /** A single URL (used when urls is empty). */
+  url?: string;
+  /** The token (from /v1/login, the admin API, or minted by the app). */
+  token?: string;
+  /** Asked for a token before every connection instead of `token`; a rejected
+   *  or revoked token is then renewed rather than fatal. */
+  getToken?: () => string | Promise<string>;
+  /** Identifies this install (stable across reconnects); default: random per client. */
+  deviceId?: string;
+  /** Kind of device ("web", "ios", ...); default "web". A second login with
+   *  the same type kicks the older session (server policy). */
+  deviceType?: string;
+  /** The WebSocket implementation; default globalThis.WebSocket (browsers,
+   *  Node 22+). In Node 20 pass the `ws` package's WebSocket. */
+  WebSocket?: WebSocketConstructor;
+  /** Bounds on the wait between failed connection attempts (defaults 200 ms, 10 s);
+   *  it doubles per failure, with jitter. */
+  minBackoffMs?: number;
+  maxBackoffMs?: number;
+  /** The highest seq the app already has, per conversation (persisted cursors). */
+  cursors?: Record<string, number>;
+  /** Start a conversation without a local cursor at the server's delivered
+   *  cursor (so a fresh install does not download whole histories; the app
+   *  pages history on demand). Default false: everything is synced. */
+  resumeFromServer?: boolean;
+  /** syncMessages page size (default 200). */
+  syncPageSize?: number;
+  /** Send a cumulative delivered ack for what was handed to the app (default true). */
+  autoDeliveredAck?: boolean;
+  dialTimeoutMs?: number;
+  requestTimeoutMs?: number;
+  /** Ping interval override (ms); default: what the server announces. */
+  heartbeatMs?: number;
+}
+
+export interface ClientEvents {
+  /** A conversation entry (message or event), in seq order per conversation, once. */
+  message: (m: Message) => void;
+  /** Another member (or your other device) received / read up to a seq. */
+  receipt: (r: Receipt) => void;
+  typing: (t: TypingEvent) => void;
+  /** A subscribed user's presence (also re-announced after each reconnect). */
+  presence: (p: Presence) => void;
+  contact: (c: Contact) => void;
+  hidden: (h: HiddenEvent) => void;
+  conversation: (c: ConversationEvent) => void;
+  push: (p: Push) => void;
+  /** The conversation list as of each (re)connection, before catch-up. */
+  conversations: (list: Conversation[]) => void;
+  state: (s: ClientState, err?: Error) => void;
+  connected: (ok: AuthOk) => void;
+  /** A connection ended (the client will reconnect unless it is closed). */
+  disconnected: (err: Error) => void;
+  /** The client stopped for good: close(), a kick, or refused credentials. */
+  closed: (err: Error) => void;
+  /** A send was acknowledged (stored durably). */
+  sent: (ack: SendAck) => void;
+}
+
+export interface SendInput {
+  to?: string;
+  conversationId?: string;
+  contentType?: string;
+  /** Bytes, or a string sent as UTF-8. */
+  payload?: Uint8Array | string;
+  /** Reuse to make a retry idempotent; default: generated. */
+  clientMsgId?: string;
+}
+
+interface OutboxEntry {
+  send: Send;
+  resolve: (a: SendAck) => void;
+  reject: (e: Error) => void;
+  inFlight: Connection | null;
+}
+
+type Inbound = { msg: Message } | { rcpt: Receipt };
+
+function randomHex(bytes: number): string {
+  const b = new Uint8Array(bytes);
+  globalThis.crypto.getRandomValues(b);
+  let s = '';
+  for (const x of b) s += x.toString(16).padStart(2, '0');
+  return s;
+}
+
+/** A unique client message id (random; usable in insecure browser contexts too). */
+export function newClientMsgId(): string {
+  return randomHex(12);
+}
+
+/** Temporary refusals after which a request is retried on the same link. */
+function retryable(err: unknown): boolean {
+  return (
+    err instanceof TimeoutError ||
+    (err instanceof ParleyError &&
+      (err.code === 'ERROR_CODE_UNAVAILABLE' ||
+        err.code === 'ERROR_CODE_TOO_MANY_REQUESTS' ||
+        err.code === 'ERROR_CODE_INTERNAL'))
+  );
+}
+
+export class ParleyClient extends Emitter<ClientEvents> {
+  private readonly opts: ClientOptions;
+  private readonly urls: string[];
+  private readonly WS: WebSocketConstructor;
+  private readonly deviceId: string;
+  private conn: Connection | null = null;
+  private _state: ClientState = 'connecting';
+  private _userId = '';
+  private closedErr: Error | null = null;
+  private cursorsMap = new Map<string, number>();
+  private outbox = new Map<string, OutboxEntry>();
+  private inbox: Inbound[] = [];
+  private pumping = false;
+  private acks = new Map<string, number>();
+  private connWaiters: Array<() => void> = [];
+  private wakeSleep: (() => void) | null = null;
+  private presenceSubs = new Set<string>();
+  private rooms = new Set<string>();
+
+  constructor(opts: ClientOptions) {
+    super();
+    this.opts = opts;
+    this.urls = opts.urls?.length ? [...opts.urls] : opts.url ? [opts.url] : [];
+    if (this.urls.length === 0) throw new Error('parley: ClientOptions needs urls or url');
+    if (!opts.token && !opts.getToken) throw new Error('parley: ClientOptions needs token or getToken');
+    const WS = opts.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
+    if (!WS) throw new Error('parley: no WebSocket implementation (pass ClientOptions.WebSocket)');
+    this.WS = WS;
+    this.deviceId = opts.deviceId ?? 'web-' + randomHex(6);
+    for (const [k, v] of Object.entries(opts.cursors ?? {})) this.cursorsMap.set(k, v);
+    queueMicrotask(() => void this.run());
+  }
+
+  // ---- state ----
+
+  get state(): ClientState {
+    return this._state;
+  }
+
+  /** The authenticated user id (empty before the first connection). */
+  get userId(): string {
+    return this._userId;
+  }
+
+  /** Why the client stopped, or null while it runs. */
+  get error(): Error | null {
+    return this.closedErr;
+  }
+
+  /** The highest seq of a conversation handed to the app. */
+  cursor(conversationId: string): number {
+    return this.cursorsMap.get(conversationId) ?? 0;
+  }
+
+  /** Every conversation's cursor (to persist; seed them back with ClientOptions.cursors). */
+  cursors(): Record<string, number> {
+    return Object.fromEntries(this.cursorsMap);
+  }
+
+  /** Sends waiting for their ack (they are resent after each reconnect). */
+  pendingSends(): Send[] {
+    return [...this.outbox.values()].map((e) => e.send);
+  }
+
+  /** Resolves once connected and caught up (rejects if the client stops first). */
+  waitReady(timeoutMs?: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (this._state === 'ready') return resolve();
+      if (this.closedErr) return reject(this.closedErr);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const offState = this.on('state', (s, err) => {
+        if (s === 'ready' || s === 'closed') {
+          offState();
+          if (timer) clearTimeout(timer);
+          if (s === 'ready') resolve();
+          else reject(err ?? new ClosedError());
+        }
+      });
+      if (timeoutMs !== undefined)
+        timer = setTimeout(() => {
+          offState();
+          reject(new TimeoutError('parley: not ready in time'));
+        }, timeoutMs);
+    });
+  }
+
+  /** Skips the current backoff wait and reconnects now (e.g. on the browser's `online` event). */
+  reconnectNow(): void {
+    this.wakeSleep?.();
+  }
+
+  /** Drops the current connection (the client reconnects); for tests and "network changed" hints. */
+  dropConnection(): void {
+    this.conn?.close(new ClosedError('parley: connection dropped by the client'));
+  }
+
+  /** Stops the client: closes the connection; pending sends fail with ClosedError. */
+  close(): void {
+    this.stop(new ClosedError('parley: client closed'));
+  }
+
+  private stop(err: Error): void {
+    if (this.closedErr) return;
+    this.closedErr = err;
+    this.conn?.close(err);
+    this.conn = null;
+    for (const e of this.outbox.values()) e.reject(err);
+    this.outbox.clear();
+    this.wakeConnWaiters();
+    this.wakeSleep?.();
+    this.setState('closed', err);
+    this.emit('closed', err);
+  }
+
+  private setState(s: ClientState, err?: Error): void {
+    if (this._state === s) return;
+    this._state = s;
+    this.emit('state', s, err);
+  }
+
+  // ---- the connection loop ----
+
+  private async run(): Promise<void> {
+    let failures = 0;
+    let next = 0;
+    const min = this.opts.minBackoffMs ?? 200;
+    const max = Math.max(this.opts.maxBackoffMs ?? 10_000, min);
+    const backoff = () => {
+      failures++;
+      return jitter(Math.min(min * 2 ** Math.min(failures - 1, 20), max));
+    };
+    while (!this.closedErr) {
+      const url = this.urls[next++ % this.urls.length]!;
+      this.setState('connecting');
+      let conn: Connection;
+      let closedP!: Promise<Error>;
+      try {
+        const token = this.opts.getToken ? await this.opts.getToken() : this.opts.token!;
+        if (this.closedErr) return;
+        let onClose!: (e: Error) => void;
+        closedP = new Promise<Error>((r) => (onClose = r));
+        conn = await Connection.open(url, {
+          token,
+          deviceId: this.deviceId,
+          deviceType: this.opts.deviceType ?? 'web',
+          WebSocket: this.WS,
+          dialTimeoutMs: this.opts.dialTimeoutMs,
+          requestTimeoutMs: this.opts.requestTimeoutMs,
+          heartbeatMs: this.opts.heartbeatMs,
+          onPush: (f, c) => this.onPush(c, f),
+          onClose,
+        });
+      } catch (err) {
+        if (this.closedErr) return;
+        const e = err instanceof Error ? err : new Error(String(err));
+        if (this.permanent(e)) return this.stop(e);
+        this.emit('disconnected', e);
+        await this.sleep(backoff());
+        continue;
+      }
+      if (this.closedErr) {
+        conn.close();
+        return;
+      }
+      this.conn = conn;
+      this._userId = conn.authOk.userId;
+      this.setState('syncing');
+      this.emit('connected', conn.authOk);
+      this.wakeConnWaiters();
+      for (const e of this.outbox.values()) this.trySend(e);
+      void this.restoreSubscriptions(conn);
+
+      let caughtUp = false;
+      let err: Error;
+      try {
+        await this.catchUp(conn);
+        caughtUp = true;
+        failures = 0; // only a link that got through catch-up counts as healthy
+        if (conn.open) {
+          this.setState('ready');
+          void this.pump(conn);
+        }
+        err = await closedP;
+      } catch (e) {
+        conn.close(e instanceof Error ? e : new Error(String(e)));
+        err = conn.error ?? (e as Error);
+      }
+      if (this.conn === conn) this.conn = null;
+      if (this.closedErr) return;
+      this.emit('disconnected', err);
+      if (err instanceof DisconnectError && this.permanent(err)) return this.stop(err);
+      // Reconnect soon after a healthy link drops; back off when links keep
+      // failing before they are useful, or when the server asks to wait.
+      let wait = caughtUp ? jitter(min) : backoff();
+      if (err instanceof DisconnectError && err.reconnectAfterMs > 0)
+        wait = Math.max(wait, err.reconnectAfterMs + jitter(err.reconnectAfterMs / 2));
+      this.setState('connecting', err);
+      await this.sleep(wait);
+    }
+  }
+
+  /** Errors that reconnecting cannot fix. */
+  private permanent(err: Error): boolean {
+    const renew = !!this.opts.getToken;
+    if (err instanceof DisconnectError) {
+      if (err.code === 'DISCONNECT_CODE_KICKED') return true;
+      if (err.code === 'DISCONNECT_CODE_AUTH_FAILED' || err.code === 'DISCONNECT_CODE_TOKEN_REVOKED') return !renew;
+      return false;
+    }
+    if (err instanceof ParleyError) {
+      if (err.code === 'ERROR_CODE_UNAUTHENTICATED') return !renew;
+      return err.code === 'ERROR_CODE_BAD_REQUEST' || err.code === 'ERROR_CODE_PERMISSION_DENIED';
+    }
+    return false;
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const t = setTimeout(done, ms);
+      function done() {
+        clearTimeout(t);
+        resolve();
+      }
+      this.wakeSleep = () => {
+        this.wakeSleep = null;
+        done();
+      };
+    });
+  }
+
+  private wakeConnWaiters(): void {
+    const ws = this.connWaiters;
+    this.connWaiters = [];
+    for (const w of ws) w();
+  }
+
+  /** A live connection, waiting for one if needed. */
+  private async liveConn(): Promise<Connection> {
+    for (;;) {
+      if (this.closedErr) throw this.closedErr;
+      if (this.conn?.open) return this.conn;
+      await new Promise<void>((r) => this.connWaiters.push(r));
+    }
+  }
+
+  private async restoreSubscriptions(conn: Connection): Promise<void> {
+    try {
+      if (this.presenceSubs.size > 0) {
+        const f = await conn.request('subscribePresence', { userIds: [...this.presenceSubs] });
+        for (const p of f.presence?.users ?? []) this.emit('presence', p);
+      }
+      for (const room of this.rooms) await conn.request('joinRoom', { room });
+    } catch {
+      /* the next connection tries again */
+    }
+  }
+
+  // ---- receiving ----
+
+  private onPush(conn: Connection, f: ServerFrame): void {
+    if (f.message) this.inbox.push({ msg: f.message });
+    else if (f.receipt) this.inbox.push({ rcpt: f.receipt });
+    else {
+      if (f.typing) this.emit('typing', f.typing);
+      else if (f.presenceEvent) this.emit('presence', f.presenceEvent.presence);
+      else if (f.contactEvent) this.emit('contact', f.contactEvent.contact);
+      else if (f.hidden) this.emit('hidden', f.hidden);
+      else if (f.conversationEvent) this.emit('conversation', f.conversationEvent);
+      else if (f.push) this.emit('push', f.push);
+      return;
+    }
+    if (this._state === 'ready') void this.pump(conn);
+  }
+
+  /** Catch-up after (re)connecting: the conversation list, then every
+   *  conversation after its cursor, then what was pushed meanwhile. */
+  private async catchUp(conn: Connection): Promise<void> {
+    const convs = await this.allConversationsOn(conn);
+    this.emit('conversations', convs);
+    for (const c of convs) {
+      const id = c.conversationId;
+      let cur = this.cursorsMap.get(id);
+      if (cur === undefined && this.opts.resumeFromServer) {
+        cur = Math.max(c.deliveredSeq ?? 0, c.clearedSeq ?? 0);
+        this.cursorsMap.set(id, cur);
+      }
+      const last = c.left ? Math.min(c.lastSeq ?? 0, c.leftSeq ?? c.lastSeq ?? 0) : (c.lastSeq ?? 0);
+      if (last > (cur ?? 0)) await this.syncConv(conn, id, 0);
+    }
+    this.flushAcks(conn);
+  }
+
+  /** Delivers queued pushes one at a time; a gap is filled first. */
+  private async pump(conn: Connection): Promise<void> {
+    if (this.pumping) return;
+    this.pumping = true;
+    try {
+      while (this.inbox.length > 0 && conn.open && this.conn === conn) {
+        const ev = this.inbox[0]!;
+        if ('msg' in ev) await this.deliverPushed(conn, ev.msg);
+        else this.emit('receipt', ev.rcpt);
+        this.inbox.shift();
+        if (this.inbox.length === 0) this.flushAcks(conn);
+      }
+    } catch {
+      // The connection failed mid-fill: the rest stays queued for the next one.
+    } finally {
+      this.pumping = false;
+    }
+    if (this.inbox.length > 0 && this.conn?.open && this._state === 'ready') void this.pump(this.conn);
+  }
+
+  private async deliverPushed(conn: Connection, m: Message): Promise<void> {
+    const id = m.conversationId;
+    let cur = this.cursorsMap.get(id);
+    if (cur === undefined && this.opts.resumeFromServer) {
+      // A conversation first seen by this push: start at it.
+      cur = m.seq - 1;
+      this.cursorsMap.set(id, cur);
+    }
+    cur ??= 0;
+    if (m.seq <= cur) return; // already delivered (by a sync or an earlier push)
+    if (m.seq > cur + 1) await this.syncConv(conn, id, m.seq - 1); // a gap: fetch it first
+    if (m.seq > this.cursor(id)) this.deliver(m);
+  }
+
+  /** Delivers a conversation's entries after its cursor, page by page, up to upTo (0: the end). */
+  private async syncConv(conn: Connection, conv: string, upTo: number): Promise<void> {
+    const limit = this.opts.syncPageSize ?? 200;
+    for (;;) {
+      const cur = this.cursor(conv);
+      if (upTo !== 0 && cur >= upTo) return;
+      let page: MessagePage;
+      try {
+        page = (await conn.request('syncMessages', { conversationId: conv, afterSeq: cur, limit })).messages!;
+      } catch (err) {
+        if (err instanceof ParleyError && !retryable(err)) return; // refused: skip, do not loop
+        throw err;
+      }
+      const msgs = page.messages ?? [];
+      for (const m of msgs) if (m.seq > this.cursor(conv)) this.deliver(m);
+      if (!page.hasMore || msgs.length === 0) {
+        // Entries hidden for this user (deleteForMe) never arrive: move past them.
+        const last = Math.min(page.lastSeq ?? 0, upTo || Infinity);
+        if (last > this.cursor(conv)) this.cursorsMap.set(conv, last);
+        return;
+      }
+    }
+  }
+
+  private deliver(m: Message): void {
+    this.cursorsMap.set(m.conversationId, Math.max(this.cursor(m.conversationId), m.seq));
+    if (this.opts.autoDeliveredAck !== false) this.acks.set(m.conversationId, m.seq);
+    this.emit('message', m);
+  }
+
+  private flushAcks(conn: Connection): void {
+    if (!conn.open) return;
+    for (const [conversationId, seq] of this.acks) {
+      try {
+        conn.notify('delivered', { conversationId, seq });
+      } catch {
+        return; // the next connection's catch-up acks again
+      }
+    }
+    this.acks.clear();
+  }
+
+  // ---- sending ----
+
+  /**
+   * Sends a message and resolves with its ack once it is stored. While
+   * disconnected the send waits; after each reconnect it is resent under the
+   * same clientMsgId, so it is stored exactly once. Rejects when the server
+   * refuses it for good (ParleyError) or the client is closed.
+   */
+  send(input: SendInput): Promise<SendAck> {
+    if (this.closedErr) return Promise.reject(this.closedErr);
+    const send: Send = {
+      clientMsgId: input.clientMsgId ?? newClientMsgId(),
+      contentType: input.contentType ?? 'text',
+      payload: typeof input.payload === 'string' ? utf8(input.payload) : input.payload,
+    };
+    if (input.to) send.to = input.to;
+    if (input.conversationId) send.conversationId = input.conversationId;
+    return new Promise<SendAck>((resolve, reject) => {
+      const e: OutboxEntry = { send, resolve, reject, inFlight: null };
+      this.outbox.set(send.clientMsgId, e);
+      this.trySend(e);
+    });
+  }
+
+  /** Sends UTF-8 text to a user (1:1) or, with a conversation id ("p:…" or "g:…"), into that conversation. */
+  sendText(target: string, text: string, clientMsgId?: string): Promise<SendAck> {
+    const isConv = target.startsWith('g:') || target.startsWith('p:');
+    return this.send({
+      ...(isConv ? { conversationId: target } : { to: target }),
+      contentType: 'text',
+      payload: text,
+      clientMsgId,
+    });
+  }
+
+  private trySend(e: OutboxEntry): void {
+    const conn = this.conn;
+    if (!conn?.open || e.inFlight === conn || !this.outbox.has(e.send.clientMsgId)) return;
+    e.inFlight = conn;
+    conn.request('send', e.send).then(
+      (f) => {
+        const ack = f.sendAck!;
+        this.outbox.delete(e.send.clientMsgId);
+        this.ownSeq(ack);
+        this.emit('sent', ack);
+        e.resolve(ack);
+      },
+      (err: unknown) => {
+        e.inFlight = null;
+        if (err instanceof ClosedError || err instanceof DisconnectError) return; // resent after reconnecting
+        if (retryable(err)) {
+          setTimeout(() => this.trySend(e), 300 + Math.random() * 700);
+          return;
+        }
+        this.outbox.delete(e.send.clientMsgId);
+        e.reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  }
+
+  /** Moves the cursor past a message this client sent when it directly
+   *  follows what the app has, so the app is not handed its own message
+   *  back. (After a gap it stays: the sync delivers it in order, and the app
+   *  recognises it by clientMsgId.) */
+  private ownSeq(ack: SendAck): void {
+    if (this.cursor(ack.conversationId) + 1 === ack.seq) this.cursorsMap.set(ack.conversationId, ack.seq);
+  }
+
+  // ---- requests ----
+
+  /**
+   * Sends any request and resolves with the reply frame. It waits for a
+   * connection; with retry it is sent again after a reconnect or a temporary
+   * refusal (only for requests that are safe to repeat).
+   */
+  async request<K extends ClientBodyName>(name: K, body: ClientBodies[K], retry = false): Promise<ServerFrame> {
+    for (let attempt = 0; ; attempt++) {
+      const conn = await this.liveConn();
+      try {
+        return await conn.request(name, body);
+      } catch (err) {
+        if (!retry || this.closedErr) throw err;
+        if (err instanceof ClosedError || err instanceof DisconnectError) continue;
+        if (retryable(err) && attempt < 8) {
+          await new Promise((r) => setTimeout(r, 200 * (attempt + 1)));
+          continue;
+        }
+        throw err;
+      }
+    }
+  }
+
+  private async ok<K extends ClientBodyName>(name: K, body: ClientBodies[K], retry = false): Promise<void> {
+    await this.request(name, body, retry);
+  }
+
+  /** One page of the conversation list (most recent first). */
+  async syncConversations(limit?: number, pageToken?: string): Promise<ConversationList> {
+    return (await this.request('syncConversations', { limit, pageToken }, true)).conversations ?? {};
+  }
+
+  /** Every conversation (all pages). */
+  async conversations(): Promise<Conversation[]> {
+    return this.allConversationsOn(await this.liveConn());
+  }
+
+  private async allConversationsOn(conn: Connection): Promise<Conversation[]> {
+    const out: Conversation[] = [];
+    let pageToken: string | undefined;
+    do {
+      const l: ConversationList = (await conn.request('syncConversations', { limit: 500, pageToken })).conversations ?? {};
+      out.push(...(l.conversations ?? []));
+      pageToken = l.nextPageToken;
+    } while (pageToken);
+    return out;
+  }
+
+  /** Entries with seq > afterSeq, ascending (forward paging). */
+  async syncMessages(conversationId: string, afterSeq = 0, limit?: number): Promise<MessagePage> {
+    return (await this.request('syncMessages', { conversationId, afterSeq, limit }, true)).messages!;
+  }
+
+  /** The newest entries with seq < beforeSeq (0: the newest), ascending (backward paging). */
+  async history(conversationId: string, beforeSeq = 0, limit = 30): Promise<MessagePage> {
+    return (await this.request('history', { conversationId, beforeSeq, limit }, true)).messages!;
+  }
+
+  /** Moves the read cursor (unread counts derive from it; the peer gets a receipt). */
+  markRead(conversationId: string, seq: number): Promise<void> {
+    return this.ok('read', { conversationId, seq }, true);
+  }
+
+  /** Says the user is typing (fire and forget; dropped while disconnected). */
+  typing(conversationId: string): void {
+    try {
+      if (this.conn?.open) this.conn.notify('typing', { conversationId });
+    } catch {
+      /* not connected: nothing to say */
+    }
+  }
+
+  /** Recalls a message; resolves with the RECALL event's ack (null when a
+   *  retry found it already recalled). */
+  async recall(conversationId: string, seq: number): Promise<SendAck | null> {
+    const clientMsgId = newClientMsgId();
+    for (let attempt = 0; ; attempt++) {
+      const conn = await this.liveConn();
+      try {
+        return (await conn.request('recall', { conversationId, seq, clientMsgId })).sendAck!;
+      } catch (err) {
+        if (attempt > 0 && err instanceof ParleyError && err.code === 'ERROR_CODE_CONFLICT') return null;
+        if (err instanceof ClosedError || err instanceof DisconnectError || retryable(err)) {
+          if (this.closedErr) throw err;
+          continue;
+        }
+        throw err;
+      }
+    }
+  }
+
+  /** Replaces the content of your own message; resolves with the EDIT event's ack. */
+  async edit(conversationId: string, seq: number, payload: Uint8Array | string, contentType = 'text'): Promise<SendAck> {
+    const body = {
+      conversationId,
+      seq,
+      contentType,
+      payload: typeof payload === 'string' ? utf8(payload) : payload,
+      clientMsgId: newClientMsgId(),
+    };
+    return (await this.request('edit', body, true)).sendAck!;
+  }
+
+  /** Hides messages (or, with all, the whole conversation) for this user's devices. */
+  deleteForMe(conversationId: string, seqs: number[] | 'all'): Promise<void> {
+    return this.ok('deleteForMe', seqs === 'all' ? { conversationId, all: true } : { conversationId, seqs }, true);
+  }
+
+  /** How many members (other than the sender) read each seq, and who. */
+  async readCounts(conversationId: string, seqs: number[]): Promise<ReadCount[]> {
+    return (await this.request('readCounts', { conversationId, seqs }, true)).readCounts?.counts ?? [];
+  }
+
+  /** Subscribes to users' presence (kept across reconnects); returns their presence now. */
+  async subscribePresence(userIds: string[]): Promise<Presence[]> {
+    for (const u of userIds) this.presenceSubs.add(u);
+    return (await this.request('subscribePresence', { userIds }, true)).presence?.users ?? [];
+  }
+
+  /** Ends presence subscriptions (none given: all of them). */
+  unsubscribePresence(userIds: string[] = []): Promise<void> {
+    if (userIds.length === 0) this.presenceSubs.clear();
+    for (const u of userIds) this.presenceSubs.delete(u);
+    return this.ok('unsubscribePresence', { userIds }, true);
+  }
+
+  // Groups
+
+  async createGroup(input: ClientBodies['createGroup']): Promise<GroupInfo> {
+    return (await this.request('createGroup', input)).group!;
+  }
+  async updateGroup(input: ClientBodies['updateGroup']): Promise<GroupInfo> {
+    return (await this.request('updateGroup', input, true)).group!;
+  }
+  addMembers(conversationId: string, userIds: string[]): Promise<void> {
+    return this.ok('addMembers', { conversationId, userIds }, true);
+  }
+  removeMember(conversationId: string, userId: string): Promise<void> {
+    return this.ok('removeMember', { conversationId, userId });
+  }
+  async joinGroup(conversationId: string): Promise<GroupInfo> {
+    return (await this.request('joinGroup', { conversationId })).group!;
+  }
+  leaveGroup(conversationId: string): Promise<void> {
+    return this.ok('leaveGroup', { conversationId });
+  }
+  setRole(conversationId: string, userId: string, role: GroupRole): Promise<void> {
+    return this.ok('setRole', { conversationId, userId, role }, true);
+  }
+  muteMember(conversationId: string, userId: string, durationSeconds: number): Promise<void> {
+    return this.ok('muteMember', { conversationId, userId, durationSeconds });
+  }
+  transferOwnership(conversationId: string, userId: string): Promise<void> {
+    return this.ok('transferOwnership', { conversationId, userId });
+  }
+  dissolveGroup(conversationId: string): Promise<void> {
+    return this.ok('dissolveGroup', { conversationId });
+  }
+  async getGroup(conversationId: string): Promise<GroupInfo> {
+    return (await this.request('getGroup', { conversationId }, true)).group!;
+  }
+  async listMembers(conversationId: string, afterUserId = '', limit?: number): Promise<MemberPage> {
+    return (await this.request('listMembers', { conversationId, afterUserId, limit }, true)).members!;
+  }
+  /** Every current member (all pages). */
+  async allMembers(conversationId: string): Promise<Member[]> {
+    const out: Member[] = [];
+    let after = '';
+    do {
+      const p = await this.listMembers(conversationId, after, 1000);
+      out.push(...(p.members ?? []));
+      after = p.nextAfterUserId ?? '';
+    } while (after);
+    return out;
+  }
+
+  // Contacts
+
+  friendRequest(userId: string, note?: string): Promise<void> {
+    return this.ok('friendRequest', { userId, note }, true);
+  }
+  respondFriend(userId: string, accept: boolean): Promise<void> {
+    return this.ok('respondFriend', { userId, accept }, true);
+  }
+  removeFriend(userId: string): Promise<void> {
+    return this.ok('removeFriend', { userId }, true);
+  }
+  async listContacts(): Promise<ContactList> {
+    return (await this.request('listContacts', {}, true)).contacts ?? {};
+  }
+  block(userId: string): Promise<void> {
+    return this.ok('block', { userId }, true);
+  }
+  unblock(userId: string): Promise<void> {
+    return this.ok('unblock', { userId }, true);
+  }
+
+  /** Pins or mutes a conversation for this user. */
+  setConversation(conversationId: string, settings: { pinned?: boolean; muted?: boolean }): Promise<void> {
+    return this.ok('setConversation', { conversationId, ...settings }, true);
+  }
+
+  // Rooms (not stored: a push reaches the sessions in the room at that moment)
+
+  /** Joins a room (rejoined after every reconnect). */
+  async joinRoom(room: string): Promise<RoomInfo> {
+    this.rooms.add(room);
+    return (await this.request('joinRoom', { room }, true)).room!;
+  }
+  leaveRoom(room: string): Promise<void> {
+    this.rooms.delete(room);
+    return this.ok('leaveRoom', { room }, true);
+  }
+  roomSend(room: string, op: number, body: Uint8Array | string): Promise<void> {
+    return this.ok('roomSend', { room, op, body: typeof body === 'string' ? utf8(body) : body });
+  }
+}
+
+/** d/2 + a random part of d/2: many clients do not reconnect in step. */
+function jitter(ms: number): number {
+  return ms / 2 + Math.random() * (ms / 2);
+}

@@ -1,0 +1,217 @@
+// One authenticated WebSocket connection: requests matched to replies by id,
+// pushed frames handed to a callback in arrival order, heartbeats.
+import { decodeFrame, encodeFrame } from './codec.js';
+import { ClosedError, DisconnectError, ParleyError, TimeoutError } from './errors.js';
+import type { AuthOk, ClientBodies, ClientBodyName, ClientFrame, ServerFrame } from './types.js';
+
+/** The part of the WebSocket API the SDK uses (the browser's, or the `ws` package's). */
+export interface WebSocketLike {
+  readonly readyState: number;
+  onopen: ((ev: unknown) => void) | null;
+  onmessage: ((ev: { data: unknown }) => void) | null;
+  onclose: ((ev: { code?: number; reason?: string }) => void) | null;
+  onerror: ((ev: unknown) => void) | null;
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+}
+
+export type WebSocketConstructor = new (url: string) => WebSocketLike;
+
+export interface ConnectionOptions {
+  token: string;
+  deviceId: string;
+  deviceType: string;
+  WebSocket: WebSocketConstructor;
+  /** Bounds connect + auth, ms (default 10,000). */
+  dialTimeoutMs?: number;
+  /** Bounds the wait for each reply, ms (default 10,000). */
+  requestTimeoutMs?: number;
+  /** Ping interval override, ms; default: the server's heartbeatSeconds. */
+  heartbeatMs?: number;
+  /** Frames the server pushes (id 0): message, receipt, typing, ... */
+  onPush?: (f: ServerFrame, c: Connection) => void;
+  /** Called once when the connection ends, with why. */
+  onClose?: (err: Error) => void;
+}
+
+const OPEN = 1;
+
+interface Pending {
+  resolve: (f: ServerFrame) => void;
+  reject: (e: Error) => void;
+  timer: ReturnType<typeof setTimeout>;
+}
+
+export class Connection {
+  readonly url: string;
+  authOk!: AuthOk;
+  private ws: WebSocketLike;
+  private opts: ConnectionOptions;
+  private nextId = 1;
+  private pending = new Map<number, Pending>();
+  private closedErr: Error | null = null;
+  private disc: DisconnectError | null = null;
+  private lastWrite = Date.now();
+  private lastRead = Date.now();
+  private hbTimer: ReturnType<typeof setInterval> | null = null;
+
+  private constructor(url: string, ws: WebSocketLike, opts: ConnectionOptions) {
+    this.url = url;
+    this.ws = ws;
+    this.opts = opts;
+  }
+
+  /** Opens a WebSocket to url, authenticates, and resolves once the server accepted the token. */
+  static open(url: string, opts: ConnectionOptions): Promise<Connection> {
+    return new Promise((resolve, reject) => {
+      let ws: WebSocketLike;
+      try {
+        ws = new opts.WebSocket(url);
+      } catch (err) {
+        reject(err instanceof Error ? err : new Error(String(err)));
+        return;
+      }
+      const c = new Connection(url, ws, opts);
+      let settled = false;
+      const timer = setTimeout(() => fail(new TimeoutError('parley: connect timed out')), opts.dialTimeoutMs ?? 10_000);
+      const fail = (err: Error) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        c.shutdown(err);
+        reject(err);
+      };
+      ws.onerror = () => {}; // onclose follows and says it
+      ws.onclose = (ev) => {
+        const err = c.disc ?? new ClosedError(`parley: connection closed (${ev?.code ?? 'no code'})`);
+        if (!settled) fail(err);
+        else c.shutdown(err);
+      };
+      ws.onmessage = (ev) => c.receive(ev.data);
+      ws.onopen = () => {
+        c.request('auth', { token: opts.token, deviceId: opts.deviceId, deviceType: opts.deviceType }).then(
+          (f) => {
+            if (settled) return;
+            settled = true;
+            clearTimeout(timer);
+            c.authOk = f.authOk!;
+            c.startHeartbeat();
+            resolve(c);
+          },
+          (err: Error) => fail(c.disc ?? err),
+        );
+      };
+    });
+  }
+
+  /** Why the connection ended, or null while it is open. */
+  get error(): Error | null {
+    return this.closedErr;
+  }
+
+  get open(): boolean {
+    return this.closedErr === null;
+  }
+
+  /** Sends a request and resolves with the reply frame; an `error` reply rejects with ParleyError. */
+  request<K extends ClientBodyName>(name: K, body: ClientBodies[K], timeoutMs?: number): Promise<ServerFrame> {
+    if (this.closedErr) return Promise.reject(this.closedErr);
+    const id = this.nextId++;
+    return new Promise<ServerFrame>((resolve, reject) => {
+      const ms = timeoutMs ?? this.opts.requestTimeoutMs ?? 10_000;
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(new TimeoutError());
+      }, ms);
+      this.pending.set(id, { resolve, reject, timer });
+      try {
+        this.write({ id, [name]: body } as ClientFrame);
+      } catch (err) {
+        clearTimeout(timer);
+        this.pending.delete(id);
+        reject(err);
+      }
+    });
+  }
+
+  /** Sends a frame that wants no reply (id 0): delivered acks, typing. */
+  notify<K extends ClientBodyName>(name: K, body: ClientBodies[K]): void {
+    this.write({ [name]: body } as ClientFrame);
+  }
+
+  /** Closes the connection; pending requests fail with ClosedError. */
+  close(err: Error = new ClosedError('parley: closed by the client')): void {
+    this.shutdown(err);
+  }
+
+  private write(f: ClientFrame): void {
+    if (this.closedErr) throw this.closedErr;
+    if (this.ws.readyState !== OPEN) throw new ClosedError();
+    this.ws.send(encodeFrame(f));
+    this.lastWrite = Date.now();
+  }
+
+  private receive(data: unknown): void {
+    this.lastRead = Date.now();
+    let f: ServerFrame;
+    try {
+      f = decodeFrame(typeof data === 'string' ? data : new TextDecoder().decode(data as ArrayBuffer));
+    } catch {
+      this.shutdown(new Error('parley: undecodable frame from the server'));
+      return;
+    }
+    if (f.disconnect) {
+      const d = f.disconnect;
+      this.disc = new DisconnectError(d.code, d.reason, d.reconnectAfterMs ?? 0);
+      return; // the close follows
+    }
+    if (f.id) {
+      const p = this.pending.get(f.id);
+      if (!p) return; // a reply that timed out
+      this.pending.delete(f.id);
+      clearTimeout(p.timer);
+      if (f.error) p.reject(new ParleyError(f.error.code, f.error.message));
+      else p.resolve(f);
+      return;
+    }
+    if (f.error) return; // an error without id precedes a disconnect
+    this.opts.onPush?.(f, this);
+  }
+
+  private startHeartbeat(): void {
+    const hb = this.opts.heartbeatMs ?? (this.authOk.heartbeatSeconds || 30) * 1000;
+    if (hb <= 0) return;
+    this.hbTimer = setInterval(() => {
+      const now = Date.now();
+      if (now - this.lastRead > 2.5 * hb) {
+        // Nothing, not even a pong, for 2.5 heartbeats: the link is dead
+        // even if the socket has not noticed.
+        this.shutdown(new ClosedError('parley: no answer from the server (heartbeat)'));
+        try {
+          this.ws.close();
+        } catch {
+          /* already closing */
+        }
+        return;
+      }
+      if (now - this.lastWrite >= hb) this.request('ping', {}, hb).catch(() => {});
+    }, Math.max(10, Math.floor(hb / 4)));
+  }
+
+  private shutdown(err: Error): void {
+    if (this.closedErr) return;
+    this.closedErr = err;
+    if (this.hbTimer) clearInterval(this.hbTimer);
+    for (const p of this.pending.values()) {
+      clearTimeout(p.timer);
+      p.reject(err);
+    }
+    this.pending.clear();
+    try {
+      if (this.ws.readyState <= OPEN) this.ws.close(1000);
+    } catch {
+      /* ignore */
+    }
+    this.opts.onClose?.(err);
+  }
+}

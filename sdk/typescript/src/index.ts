@@ -1,0 +1,14 @@
+export { ParleyClient, newClientMsgId } from './client.js';
+export type { ClientOptions, ClientEvents, ClientState, SendInput } from './client.js';
+export { Connection } from './connection.js';
+export type { ConnectionOptions, WebSocketLike, WebSocketConstructor } from './connection.js';
+export { ParleyError, DisconnectError, ClosedError, TimeoutError, isCode } from './errors.js';
+export { encodeFrame, decodeFrame, toBase64, fromBase64, utf8, text } from './codec.js';
+export { register, login, logout, changePassword, rpc } from './http.js';
+export type { TokenResponse, HttpOptions } from './http.js';
+export * from './types.js';
+
+/** The id of the 1:1 conversation between two users ("p:" + both ids in byte order). */
+export function directConversationId(a: string, b: string): string {
+  return a < b ? `p:${a}:${b}` : `p:${b}:${a}`;
+}

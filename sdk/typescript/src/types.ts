@@ -1,0 +1,336 @@
+// Frame types of Parley's client protocol (proto/parley/v1/parley.proto), in
+// the shape the SDK hands to the app: the canonical protobuf JSON mapping,
+// except that
+//   - sequence numbers, counts and unix-millisecond times are `number`s (the
+//     wire carries 64-bit integers as strings; these all fit in 2^53);
+//   - server-wide ids (`messageId`, `sessionId`) stay `string`s (they do not);
+//   - `bytes` fields (`payload`, `body`) are `Uint8Array`s (base64 on the wire).
+// Fields the server leaves at their zero value are absent, as in proto3 JSON.
+
+export type MessageKind =
+  | 'MESSAGE_KIND_UNSPECIFIED'
+  | 'MESSAGE_KIND_NORMAL'
+  | 'MESSAGE_KIND_RECALL'
+  | 'MESSAGE_KIND_EDIT'
+  | 'MESSAGE_KIND_GROUP_CREATED'
+  | 'MESSAGE_KIND_MEMBERS_ADDED'
+  | 'MESSAGE_KIND_MEMBERS_REMOVED'
+  | 'MESSAGE_KIND_ROLE_CHANGED'
+  | 'MESSAGE_KIND_MEMBER_MUTED'
+  | 'MESSAGE_KIND_GROUP_UPDATED'
+  | 'MESSAGE_KIND_OWNER_CHANGED'
+  | 'MESSAGE_KIND_GROUP_DISSOLVED';
+
+export type GroupRole = 'GROUP_ROLE_UNSPECIFIED' | 'GROUP_ROLE_MEMBER' | 'GROUP_ROLE_ADMIN' | 'GROUP_ROLE_OWNER';
+
+export type ConversationType = 'CONVERSATION_TYPE_UNSPECIFIED' | 'CONVERSATION_TYPE_DIRECT' | 'CONVERSATION_TYPE_GROUP';
+
+export type ContactState =
+  | 'CONTACT_STATE_UNSPECIFIED'
+  | 'CONTACT_STATE_FRIEND'
+  | 'CONTACT_STATE_REQUEST_SENT'
+  | 'CONTACT_STATE_REQUEST_RECEIVED';
+
+export type ErrorCode =
+  | 'ERROR_CODE_UNSPECIFIED'
+  | 'ERROR_CODE_BAD_REQUEST'
+  | 'ERROR_CODE_UNAUTHENTICATED'
+  | 'ERROR_CODE_PERMISSION_DENIED'
+  | 'ERROR_CODE_TOO_MANY_REQUESTS'
+  | 'ERROR_CODE_UNAVAILABLE'
+  | 'ERROR_CODE_MALFORMED_FRAME'
+  | 'ERROR_CODE_FRAME_TOO_LARGE'
+  | 'ERROR_CODE_UNKNOWN_FRAME'
+  | 'ERROR_CODE_INTERNAL'
+  | 'ERROR_CODE_TOO_LARGE'
+  | 'ERROR_CODE_MUTED'
+  | 'ERROR_CODE_RECALL_WINDOW_PASSED'
+  | 'ERROR_CODE_GROUP_FULL'
+  | 'ERROR_CODE_CONFLICT';
+
+export type DisconnectCode =
+  | 'DISCONNECT_CODE_UNSPECIFIED'
+  | 'DISCONNECT_CODE_KICKED'
+  | 'DISCONNECT_CODE_SLOW'
+  | 'DISCONNECT_CODE_HEARTBEAT_TIMEOUT'
+  | 'DISCONNECT_CODE_AUTH_TIMEOUT'
+  | 'DISCONNECT_CODE_AUTH_FAILED'
+  | 'DISCONNECT_CODE_PROTOCOL_ERROR'
+  | 'DISCONNECT_CODE_SERVER_SHUTDOWN'
+  | 'DISCONNECT_CODE_TOKEN_REVOKED'
+  | 'DISCONNECT_CODE_TOO_MANY_REQUESTS'
+  | 'DISCONNECT_CODE_INTERNAL';
+
+export interface AuthOk {
+  userId: string;
+  sessionId: string;
+  serverTime?: number;
+  heartbeatSeconds?: number;
+  maxFrameBytes?: number;
+}
+
+export interface SendAck {
+  clientMsgId: string;
+  conversationId: string;
+  seq: number;
+  messageId: string;
+  serverTime?: number;
+  duplicate?: boolean;
+}
+
+export interface GroupInfo {
+  conversationId: string;
+  name?: string;
+  avatarUrl?: string;
+  announcement?: string;
+  owner?: string;
+  openJoin?: boolean;
+  muteAll?: boolean;
+  memberCount?: number;
+  dissolved?: boolean;
+  createdAt?: number;
+}
+
+export interface MessageEvent {
+  targetSeq?: number;
+  userIds?: string[];
+  role?: GroupRole;
+  mutedUntil?: number;
+  group?: GroupInfo;
+}
+
+export interface Message {
+  conversationId: string;
+  seq: number;
+  messageId?: string;
+  from?: string;
+  to?: string;
+  clientMsgId?: string;
+  contentType?: string;
+  payload?: Uint8Array;
+  serverTime?: number;
+  kind?: MessageKind;
+  event?: MessageEvent;
+  recalled?: boolean;
+  editedAt?: number;
+}
+
+export interface Receipt {
+  conversationId: string;
+  userId: string;
+  deliveredSeq?: number;
+  readSeq?: number;
+}
+
+export interface Conversation {
+  conversationId: string;
+  type?: ConversationType;
+  peer?: string;
+  lastSeq?: number;
+  lastMessage?: Message;
+  deliveredSeq?: number;
+  readSeq?: number;
+  unreadCount?: number;
+  peerDeliveredSeq?: number;
+  peerReadSeq?: number;
+  group?: GroupInfo;
+  pinned?: boolean;
+  muted?: boolean;
+  clearedSeq?: number;
+  left?: boolean;
+  leftSeq?: number;
+}
+
+export interface ConversationList {
+  conversations?: Conversation[];
+  nextPageToken?: string;
+}
+
+export interface MessagePage {
+  conversationId: string;
+  messages?: Message[];
+  hasMore?: boolean;
+  lastSeq?: number;
+}
+
+export interface ErrorBody {
+  code: ErrorCode;
+  message?: string;
+}
+
+export interface Disconnect {
+  code: DisconnectCode;
+  reason?: string;
+  reconnectAfterMs?: number;
+}
+
+export interface Member {
+  userId: string;
+  role?: GroupRole;
+  mutedUntil?: number;
+  joinedAt?: number;
+}
+
+export interface MemberPage {
+  conversationId: string;
+  members?: Member[];
+  nextAfterUserId?: string;
+}
+
+export interface ReadCount {
+  seq: number;
+  count?: number;
+  readers?: string[];
+}
+
+export interface ReadCountList {
+  conversationId: string;
+  counts?: ReadCount[];
+}
+
+export interface TypingEvent {
+  conversationId: string;
+  userId: string;
+}
+
+export interface Presence {
+  userId: string;
+  online?: boolean;
+  lastSeen?: number;
+}
+
+export interface PresenceList {
+  users?: Presence[];
+}
+
+export interface PresenceEvent {
+  presence: Presence;
+}
+
+export interface Contact {
+  userId: string;
+  state?: ContactState;
+  note?: string;
+  updatedAt?: number;
+}
+
+export interface ContactList {
+  contacts?: Contact[];
+  blocked?: string[];
+}
+
+export interface ContactEvent {
+  contact: Contact;
+}
+
+export interface HiddenEvent {
+  conversationId: string;
+  seqs?: number[];
+  clearedSeq?: number;
+}
+
+export interface ConversationEvent {
+  conversationId: string;
+  pinned?: boolean;
+  muted?: boolean;
+  clearedSeq?: number;
+}
+
+export interface Push {
+  op?: number;
+  body?: Uint8Array;
+  room?: string;
+}
+
+export interface RoomInfo {
+  room: string;
+  online?: number;
+}
+
+/** Every frame the server sends; exactly one body field is set. */
+export interface ServerFrame {
+  id?: number;
+  authOk?: AuthOk;
+  pong?: { serverTime?: number };
+  sendAck?: SendAck;
+  message?: Message;
+  receipt?: Receipt;
+  conversations?: ConversationList;
+  messages?: MessagePage;
+  error?: ErrorBody;
+  disconnect?: Disconnect;
+  ok?: Record<string, never>;
+  group?: GroupInfo;
+  members?: MemberPage;
+  readCounts?: ReadCountList;
+  typing?: TypingEvent;
+  presence?: PresenceList;
+  presenceEvent?: PresenceEvent;
+  contacts?: ContactList;
+  contactEvent?: ContactEvent;
+  hidden?: HiddenEvent;
+  conversationEvent?: ConversationEvent;
+  push?: Push;
+  room?: RoomInfo;
+}
+
+export interface Send {
+  clientMsgId: string;
+  to?: string;
+  conversationId?: string;
+  contentType?: string;
+  payload?: Uint8Array;
+}
+
+/** The request bodies a client can send (one per frame). */
+export interface ClientBodies {
+  auth: { token: string; deviceId?: string; deviceType?: string };
+  ping: Record<string, never>;
+  send: Send;
+  delivered: { conversationId: string; seq: number };
+  read: { conversationId: string; seq: number };
+  syncConversations: { limit?: number; pageToken?: string };
+  syncMessages: { conversationId: string; afterSeq?: number; limit?: number };
+  history: { conversationId: string; beforeSeq?: number; limit?: number };
+  createGroup: { name?: string; avatarUrl?: string; announcement?: string; userIds?: string[]; openJoin?: boolean };
+  updateGroup: {
+    conversationId: string;
+    name?: string;
+    avatarUrl?: string;
+    announcement?: string;
+    openJoin?: boolean;
+    muteAll?: boolean;
+  };
+  addMembers: { conversationId: string; userIds: string[] };
+  removeMember: { conversationId: string; userId: string };
+  joinGroup: { conversationId: string };
+  leaveGroup: { conversationId: string };
+  setRole: { conversationId: string; userId: string; role: GroupRole };
+  muteMember: { conversationId: string; userId: string; durationSeconds?: number };
+  transferOwnership: { conversationId: string; userId: string };
+  dissolveGroup: { conversationId: string };
+  getGroup: { conversationId: string };
+  listMembers: { conversationId: string; afterUserId?: string; limit?: number };
+  recall: { conversationId: string; seq: number; clientMsgId?: string };
+  edit: { conversationId: string; seq: number; contentType?: string; payload?: Uint8Array; clientMsgId?: string };
+  deleteForMe: { conversationId: string; seqs?: number[]; all?: boolean };
+  readCounts: { conversationId: string; seqs: number[] };
+  typing: { conversationId: string };
+  subscribePresence: { userIds: string[] };
+  unsubscribePresence: { userIds?: string[] };
+  friendRequest: { userId: string; note?: string };
+  respondFriend: { userId: string; accept: boolean };
+  removeFriend: { userId: string };
+  listContacts: Record<string, never>;
+  block: { userId: string };
+  unblock: { userId: string };
+  setConversation: { conversationId: string; pinned?: boolean; muted?: boolean };
+  joinRoom: { room: string };
+  leaveRoom: { room: string };
+  roomSend: { room: string; op?: number; body?: Uint8Array };
+}
+
+export type ClientBodyName = keyof ClientBodies;
+
+/** A frame the client sends: an id (0 or absent: no reply wanted) and one body. */
+export type ClientFrame = { id?: number } & { [K in ClientBodyName]?: ClientBodies[K] };
