@@ -1,0 +1,119 @@
+package pgstore
+
+import "strings"
+
+// queries holds every statement with the schema filled in. Names are
+// qualified rather than left to search_path, so a pooler or a role's
+// default search_path cannot point them at other tables.
+type queries struct {
+	// Append and Apply.
+	lookupDups, bumpSeqs, insertMessages, insertLists string
+	updateMessage, upsertGroup, upsertMembers         string
+	// Reads of messages.
+	messagesAfter, messagesBefore, getMessage, lastSeq, conversations string
+	// Cursors, users, tokens.
+	setCursors, getCursor, cursorsOf                          string
+	createUser, updateUser, getUser                           string
+	revokeToken, tokenRevoked, purgeTokens                    string
+	getGroup, getMember, membersAfter                         string
+	setSettings, getSettings, hideMessages, hiddenMessages    string
+	putContact, deleteContact, getContact, contacts           string
+	block, unblock, blocked, isBlocked, setLastSeen, lastSeen string
+}
+
+func newQueries(schema string) queries {
+	r := strings.NewReplacer("{s}", schema)
+	q := func(sql string) string { return r.Replace(sql) }
+	return queries{
+		lookupDups: q(`SELECT m.sender, m.client_msg_id, m.conversation_id, m.seq, m.body, m.crc
+			FROM unnest($1::text[], $2::text[]) AS k(sender, client_msg_id)
+			JOIN {s}.messages m ON m.sender = k.sender AND m.client_msg_id = k.client_msg_id`),
+		// Raises each conversation's counter by its number of new messages,
+		// locking the rows in one order (bytewise by id) in every
+		// transaction, so concurrent batches over the same conversations
+		// queue rather than deadlock.
+		bumpSeqs: q(`INSERT INTO {s}.conversations AS c (id, last_seq)
+			SELECT id, n FROM unnest($1::text[], $2::int8[]) AS t(id, n) ORDER BY id COLLATE "C"
+			ON CONFLICT (id) DO UPDATE SET last_seq = c.last_seq + excluded.last_seq
+			RETURNING id, last_seq`),
+		// back is how many new messages of the same conversation follow in
+		// the batch, so seq = the raised counter - back: the counter row is
+		// this transaction's own write, and locked, when this runs.
+		insertMessages: q(`INSERT INTO {s}.messages (conversation_id, seq, sender, client_msg_id, body, crc)
+			SELECT i.conv, c.last_seq - i.back, i.sender, NULLIF(i.cmid, ''), i.body, i.crc
+			FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::bytea[], $6::int4[])
+				AS i(conv, back, sender, cmid, body, crc)
+			JOIN {s}.conversations c ON c.id = i.conv`),
+		insertLists: q(`INSERT INTO {s}.user_conversations (user_id, conversation_id)
+			SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING`),
+		updateMessage: q(`UPDATE {s}.messages SET body = $3, crc = $4 WHERE conversation_id = $1 AND seq = $2`),
+		upsertGroup: q(`INSERT INTO {s}.groups (conversation_id, name, avatar_url, announcement, owner_id, open_join, mute_all, dissolved, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			ON CONFLICT (conversation_id) DO UPDATE SET name = excluded.name, avatar_url = excluded.avatar_url,
+				announcement = excluded.announcement, owner_id = excluded.owner_id, open_join = excluded.open_join,
+				mute_all = excluded.mute_all, dissolved = excluded.dissolved, created_at = excluded.created_at`),
+		upsertMembers: q(`INSERT INTO {s}.members (conversation_id, user_id, role, muted_until, joined_at, has_left, left_seq)
+			SELECT $1, * FROM unnest($2::text[], $3::int4[], $4::timestamptz[], $5::timestamptz[], $6::bool[], $7::int8[])
+			ON CONFLICT (conversation_id, user_id) DO UPDATE SET role = excluded.role, muted_until = excluded.muted_until,
+				joined_at = excluded.joined_at, has_left = excluded.has_left, left_seq = excluded.left_seq`),
+
+		messagesAfter: q(`SELECT seq, body, crc FROM {s}.messages
+			WHERE conversation_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`),
+		messagesBefore: q(`SELECT seq, body, crc FROM {s}.messages
+			WHERE conversation_id = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3`),
+		getMessage:    q(`SELECT seq, body, crc FROM {s}.messages WHERE conversation_id = $1 AND seq = $2`),
+		lastSeq:       q(`SELECT last_seq FROM {s}.conversations WHERE id = $1`),
+		conversations: q(`SELECT conversation_id FROM {s}.user_conversations WHERE user_id = $1`),
+
+		// One statement per call; repeats of a cursor are folded first,
+		// since ON CONFLICT cannot touch one row twice.
+		setCursors: q(`INSERT INTO {s}.cursors AS c (conversation_id, user_id, delivered_seq, read_seq)
+			SELECT conv, usr, max(d), max(r) FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[]) AS t(conv, usr, d, r)
+			GROUP BY conv, usr ORDER BY conv COLLATE "C", usr COLLATE "C"
+			ON CONFLICT (conversation_id, user_id) DO UPDATE
+				SET delivered_seq = greatest(c.delivered_seq, excluded.delivered_seq), read_seq = greatest(c.read_seq, excluded.read_seq)
+				WHERE c.delivered_seq < excluded.delivered_seq OR c.read_seq < excluded.read_seq`),
+		getCursor: q(`SELECT delivered_seq, read_seq FROM {s}.cursors WHERE conversation_id = $1 AND user_id = $2`),
+		cursorsOf: q(`SELECT user_id, delivered_seq, read_seq FROM {s}.cursors WHERE conversation_id = $1`),
+
+		createUser: q(`INSERT INTO {s}.users (id, password_hash, token_epoch, disabled, created_at)
+			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING`),
+		updateUser: q(`UPDATE {s}.users SET password_hash = $2, token_epoch = $3, disabled = $4, created_at = $5 WHERE id = $1`),
+		getUser:    q(`SELECT password_hash, token_epoch, disabled, created_at FROM {s}.users WHERE id = $1`),
+
+		revokeToken: q(`INSERT INTO {s}.revoked_tokens AS t (id, expires_at) VALUES ($1, $2)
+			ON CONFLICT (id) DO UPDATE SET expires_at = greatest(t.expires_at, excluded.expires_at)`),
+		tokenRevoked: q(`SELECT EXISTS (SELECT 1 FROM {s}.revoked_tokens WHERE id = $1)`),
+		purgeTokens:  q(`DELETE FROM {s}.revoked_tokens WHERE expires_at < $1`),
+
+		getGroup: q(`SELECT name, avatar_url, announcement, owner_id, open_join, mute_all, dissolved, created_at
+			FROM {s}.groups WHERE conversation_id = $1`),
+		getMember: q(`SELECT user_id, role, muted_until, joined_at, has_left, left_seq
+			FROM {s}.members WHERE conversation_id = $1 AND user_id = $2`),
+		membersAfter: q(`SELECT user_id, role, muted_until, joined_at, has_left, left_seq
+			FROM {s}.members WHERE conversation_id = $1 AND user_id > $2 AND NOT has_left ORDER BY user_id LIMIT $3`),
+
+		setSettings: q(`INSERT INTO {s}.conversation_settings (user_id, conversation_id, pinned, muted, cleared_seq)
+			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (user_id, conversation_id) DO UPDATE
+			SET pinned = excluded.pinned, muted = excluded.muted, cleared_seq = excluded.cleared_seq`),
+		getSettings: q(`SELECT pinned, muted, cleared_seq FROM {s}.conversation_settings WHERE user_id = $1 AND conversation_id = $2`),
+		hideMessages: q(`INSERT INTO {s}.hidden_messages (user_id, conversation_id, seq)
+			SELECT $1, $2, * FROM unnest($3::int8[]) ON CONFLICT DO NOTHING`),
+		hiddenMessages: q(`SELECT seq FROM {s}.hidden_messages
+			WHERE user_id = $1 AND conversation_id = $2 AND seq BETWEEN $3 AND $4 ORDER BY seq`),
+
+		putContact: q(`INSERT INTO {s}.contacts (owner_id, user_id, state, note, updated_at) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (owner_id, user_id) DO UPDATE SET state = excluded.state, note = excluded.note, updated_at = excluded.updated_at`),
+		deleteContact: q(`DELETE FROM {s}.contacts WHERE owner_id = $1 AND user_id = $2`),
+		getContact:    q(`SELECT user_id, state, note, updated_at FROM {s}.contacts WHERE owner_id = $1 AND user_id = $2`),
+		contacts:      q(`SELECT user_id, state, note, updated_at FROM {s}.contacts WHERE owner_id = $1 ORDER BY user_id`),
+
+		block:       q(`INSERT INTO {s}.blocks (owner_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`),
+		unblock:     q(`DELETE FROM {s}.blocks WHERE owner_id = $1 AND user_id = $2`),
+		blocked:     q(`SELECT user_id FROM {s}.blocks WHERE owner_id = $1 ORDER BY user_id`),
+		isBlocked:   q(`SELECT EXISTS (SELECT 1 FROM {s}.blocks WHERE owner_id = $1 AND user_id = $2)`),
+		setLastSeen: q(`INSERT INTO {s}.last_seen (user_id, seen_at) VALUES ($1, $2)
+			ON CONFLICT (user_id) DO UPDATE SET seen_at = excluded.seen_at`),
+		lastSeen: q(`SELECT seen_at FROM {s}.last_seen WHERE user_id = $1`),
+	}
+}
