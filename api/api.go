@@ -8,11 +8,13 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/parleyim/parley/auth"
 	"github.com/parleyim/parley/chat"
+	"github.com/parleyim/parley/limit"
 	"github.com/parleyim/parley/store"
 )
 
@@ -40,16 +43,25 @@ type Config struct {
 	// DisableRegistration turns off POST /v1/register (for apps that bring their own users).
 	DisableRegistration bool
 	// Ready reports readiness for /readyz; nil means ready when the store pings.
-	Ready  func(context.Context) error
+	Ready func(context.Context) error
+	// KeyRate limits requests per admin API key; zero: unlimited.
+	KeyRate limit.Rate
+	// Metrics writes the Prometheus text for GET /metrics (API key required).
+	// Nil: /metrics answers 404.
+	Metrics func(io.Writer) error
+	// Stats returns the live figures for GET /v1/admin/stats (the admin page).
+	Stats  func() any
 	Logger *slog.Logger
 }
 
 // API serves the HTTP routes. Build with New; it is an http.Handler.
 type API struct {
-	cfg    Config
-	mux    *http.ServeMux
-	log    *slog.Logger
-	hashes chan struct{} // bounds concurrent password hashing (CPU-heavy by design)
+	cfg      Config
+	mux      *http.ServeMux
+	log      *slog.Logger
+	hashes   chan struct{} // bounds concurrent password hashing (CPU-heavy by design)
+	keyLimit *limit.Keyed  // per API key; nil: unlimited
+	limited  atomic.Uint64 // admin requests refused by keyLimit
 	// dummyHash is checked against when a user does not exist, so a login takes
 	// as long for unknown users as for wrong passwords.
 	dummyHash string
@@ -68,30 +80,89 @@ func New(cfg Config) (*API, error) {
 		return nil, err
 	}
 	a := &API{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger,
-		hashes: make(chan struct{}, runtime.GOMAXPROCS(0)), dummyHash: dummy}
+		hashes: make(chan struct{}, runtime.GOMAXPROCS(0)), dummyHash: dummy, keyLimit: limit.NewKeyed(cfg.KeyRate)}
 	a.routes()
 	return a, nil
 }
 
-// Routes lists every route the API serves ("METHOD /path"), for documentation checks.
+// routes registers every route; docs/openapi.json must list the same set
+// (TestOpenAPIMatchesRoutes).
 func (a *API) routes() {
-	a.mux.HandleFunc("POST /v1/register", a.register)
-	a.mux.HandleFunc("POST /v1/login", a.login)
-	a.mux.HandleFunc("POST /v1/logout", a.user(a.logout))
-	a.mux.HandleFunc("POST /v1/password", a.user(a.password))
-	a.mux.HandleFunc("GET /v1/conversations", a.user(a.conversations))
-	a.mux.HandleFunc("GET /v1/conversations/{id}/messages", a.user(a.messages))
-	a.mux.HandleFunc("POST /v1/rpc", a.user(a.rpc))
-	a.mux.HandleFunc("POST /v1/admin/tokens", a.admin(a.mintToken))
-	a.mux.HandleFunc("POST /v1/admin/push/users", a.admin(a.pushUsers))
-	a.mux.HandleFunc("POST /v1/admin/push/devices", a.admin(a.pushDevices))
-	a.mux.HandleFunc("POST /v1/admin/push/room", a.admin(a.pushRoom))
-	a.mux.HandleFunc("POST /v1/admin/push/all", a.admin(a.pushAll))
-	a.mux.HandleFunc("GET /v1/admin/rooms/{room}", a.admin(a.roomInfo))
-	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	a.mux.HandleFunc("GET /readyz", a.readyz)
+	for _, r := range a.routeTable() {
+		a.mux.HandleFunc(r.pattern, r.h)
+	}
+}
+
+type route struct {
+	pattern string // "METHOD /path/{param}"
+	h       http.HandlerFunc
+}
+
+// Routes lists every route the API serves as "METHOD /path/{param}".
+func (a *API) Routes() []string {
+	var out []string
+	for _, r := range a.routeTable() {
+		out = append(out, r.pattern)
+	}
+	return out
+}
+
+func (a *API) routeTable() []route {
+	return []route{
+		{"POST /v1/register", a.register},
+		{"POST /v1/login", a.login},
+		{"POST /v1/logout", a.user(a.logout)},
+		{"POST /v1/password", a.user(a.password)},
+		{"GET /v1/conversations", a.user(a.conversations)},
+		{"GET /v1/conversations/{id}/messages", a.user(a.messages)},
+		{"POST /v1/rpc", a.user(a.rpc)},
+
+		{"POST /v1/admin/tokens", a.admin(a.mintToken)},
+		{"POST /v1/admin/users", a.admin(a.adminCreateUser)},
+		{"GET /v1/admin/users/{id}", a.admin(a.adminGetUser)},
+		{"PATCH /v1/admin/users/{id}", a.admin(a.adminUpdateUser)},
+		{"POST /v1/admin/users/{id}/revoke-tokens", a.admin(a.adminRevokeTokens)},
+		{"GET /v1/admin/users/{id}/sessions", a.admin(a.adminSessions)},
+		{"DELETE /v1/admin/users/{id}/sessions", a.admin(a.adminKick)},
+		{"DELETE /v1/admin/users/{id}/sessions/{session}", a.admin(a.adminKick)},
+		{"GET /v1/admin/users/{id}/conversations", a.admin(a.adminConversations)},
+		{"GET /v1/admin/users/{id}/contacts", a.admin(a.adminContacts)},
+		{"POST /v1/admin/users/{id}/contacts", a.admin(a.adminBefriend)},
+		{"DELETE /v1/admin/users/{id}/contacts/{other}", a.admin(a.adminUnfriend)},
+		{"POST /v1/admin/users/{id}/rpc", a.admin(a.adminUserRPC)},
+
+		{"POST /v1/admin/groups", a.admin(a.adminCreateGroup)},
+		{"GET /v1/admin/groups/{id}", a.admin(a.adminGetGroup)},
+		{"PATCH /v1/admin/groups/{id}", a.admin(a.adminUpdateGroup)},
+		{"DELETE /v1/admin/groups/{id}", a.admin(a.adminDissolveGroup)},
+		{"GET /v1/admin/groups/{id}/members", a.admin(a.adminMembers)},
+		{"POST /v1/admin/groups/{id}/members", a.admin(a.adminAddMembers)},
+		{"DELETE /v1/admin/groups/{id}/members/{uid}", a.admin(a.adminRemoveMember)},
+		{"PUT /v1/admin/groups/{id}/members/{uid}/role", a.admin(a.adminSetRole)},
+		{"PUT /v1/admin/groups/{id}/members/{uid}/mute", a.admin(a.adminMute)},
+		{"POST /v1/admin/groups/{id}/owner", a.admin(a.adminTransfer)},
+
+		{"POST /v1/admin/messages", a.admin(a.adminSendMessage)},
+		{"GET /v1/admin/conversations/{id}/messages", a.admin(a.adminMessages)},
+		{"POST /v1/admin/conversations/{id}/messages/{seq}/recall", a.admin(a.adminRecall)},
+
+		{"POST /v1/admin/push/users", a.admin(a.pushUsers)},
+		{"POST /v1/admin/push/devices", a.admin(a.pushDevices)},
+		{"POST /v1/admin/push/room", a.admin(a.pushRoom)},
+		{"POST /v1/admin/push/all", a.admin(a.pushAll)},
+		{"GET /v1/admin/rooms", a.admin(a.adminRooms)},
+		{"GET /v1/admin/rooms/{room}", a.admin(a.roomInfo)},
+		{"GET /v1/admin/online", a.admin(a.adminOnline)},
+		{"GET /v1/admin/stats", a.admin(a.adminStats)},
+
+		{"GET /metrics", a.admin(a.metrics)},
+		{"GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		}},
+		{"GET /readyz", a.readyz},
+		{"GET /openapi.json", a.openAPI},
+		{"GET /admin", a.adminPage},
+	}
 }
 
 // ServeHTTP implements http.Handler.
@@ -193,15 +264,47 @@ func (a *API) user(h func(http.ResponseWriter, *http.Request, auth.Claims, strin
 	}
 }
 
-// admin wraps a handler that needs an admin API key (header X-Api-Key).
+// admin wraps a handler that needs an admin API key: header X-Api-Key, or
+// Authorization: Bearer KEY (what Prometheus sends for /metrics).
 func (a *API) admin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !a.adminKeyOK(r.Header.Get("X-Api-Key")) {
+		key := r.Header.Get("X-Api-Key")
+		if key == "" {
+			key, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		}
+		if !a.adminKeyOK(key) {
 			writeError(w, http.StatusUnauthorized, codeUnauth, "missing or invalid API key")
+			return
+		}
+		if !a.keyLimit.Allow(key) {
+			a.limited.Add(1)
+			writeError(w, http.StatusTooManyRequests, "too_many_requests", "request rate of this API key exceeded")
 			return
 		}
 		h(w, r)
 	}
+}
+
+// RateLimited counts admin requests refused by the per-key rate.
+func (a *API) RateLimited() uint64 { return a.limited.Load() }
+
+func (a *API) metrics(w http.ResponseWriter, r *http.Request) {
+	if a.cfg.Metrics == nil {
+		writeError(w, http.StatusNotFound, "not_found", "metrics are off")
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	if err := a.cfg.Metrics(w); err != nil {
+		a.log.Debug("metrics write failed", "err", err)
+	}
+}
+
+func (a *API) adminStats(w http.ResponseWriter, r *http.Request) {
+	if a.cfg.Stats == nil {
+		writeError(w, http.StatusNotFound, "not_found", "stats are off")
+		return
+	}
+	writeJSON(w, http.StatusOK, a.cfg.Stats())
 }
 
 func (a *API) adminKeyOK(key string) bool {

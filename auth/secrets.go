@@ -18,6 +18,8 @@ type Secrets struct {
 	TokenKey     string   `json:"token_key"`
 	AppSecret    string   `json:"app_secret"`
 	AdminAPIKeys []string `json:"admin_api_keys"`
+	// WebhookSecret signs webhook requests (X-Parley-Signature).
+	WebhookSecret string `json:"webhook_secret"`
 }
 
 // SecretsFile is the file name of generated secrets inside the data directory.
@@ -47,6 +49,7 @@ func LoadOrCreateSecrets(dir string, given Secrets) (Secrets, error) {
 	}
 	fill(&saved.TokenKey)
 	fill(&saved.AppSecret)
+	fill(&saved.WebhookSecret)
 	if len(saved.AdminAPIKeys) == 0 {
 		saved.AdminAPIKeys = []string{randomHex(24)}
 		changed = true
@@ -73,6 +76,9 @@ func LoadOrCreateSecrets(dir string, given Secrets) (Secrets, error) {
 	}
 	if len(res.AdminAPIKeys) == 0 {
 		res.AdminAPIKeys = saved.AdminAPIKeys
+	}
+	if res.WebhookSecret == "" {
+		res.WebhookSecret = saved.WebhookSecret
 	}
 	return res, nil
 }

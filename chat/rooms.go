@@ -1,6 +1,8 @@
 package chat
 
 import (
+	"slices"
+	"strings"
 	"sync"
 
 	pb "github.com/parleyim/parley/proto/parleyv1"
@@ -266,3 +268,31 @@ func (s *Service) PushAll(op int32, body []byte) int {
 
 // RoomOnline is the number of sessions in the room on this node.
 func (s *Service) RoomOnline(roomName string) int { return s.rooms.online(roomName) }
+
+// RoomCount is one room and its sessions on this node.
+type RoomCount struct {
+	Room   string `json:"room"`
+	Online int    `json:"online"`
+}
+
+// Rooms lists up to limit rooms of this node, the most listeners first.
+func (s *Service) Rooms(limit int) []RoomCount {
+	s.rooms.mu.RLock()
+	list := make([]RoomCount, 0, len(s.rooms.rooms))
+	for name, r := range s.rooms.rooms {
+		r.mu.RLock()
+		list = append(list, RoomCount{Room: name, Online: len(r.members)})
+		r.mu.RUnlock()
+	}
+	s.rooms.mu.RUnlock()
+	slices.SortFunc(list, func(a, b RoomCount) int {
+		if a.Online != b.Online {
+			return b.Online - a.Online
+		}
+		return strings.Compare(a.Room, b.Room)
+	})
+	if len(list) > limit {
+		list = list[:limit]
+	}
+	return list
+}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/parleyim/parley/auth"
 	"github.com/parleyim/parley/gateway"
+	"github.com/parleyim/parley/limit"
+	"github.com/parleyim/parley/metrics"
 	pb "github.com/parleyim/parley/proto/parleyv1"
 	"github.com/parleyim/parley/route"
 	"github.com/parleyim/parley/session"
@@ -49,6 +51,16 @@ type Config struct {
 	// RoomClientSend lets clients broadcast to rooms they joined (RoomSend).
 	// Default false: only the admin push API broadcasts to rooms.
 	RoomClientSend bool
+	// SendRate limits each user's sends (Send, RoomSend, Edit) across their
+	// sessions; past it a send is refused with TOO_MANY_REQUESTS. Zero: unlimited.
+	SendRate limit.Rate
+	// RequestRate limits each user's requests of any kind but ping and
+	// delivered/read ACKs. Zero: unlimited.
+	RequestRate limit.Rate
+	// Events, when set, is told of stored messages, group changes and
+	// sessions opening and closing. It is called on the delivery path and
+	// must not block (the webhook dispatcher only queues).
+	Events func(Event)
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -100,6 +112,7 @@ type Stats struct {
 	AuthFailures    uint64
 	SessionsKicked  uint64
 	CommitLatencyNs uint64 // sum over batches, for an average
+	RateLimited     uint64 // requests refused by SendRate or RequestRate
 }
 
 // Service is the messaging service. Create with New, then Start.
@@ -130,8 +143,12 @@ type Service struct {
 	nextSession atomic.Uint64
 	ids         idGen // used by the committer goroutine only
 
+	sendLimit, requestLimit *limit.Keyed // per user; nil: unlimited
+	ackLatency              *metrics.Histogram
+	commitLatency           *metrics.Histogram
+
 	stats struct {
-		accepted, duplicate, failed, deliveries, batches, authFail, kicked, commitNs atomic.Uint64
+		accepted, duplicate, failed, deliveries, batches, authFail, kicked, commitNs, limited atomic.Uint64
 	}
 }
 
@@ -156,6 +173,7 @@ type pendingSend struct {
 	msg    *pb.Message
 	change *store.Change
 	after  func(res store.AppendResult, err error)
+	start  int64 // unix ns when submitted, for the ACK latency histogram
 }
 
 // New builds the service; it does nothing until Start.
@@ -172,6 +190,9 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 		stop:        make(chan struct{}),
 	}
 	s.ids.node = uint64(cfg.NodeID & 1023)
+	s.sendLimit, s.requestLimit = limit.NewKeyed(cfg.SendRate), limit.NewKeyed(cfg.RequestRate)
+	s.ackLatency = metrics.NewHistogram(metrics.LatencyBuckets)
+	s.commitLatency = metrics.NewHistogram(metrics.LatencyBuckets)
 	s.groups.m = make(map[string]*groupState)
 	s.changeLocks.m = make(map[any]chan struct{})
 	s.online.init()
@@ -209,7 +230,14 @@ func (s *Service) Stats() Stats {
 		SendsFailed: s.stats.failed.Load(), Deliveries: s.stats.deliveries.Load(),
 		CommitBatches: s.stats.batches.Load(), AuthFailures: s.stats.authFail.Load(),
 		SessionsKicked: s.stats.kicked.Load(), CommitLatencyNs: s.stats.commitNs.Load(),
+		RateLimited: s.stats.limited.Load(),
 	}
+}
+
+// Latencies returns the histograms of ACK latency (a send queued to its
+// SendAck written, storage included) and of storage commits (one per batch).
+func (s *Service) Latencies() (ack, commit metrics.Snapshot) {
+	return s.ackLatency.Snapshot(), s.commitLatency.Snapshot()
 }
 
 // isOnline reports whether uid has a session on this node.
@@ -240,6 +268,10 @@ func (s *Service) HandleFrame(c *gateway.Conn, f *pb.ClientFrame) {
 func (s *Service) dispatch(c Replier, sess *session.Session, f *pb.ClientFrame) error {
 	ctx := context.Background()
 	id := f.Id
+	if !s.allow(sess, f) {
+		s.stats.limited.Add(1)
+		return errTooMany
+	}
 	switch b := f.Body.(type) {
 	case *pb.ClientFrame_Ping:
 		c.SendFrame(&pb.ServerFrame{Id: id, Body: &pb.ServerFrame_Pong{Pong: &pb.Pong{ServerTime: time.Now().UnixMilli()}}})
@@ -340,6 +372,20 @@ func (s *Service) dispatch(c Replier, sess *session.Session, f *pb.ClientFrame) 
 		return s.roomSend(c, sess, id, b.RoomSend)
 	}
 	return errUnknownFrame
+}
+
+// allow applies the per-user rates to one request. Pings and cursor ACKs are
+// never limited: refusing them would only make clients resend more.
+func (s *Service) allow(sess *session.Session, f *pb.ClientFrame) bool {
+	switch f.Body.(type) {
+	case *pb.ClientFrame_Ping, *pb.ClientFrame_Delivered, *pb.ClientFrame_Read:
+		return true
+	case *pb.ClientFrame_Send, *pb.ClientFrame_RoomSend, *pb.ClientFrame_Edit:
+		if !s.sendLimit.Allow(sess.UserID) {
+			return false
+		}
+	}
+	return sess.System || s.requestLimit.Allow(sess.UserID)
 }
 
 // okOr answers Ok when err is nil (and a reply is wanted), else returns err.
@@ -468,7 +514,7 @@ func (s *Service) handleSend(ctx context.Context, c Replier, sess *session.Sessi
 	if err != nil {
 		return err
 	}
-	if !s.submit(&pendingSend{conn: c, sessID: sess.ID, reqID: reqID, msg: msg}) {
+	if !s.submit(&pendingSend{conn: c, sessID: sess.ID, reqID: reqID, msg: msg, start: time.Now().UnixNano()}) {
 		return errUnavail
 	}
 	return nil
@@ -615,8 +661,10 @@ func (s *Service) commit(batch []*pendingSend) committedBatch {
 		res[i], errs[i] = s.store.Apply(context.Background(), *p.change)
 	}
 	flush(len(batch))
+	took := time.Since(now)
 	s.stats.batches.Add(1)
-	s.stats.commitNs.Add(uint64(time.Since(now)))
+	s.stats.commitNs.Add(uint64(took))
+	s.commitLatency.Observe(took)
 	return committedBatch{sends: batch, res: res, errs: errs}
 }
 
@@ -667,6 +715,7 @@ func (s *Service) deliverLoop() {
 	// connection that gets several of the batch's messages gets one write.
 	hold := &wire.Hold{}
 	for cb := range s.committed {
+		now := time.Now().UnixNano() // one clock read per batch for ACK latencies
 		for i, r := range cb.res {
 			p := cb.sends[i]
 			if err := cb.errs[i]; err != nil {
@@ -683,6 +732,10 @@ func (s *Service) deliverLoop() {
 				s.stats.duplicate.Add(1)
 			} else {
 				s.stats.accepted.Add(1)
+				s.emitStored(r.Msg)
+			}
+			if p.start != 0 {
+				s.ackLatency.Observe(time.Duration(now - p.start))
 			}
 			if p.after != nil {
 				p.after(r, nil)

@@ -634,6 +634,7 @@ func (s *Service) lastSeenOf(ctx context.Context, uid string) (time.Time, error)
 
 // sessionOpened runs after sess was added to the registry.
 func (s *Service) sessionOpened(sess *session.Session) {
+	s.emitSession(EventUserOnline, sess)
 	p := &s.social.pres
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -644,6 +645,7 @@ func (s *Service) sessionOpened(sess *session.Session) {
 // it ends sess's subscriptions and, when it was the user's last session on
 // this node, records last seen and tells subscribers the user went offline.
 func (s *Service) sessionClosed(sess *session.Session) {
+	s.emitSession(EventUserOffline, sess)
 	p := &s.social.pres
 	p.dropSession(sess)
 	uid := sess.UserID

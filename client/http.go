@@ -9,6 +9,9 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 )
 
 // Credentials is a token issued by the HTTP API.
@@ -89,6 +92,13 @@ func ret(c *Credentials, err error) (*Credentials, error) {
 
 // do POSTs in as JSON and decodes a 2xx answer into out (if non-nil).
 func (h HTTPClient) do(ctx context.Context, path string, hdr http.Header, in, out any) error {
+	return h.doMethod(ctx, http.MethodPost, path, hdr, in, out)
+}
+
+// doMethod sends in as JSON (nil: no body) and decodes a 2xx answer into
+// out: a proto.Message is read in the protocol's JSON mapping, anything
+// else with encoding/json.
+func (h HTTPClient) doMethod(ctx context.Context, method, path string, hdr http.Header, in, out any) error {
 	var body io.Reader = http.NoBody
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -97,7 +107,7 @@ func (h HTTPClient) do(ctx context.Context, path string, hdr http.Header, in, ou
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(h.BaseURL, "/")+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(h.BaseURL, "/")+path, body)
 	if err != nil {
 		return err
 	}
@@ -138,6 +148,12 @@ func (h HTTPClient) do(ctx context.Context, path string, hdr http.Header, in, ou
 		return he
 	}
 	if out == nil || len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	if m, ok := out.(proto.Message); ok {
+		if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, m); err != nil {
+			return fmt.Errorf("parley: http %s: bad response: %w", path, err)
+		}
 		return nil
 	}
 	if err := json.Unmarshal(b, out); err != nil {

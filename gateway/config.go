@@ -1,6 +1,10 @@
 package gateway
 
 import (
+	"net/netip"
+
+	"github.com/parleyim/parley/limit"
+
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,6 +44,13 @@ type Config struct {
 	// Workers is the number of goroutines that read ready sockets and call
 	// the Handler (epoll driver only). Default 4 × GOMAXPROCS.
 	Workers int
+	// ConnRate limits new connections per client IP address (TCP and
+	// WebSocket together); past it a TCP connection is closed at once and a
+	// WebSocket upgrade is answered 429. Zero: unlimited.
+	ConnRate limit.Rate
+	// ConnRateExempt lists the networks ConnRate does not apply to (a load
+	// balancer's address, the load generator's loopback). Default none.
+	ConnRateExempt []netip.Prefix
 	// Logger receives panics and unexpected socket errors. Default
 	// slog.Default().
 	Logger *slog.Logger

@@ -1,6 +1,10 @@
 package gateway
 
 import (
+	"net/netip"
+
+	"github.com/parleyim/parley/limit"
+
 	"bytes"
 	"context"
 	"errors"
@@ -35,13 +39,14 @@ type Handler interface {
 // Gateway serves client connections. It is created running by New and
 // stopped by Shutdown.
 type Gateway struct {
-	cfg    Config
-	h      Handler
-	log    *slog.Logger
-	linger time.Duration // how long a closing connection may take to flush
-	stats  counters
-	nextID atomic.Uint64
-	clock  atomic.Int64 // unix ns, refreshed by the sweeper; a cheap "now" for touch
+	cfg       Config
+	h         Handler
+	log       *slog.Logger
+	linger    time.Duration // how long a closing connection may take to flush
+	stats     counters
+	nextID    atomic.Uint64
+	connLimit *limit.Keyed // new connections per client IP; nil: unlimited
+	clock     atomic.Int64 // unix ns, refreshed by the sweeper; a cheap "now" for touch
 
 	poll   *poller    // nil without epoll: every connection gets a goroutine
 	work   chan *Conn // epoll-ready connections for the workers
@@ -79,6 +84,7 @@ func New(cfg Config, h Handler) (*Gateway, error) {
 		stop:      make(chan struct{}),
 		pollDone:  make(chan struct{}),
 	}
+	g.connLimit = limit.NewKeyed(cfg.ConnRate)
 	g.clock.Store(time.Now().UnixNano())
 	g.flushQ.init()
 	g.poll, err = newPoller()
@@ -137,8 +143,42 @@ func (g *Gateway) ServeTCP(ln net.Listener) error {
 			continue
 		}
 		backoff = 0
+		if !g.admit(nc.RemoteAddr()) {
+			_ = nc.Close()
+			continue
+		}
 		_ = g.attach(nc, TransportTCP, nil)
 	}
+}
+
+// admit applies the per-IP connection rate to a new connection from addr.
+func (g *Gateway) admit(addr net.Addr) bool {
+	if g.connLimit == nil {
+		return true
+	}
+	ta, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return true // unix sockets and the like: no address to limit
+	}
+	ip, _ := netip.AddrFromSlice(ta.IP)
+	return g.admitIP(ip)
+}
+
+func (g *Gateway) admitIP(ip netip.Addr) bool {
+	if g.connLimit == nil {
+		return true
+	}
+	ip = ip.Unmap()
+	for _, p := range g.cfg.ConnRateExempt {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	if g.connLimit.Allow(string(ip.AsSlice())) {
+		return true
+	}
+	g.stats.rateLimited.Add(1)
+	return false
 }
 
 // ServeHTTP upgrades the request to a WebSocket and serves it. Mount it on
@@ -146,6 +186,10 @@ func (g *Gateway) ServeTCP(ln net.Listener) error {
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if g.shutdownF.Load() {
 		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && !g.admitIP(ap.Addr()) {
+		http.Error(w, "too many connections from this address", http.StatusTooManyRequests)
 		return
 	}
 	nc, rw, _, err := ws.UpgradeHTTP(r, w)

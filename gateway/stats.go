@@ -41,6 +41,8 @@ type Stats struct {
 	// OversizeFrames counts frames refused for exceeding MaxFrameBytes (also
 	// counted in ProtocolErrors).
 	OversizeFrames uint64
+	// RateLimited counts connections refused by the per-IP connection rate.
+	RateLimited uint64
 }
 
 // counters are the live, atomically updated values behind Stats.
@@ -51,6 +53,7 @@ type counters struct {
 	slowClosed                        atomic.Uint64
 	framesIn, framesOut, writes       atomic.Uint64
 	panics, protocolErrors, oversize  atomic.Uint64
+	rateLimited                       atomic.Uint64
 }
 
 // codeSlot maps a code to its counter; codes past the array share the last
@@ -79,6 +82,7 @@ func (s *counters) snapshot() Stats {
 		Panics:         s.panics.Load(),
 		ProtocolErrors: s.protocolErrors.Load(),
 		OversizeFrames: s.oversize.Load(),
+		RateLimited:    s.rateLimited.Load(),
 	}
 	for i := range s.closed {
 		if n := s.closed[i].Load(); n > 0 {

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
+	"net/url"
 	"time"
 
+	"github.com/parleyim/parley/limit"
 	"github.com/parleyim/parley/session"
 )
 
@@ -78,6 +81,38 @@ type Config struct {
 	// (RoomSend). Default false: only the admin push API broadcasts to rooms.
 	RoomClientSend bool `yaml:"room_client_send"`
 
+	// UserSendRate limits each user's sends (messages, room broadcasts,
+	// edits) per second across their sessions; past it a send gets
+	// TOO_MANY_REQUESTS (429 over HTTP). Default 1000; -1: unlimited.
+	UserSendRate float64 `yaml:"user_send_rate"`
+	// UserRequestRate limits each user's requests of every kind (but pings
+	// and delivered/read ACKs) per second. Default 2000; -1: unlimited.
+	UserRequestRate float64 `yaml:"user_request_rate"`
+	// ConnRatePerIP limits new connections (TCP and WebSocket) per second
+	// from one IP address; past it a connection is closed at once (WebSocket:
+	// HTTP 429). Bursts of twice the rate pass. Default 1000; -1: unlimited.
+	ConnRatePerIP float64 `yaml:"conn_rate_per_ip"`
+	// ConnRateExempt lists networks (CIDR) ConnRatePerIP does not apply to:
+	// a load balancer, a local load generator. Default ["127.0.0.0/8",
+	// "::1/128"] (loopback); ["none"] exempts nothing.
+	ConnRateExempt []string `yaml:"conn_rate_exempt"`
+	// APIKeyRate limits requests per second per admin API key (push
+	// included); past it the API answers 429. Default 0: unlimited (the
+	// holder of a key is the app's own backend).
+	APIKeyRate float64 `yaml:"api_key_rate"`
+
+	// WebhookURLs receive events as signed JSON POSTs (see docs/operations.md).
+	// Default none.
+	WebhookURLs []string `yaml:"webhook_urls"`
+	// WebhookSecret signs webhook requests. Default: generated like TokenKey.
+	WebhookSecret string `yaml:"webhook_secret"`
+	// WebhookEvents limits the event types sent: message.stored,
+	// group.changed, user.online, user.offline. Default: all.
+	WebhookEvents []string `yaml:"webhook_events"`
+	// WebhookQueue bounds the events waiting per URL; past it events are
+	// dropped and counted. Default 10,000.
+	WebhookQueue int `yaml:"webhook_queue"`
+
 	// NoSync skips fsync after each storage batch: faster, but a machine crash
 	// (not a process crash) can lose acknowledged messages. Default false (durable).
 	NoSync bool `yaml:"no_sync"`
@@ -135,6 +170,18 @@ func (c Config) withDefaults() Config {
 	if c.ReceiptListMax == 0 {
 		c.ReceiptListMax = 500
 	}
+	if c.UserSendRate == 0 {
+		c.UserSendRate = 1000
+	}
+	if c.UserRequestRate == 0 {
+		c.UserRequestRate = 2000
+	}
+	if c.ConnRatePerIP == 0 {
+		c.ConnRatePerIP = 1000
+	}
+	if c.ConnRateExempt == nil {
+		c.ConnRateExempt = []string{"127.0.0.0/8", "::1/128"}
+	}
 	if c.AppIssuer == "" {
 		c.AppIssuer = "app"
 	}
@@ -142,6 +189,29 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	return c
+}
+
+// rate turns a configured per-second figure (-1: unlimited) into a limit with a burst of twice the rate.
+func rate(perSecond float64) limit.Rate {
+	if perSecond <= 0 {
+		return limit.Rate{}
+	}
+	return limit.Rate{PerSecond: perSecond, Burst: 2 * perSecond}
+}
+
+func (c Config) exemptPrefixes() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range c.ConnRateExempt {
+		if s == "none" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // validate checks a config that already has its defaults.
@@ -176,5 +246,16 @@ func (c Config) validate() error {
 	check(c.MaxGroupMembers >= 2, "max_group_members must be at least 2")
 	check(c.RecallWindow > 0, "recall_window must be positive")
 	check(c.ReceiptListMax > 0, "receipt_list_max must be positive")
+	check(c.UserSendRate > 0 || c.UserSendRate == -1, "user_send_rate must be positive or -1 (unlimited)")
+	check(c.UserRequestRate > 0 || c.UserRequestRate == -1, "user_request_rate must be positive or -1 (unlimited)")
+	check(c.ConnRatePerIP > 0 || c.ConnRatePerIP == -1, "conn_rate_per_ip must be positive or -1 (unlimited)")
+	check(c.APIKeyRate >= 0, "api_key_rate must be 0 (unlimited) or positive")
+	_, err = c.exemptPrefixes()
+	check(err == nil, "conn_rate_exempt: %v", err)
+	check(c.WebhookQueue >= 0, "webhook_queue must not be negative")
+	for _, u := range c.WebhookURLs {
+		pu, err := url.Parse(u)
+		check(err == nil && (pu.Scheme == "http" || pu.Scheme == "https") && pu.Host != "", "webhook_urls: %q is not an http(s) URL", u)
+	}
 	return errors.Join(errs...)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/parleyim/parley/store"
 	"github.com/parleyim/parley/store/pebblestore"
 	"github.com/parleyim/parley/web"
+	"github.com/parleyim/parley/webhook"
 )
 
 // Server is one Parley node. New builds it, Start opens its listeners without
@@ -34,13 +35,15 @@ type Server struct {
 	chat   *chat.Service
 	router route.Router
 	api    *api.API
+	hooks  *webhook.Dispatcher
 
 	httpSrv *http.Server
+	started time.Time // when New built it (process_start_time_seconds)
 
 	mu      sync.Mutex // guards the fields below
 	httpLn  net.Listener
 	tcpLn   net.Listener
-	started bool
+	running bool
 	closed  bool
 }
 
@@ -54,7 +57,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("parley: data dir: %w", err)
 	}
 	secrets, err := auth.LoadOrCreateSecrets(cfg.DataDir, auth.Secrets{
-		TokenKey: cfg.TokenKey, AppSecret: cfg.AppSecret, AdminAPIKeys: cfg.AdminAPIKeys,
+		TokenKey: cfg.TokenKey, AppSecret: cfg.AppSecret, AdminAPIKeys: cfg.AdminAPIKeys, WebhookSecret: cfg.WebhookSecret,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("parley: secrets: %w", err)
@@ -67,7 +70,18 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parley: open store: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, store: st}
+	s := &Server{cfg: cfg, log: cfg.Logger, store: st, started: time.Now()}
+	s.hooks, err = webhook.New(webhook.Config{URLs: cfg.WebhookURLs, Secret: secrets.WebhookSecret,
+		Events: cfg.WebhookEvents, QueueSize: cfg.WebhookQueue, Logger: cfg.Logger})
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("parley: webhooks: %w", err)
+	}
+	var events func(chat.Event)
+	if s.hooks.Enabled() {
+		events = s.hooks.Publish
+	}
+	exempt, _ := cfg.exemptPrefixes() // validated
 
 	policy, _ := session.ParseKickPolicy(cfg.KickPolicy)
 	reg := session.NewRegistry(policy)
@@ -81,6 +95,9 @@ func New(cfg Config) (*Server, error) {
 		ReceiptListMax:   cfg.ReceiptListMax,
 		DenyStrangers:    cfg.DenyStrangers,
 		RoomClientSend:   cfg.RoomClientSend,
+		SendRate:         rate(cfg.UserSendRate),
+		RequestRate:      rate(cfg.UserRequestRate),
+		Events:           events,
 		Logger:           cfg.Logger,
 	}, st, s.router, reg, tokens)
 	s.gw, err = gateway.New(gateway.Config{
@@ -90,9 +107,12 @@ func New(cfg Config) (*Server, error) {
 		WriteTimeout:    cfg.WriteTimeout,
 		AuthTimeout:     cfg.AuthTimeout,
 		IdleTimeout:     cfg.IdleTimeout,
+		ConnRate:        rate(cfg.ConnRatePerIP),
+		ConnRateExempt:  exempt,
 		Logger:          cfg.Logger,
 	}, s.chat)
 	if err != nil {
+		s.hooks.Close()
 		st.Close()
 		return nil, fmt.Errorf("parley: gateway: %w", err)
 	}
@@ -101,15 +121,19 @@ func New(cfg Config) (*Server, error) {
 		AdminAPIKeys: secrets.AdminAPIKeys, TokenTTL: cfg.TokenTTL, MaxTokenTTL: cfg.MaxTokenTTL,
 		DisableRegistration: cfg.DisableRegistration,
 		Ready:               s.ready,
+		KeyRate:             rate(cfg.APIKeyRate),
+		Metrics:             s.writeMetrics,
+		Stats:               s.adminStats,
 		Logger:              cfg.Logger,
 	})
 	if err != nil {
+		s.hooks.Close()
 		st.Close()
 		return nil, fmt.Errorf("parley: api: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/ws", s.gw)
-	for _, p := range []string{"/v1/", "/healthz", "/readyz", "/metrics", "/admin", "/admin/", "/openapi.json"} {
+	for _, p := range []string{"/v1/", "/healthz", "/readyz", "/metrics", "/admin", "/openapi.json"} {
 		mux.Handle(p, s.api)
 	}
 	mux.Handle("/", web.Handler())
@@ -128,7 +152,7 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.started || s.closed {
+	if s.running || s.closed {
 		return errors.New("parley: already started or shut down")
 	}
 	httpLn, err := net.Listen("tcp", s.cfg.HTTPAddr)
@@ -143,7 +167,7 @@ func (s *Server) Start() error {
 			return fmt.Errorf("parley: listen tcp: %w", err)
 		}
 	}
-	s.httpLn, s.tcpLn, s.started = httpLn, tcpLn, true
+	s.httpLn, s.tcpLn, s.running = httpLn, tcpLn, true
 	s.chat.Start()
 	go func() {
 		if err := s.httpSrv.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -208,9 +232,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.mu.Unlock()
 		return nil
 	}
-	wasStarted := s.started
-	s.started, s.closed = false, true
+	wasStarted := s.running
+	s.running, s.closed = false, true
 	s.mu.Unlock()
+	defer s.hooks.Close()
 	if !wasStarted {
 		return s.store.Close()
 	}

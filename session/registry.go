@@ -55,6 +55,9 @@ type Session struct {
 	TokenExpires time.Time
 	Conn         Conn
 	Started      time.Time
+	// System marks the admin API acting for the operator (never a
+	// connection): it has a group owner's rights in every group.
+	System bool
 }
 
 const shardCount = 64

@@ -1,0 +1,288 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	pb "github.com/parleyim/parley/proto/parleyv1"
+)
+
+// Admin calls the admin HTTP API with an API key: what an app's backend
+// uses to manage users, groups and messages and to push. Every method maps
+// to one route of api/openapi.json.
+type Admin struct {
+	HTTP HTTPClient
+	Key  string
+}
+
+// NewAdmin returns an Admin for the server at httpBase (e.g. "http://127.0.0.1:8080").
+func NewAdmin(httpBase, apiKey string) *Admin {
+	return &Admin{HTTP: HTTPClient{BaseURL: httpBase}, Key: apiKey}
+}
+
+func (a *Admin) do(ctx context.Context, method, path string, in, out any) error {
+	return a.HTTP.doMethod(ctx, method, path, http.Header{"X-Api-Key": {a.Key}}, in, out)
+}
+
+// User is a user record as the admin API shows it.
+type User struct {
+	UserID      string    `json:"user_id"`
+	CreatedAt   time.Time `json:"created_at"`
+	Disabled    bool      `json:"disabled"`
+	HasPassword bool      `json:"has_password"`
+	Sessions    int       `json:"sessions"`
+}
+
+// CreateUser creates a user; password may be empty (token-only users).
+func (a *Admin) CreateUser(ctx context.Context, userID, password string) (*User, error) {
+	var u User
+	err := a.do(ctx, http.MethodPost, "/v1/admin/users", map[string]string{"user_id": userID, "password": password}, &u)
+	return retT(&u, err)
+}
+
+// GetUser reads a user.
+func (a *Admin) GetUser(ctx context.Context, userID string) (*User, error) {
+	var u User
+	err := a.do(ctx, http.MethodGet, "/v1/admin/users/"+url.PathEscape(userID), nil, &u)
+	return retT(&u, err)
+}
+
+// SetDisabled disables (revoking tokens, closing sessions) or re-enables a user.
+func (a *Admin) SetDisabled(ctx context.Context, userID string, disabled bool) (*User, error) {
+	var u User
+	err := a.do(ctx, http.MethodPatch, "/v1/admin/users/"+url.PathEscape(userID), map[string]bool{"disabled": disabled}, &u)
+	return retT(&u, err)
+}
+
+// SetPassword sets a user's password (revoking their tokens).
+func (a *Admin) SetPassword(ctx context.Context, userID, password string) (*User, error) {
+	var u User
+	err := a.do(ctx, http.MethodPatch, "/v1/admin/users/"+url.PathEscape(userID), map[string]string{"password": password}, &u)
+	return retT(&u, err)
+}
+
+// MintToken issues a token for a user (ttl 0: the server's default).
+func (a *Admin) MintToken(ctx context.Context, userID string, ttl time.Duration) (*Credentials, error) {
+	return a.HTTP.MintToken(ctx, a.Key, userID, ttl)
+}
+
+// RevokeTokens makes every token issued to the user so far invalid and
+// closes their sessions; it returns how many sessions were closed.
+func (a *Admin) RevokeTokens(ctx context.Context, userID string) (int, error) {
+	var out struct {
+		N int `json:"sessions_closed"`
+	}
+	err := a.do(ctx, http.MethodPost, "/v1/admin/users/"+url.PathEscape(userID)+"/revoke-tokens", nil, &out)
+	return out.N, err
+}
+
+// SessionInfo is one online session (device).
+type SessionInfo struct {
+	SessionID   string    `json:"session_id"`
+	UserID      string    `json:"user_id"`
+	DeviceID    string    `json:"device_id"`
+	DeviceType  string    `json:"device_type"`
+	ConnectedAt time.Time `json:"connected_at"`
+}
+
+// Sessions lists a user's online sessions.
+func (a *Admin) Sessions(ctx context.Context, userID string) ([]SessionInfo, error) {
+	var out struct {
+		Sessions []SessionInfo `json:"sessions"`
+	}
+	err := a.do(ctx, http.MethodGet, "/v1/admin/users/"+url.PathEscape(userID)+"/sessions", nil, &out)
+	return out.Sessions, err
+}
+
+// Kick closes a user's sessions (sessionID "": all of them) with DISCONNECT_CODE_KICKED.
+func (a *Admin) Kick(ctx context.Context, userID, sessionID string) (int, error) {
+	p := "/v1/admin/users/" + url.PathEscape(userID) + "/sessions"
+	if sessionID != "" {
+		p += "/" + url.PathEscape(sessionID)
+	}
+	var out struct {
+		N int `json:"sessions_closed"`
+	}
+	err := a.do(ctx, http.MethodDelete, p, nil, &out)
+	return out.N, err
+}
+
+// Conversations returns a user's conversation list (one page).
+func (a *Admin) Conversations(ctx context.Context, userID string, limit uint32) (*pb.ConversationList, error) {
+	var out pb.ConversationList
+	err := a.do(ctx, http.MethodGet, "/v1/admin/users/"+url.PathEscape(userID)+"/conversations?limit="+strconv.Itoa(int(limit)), nil, &out)
+	return retT(&out, err)
+}
+
+// Befriend makes two users friends.
+func (a *Admin) Befriend(ctx context.Context, userID, other string) error {
+	return a.do(ctx, http.MethodPost, "/v1/admin/users/"+url.PathEscape(userID)+"/contacts", map[string]string{"user_id": other}, nil)
+}
+
+// Contacts returns a user's contacts.
+func (a *Admin) Contacts(ctx context.Context, userID string) (*pb.ContactList, error) {
+	var out pb.ContactList
+	err := a.do(ctx, http.MethodGet, "/v1/admin/users/"+url.PathEscape(userID)+"/contacts", nil, &out)
+	return retT(&out, err)
+}
+
+// GroupSpec describes a group to create.
+type GroupSpec struct {
+	Owner        string   `json:"owner"`
+	Name         string   `json:"name,omitempty"`
+	AvatarURL    string   `json:"avatar_url,omitempty"`
+	Announcement string   `json:"announcement,omitempty"`
+	OpenJoin     bool     `json:"open_join,omitempty"`
+	UserIDs      []string `json:"user_ids,omitempty"`
+}
+
+// CreateGroup creates a group owned by spec.Owner.
+func (a *Admin) CreateGroup(ctx context.Context, spec GroupSpec) (*pb.GroupInfo, error) {
+	var g pb.GroupInfo
+	err := a.do(ctx, http.MethodPost, "/v1/admin/groups", spec, &g)
+	return retT(&g, err)
+}
+
+// Group reads a group.
+func (a *Admin) Group(ctx context.Context, conversationID string) (*pb.GroupInfo, error) {
+	var g pb.GroupInfo
+	err := a.do(ctx, http.MethodGet, "/v1/admin/groups/"+url.PathEscape(conversationID), nil, &g)
+	return retT(&g, err)
+}
+
+// AddMembers adds users to a group (at most 1,000 per call).
+func (a *Admin) AddMembers(ctx context.Context, conversationID string, userIDs []string) error {
+	return a.do(ctx, http.MethodPost, "/v1/admin/groups/"+url.PathEscape(conversationID)+"/members", map[string][]string{"user_ids": userIDs}, nil)
+}
+
+// RemoveMember removes a member from a group.
+func (a *Admin) RemoveMember(ctx context.Context, conversationID, userID string) error {
+	return a.do(ctx, http.MethodDelete, "/v1/admin/groups/"+url.PathEscape(conversationID)+"/members/"+url.PathEscape(userID), nil, nil)
+}
+
+// Members lists a group's members after a user id (one page).
+func (a *Admin) Members(ctx context.Context, conversationID, after string, limit uint32) (*pb.MemberPage, error) {
+	var out pb.MemberPage
+	q := url.Values{"after": {after}, "limit": {strconv.Itoa(int(limit))}}
+	err := a.do(ctx, http.MethodGet, "/v1/admin/groups/"+url.PathEscape(conversationID)+"/members?"+q.Encode(), nil, &out)
+	return retT(&out, err)
+}
+
+// SetRole makes a member "admin" or "member".
+func (a *Admin) SetRole(ctx context.Context, conversationID, userID, role string) error {
+	return a.do(ctx, http.MethodPut, "/v1/admin/groups/"+url.PathEscape(conversationID)+"/members/"+url.PathEscape(userID)+"/role", map[string]string{"role": role}, nil)
+}
+
+// Mute mutes a member for d (0 unmutes).
+func (a *Admin) Mute(ctx context.Context, conversationID, userID string, d time.Duration) error {
+	return a.do(ctx, http.MethodPut, "/v1/admin/groups/"+url.PathEscape(conversationID)+"/members/"+url.PathEscape(userID)+"/mute", map[string]int64{"duration_seconds": int64(d / time.Second)}, nil)
+}
+
+// TransferOwnership makes a member the owner.
+func (a *Admin) TransferOwnership(ctx context.Context, conversationID, userID string) error {
+	return a.do(ctx, http.MethodPost, "/v1/admin/groups/"+url.PathEscape(conversationID)+"/owner", map[string]string{"user_id": userID}, nil)
+}
+
+// Dissolve dissolves a group.
+func (a *Admin) Dissolve(ctx context.Context, conversationID string) error {
+	return a.do(ctx, http.MethodDelete, "/v1/admin/groups/"+url.PathEscape(conversationID), nil, nil)
+}
+
+// Message is a message the admin API sends: From empty is a system message (to a group).
+type Message struct {
+	From           string `json:"from,omitempty"`
+	To             string `json:"to,omitempty"`
+	ConversationID string `json:"conversation_id,omitempty"`
+	ClientMsgID    string `json:"client_msg_id"`
+	ContentType    string `json:"content_type,omitempty"`
+	Payload        []byte `json:"payload,omitempty"`
+}
+
+// Send stores and delivers a message; retries with the same From and
+// ClientMsgID return the original ACK.
+func (a *Admin) Send(ctx context.Context, m Message) (*pb.SendAck, error) {
+	var ack pb.SendAck
+	err := a.do(ctx, http.MethodPost, "/v1/admin/messages", m, &ack)
+	return retT(&ack, err)
+}
+
+// Messages reads any conversation: forward after a seq (forward true) or backward before one (0: newest).
+func (a *Admin) Messages(ctx context.Context, conversationID string, seq uint64, forward bool, limit uint32) (*pb.MessagePage, error) {
+	dir := "before"
+	if forward {
+		dir = "after"
+	}
+	var out pb.MessagePage
+	err := a.do(ctx, http.MethodGet, fmt.Sprintf("/v1/admin/conversations/%s/messages?%s=%d&limit=%d", url.PathEscape(conversationID), dir, seq, limit), nil, &out)
+	return retT(&out, err)
+}
+
+// Recall recalls any message.
+func (a *Admin) Recall(ctx context.Context, conversationID string, seq uint64) (*pb.SendAck, error) {
+	var ack pb.SendAck
+	err := a.do(ctx, http.MethodPost, fmt.Sprintf("/v1/admin/conversations/%s/messages/%d/recall", url.PathEscape(conversationID), seq), nil, &ack)
+	return retT(&ack, err)
+}
+
+// PushTarget is where a push goes: exactly one of its fields (All: every session online).
+type PushTarget struct {
+	UserIDs    []string
+	DeviceKeys []string // session ids (AuthOk.session_id)
+	Room       string
+	All        bool
+}
+
+// Push sends an unstored push (goim semantics) and returns how many sessions it was queued on.
+func (a *Admin) Push(ctx context.Context, to PushTarget, op int32, body []byte) (int, error) {
+	var path string
+	switch {
+	case len(to.UserIDs) > 0:
+		path = "/v1/admin/push/users?user_ids=" + url.QueryEscape(strings.Join(to.UserIDs, ","))
+	case len(to.DeviceKeys) > 0:
+		path = "/v1/admin/push/devices?keys=" + url.QueryEscape(strings.Join(to.DeviceKeys, ","))
+	case to.Room != "":
+		path = "/v1/admin/push/room?room=" + url.QueryEscape(to.Room)
+	case to.All:
+		path = "/v1/admin/push/all?"
+	default:
+		return 0, fmt.Errorf("parley: push needs a target")
+	}
+	path += "&op=" + strconv.Itoa(int(op))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(a.HTTP.BaseURL, "/")+path, strings.NewReader(string(body)))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("X-Api-Key", a.Key)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	hc := a.HTTP.Client
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return 0, &HTTPError{Status: resp.StatusCode, Message: strings.TrimSpace(string(b))}
+	}
+	var n int
+	if _, err := fmt.Sscanf(string(b), `{"pushed":%d}`, &n); err != nil {
+		return 0, fmt.Errorf("parley: push: bad response %q", b)
+	}
+	return n, nil
+}
+
+func retT[T any](v *T, err error) (*T, error) {
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}

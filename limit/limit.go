@@ -1,0 +1,127 @@
+// Package limit holds the rate limits Parley applies: token buckets, one per
+// key (a user, an IP address, an API key), kept in a sharded map that drops
+// keys idle long enough to be full again, so memory follows the active keys.
+package limit
+
+import (
+	"hash/maphash"
+	"sync"
+	"time"
+)
+
+// Rate is a sustained rate with a burst. The zero Rate allows everything.
+type Rate struct {
+	// PerSecond is the sustained rate; 0 or less means unlimited.
+	PerSecond float64
+	// Burst is how many may pass at once after a quiet spell; at least 1
+	// (default: PerSecond, but at least 1).
+	Burst float64
+}
+
+// Unlimited reports whether r allows everything.
+func (r Rate) Unlimited() bool { return r.PerSecond <= 0 }
+
+func (r Rate) burst() float64 {
+	b := r.Burst
+	if b <= 0 {
+		b = r.PerSecond
+	}
+	if b < 1 {
+		b = 1
+	}
+	return b
+}
+
+const shards = 32
+
+type bucket struct {
+	tokens float64
+	last   int64 // unix nanoseconds of the last refill
+}
+
+type shard struct {
+	mu sync.Mutex
+	m  map[string]*bucket // guarded by mu
+}
+
+// Keyed is a token bucket per key. Safe for concurrent use.
+type Keyed struct {
+	rate   Rate
+	burst  float64
+	seed   maphash.Seed
+	now    func() int64
+	shards [shards]shard
+}
+
+// NewKeyed returns the limiter for rate; nil when rate is unlimited (Allow on
+// a nil *Keyed always allows).
+func NewKeyed(rate Rate) *Keyed {
+	if rate.Unlimited() {
+		return nil
+	}
+	k := &Keyed{rate: rate, burst: rate.burst(), seed: maphash.MakeSeed(),
+		now: func() int64 { return time.Now().UnixNano() }}
+	for i := range k.shards {
+		k.shards[i].m = make(map[string]*bucket)
+	}
+	return k
+}
+
+// Allow takes one token from key's bucket; false when it is empty.
+func (k *Keyed) Allow(key string) bool {
+	if k == nil {
+		return true
+	}
+	sh := &k.shards[maphash.String(k.seed, key)%shards]
+	now := k.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	b := sh.m[key]
+	if b == nil {
+		// A new key's first token: keys past the shard's share of maxKeys are
+		// first swept of idle (full) buckets, which hold no information.
+		if len(sh.m) >= maxKeysPerShard {
+			k.sweep(sh, now)
+		}
+		sh.m[key] = &bucket{tokens: k.burst - 1, last: now}
+		return true
+	}
+	b.tokens += float64(now-b.last) / 1e9 * k.rate.PerSecond
+	if b.tokens > k.burst {
+		b.tokens = k.burst
+	}
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// maxKeysPerShard bounds a shard before it sweeps. Past it, with every key
+// busy, the map grows with the active keys (a bounded set: connected users,
+// or IPs that connect), never with idle ones.
+const maxKeysPerShard = 4096
+
+// sweep drops buckets that have refilled completely: forgetting them changes nothing.
+func (k *Keyed) sweep(sh *shard, now int64) {
+	for key, b := range sh.m {
+		if b.tokens+float64(now-b.last)/1e9*k.rate.PerSecond >= k.burst {
+			delete(sh.m, key)
+		}
+	}
+}
+
+// Len is the number of keys tracked (for tests and metrics).
+func (k *Keyed) Len() int {
+	if k == nil {
+		return 0
+	}
+	n := 0
+	for i := range k.shards {
+		k.shards[i].mu.Lock()
+		n += len(k.shards[i].m)
+		k.shards[i].mu.Unlock()
+	}
+	return n
+}

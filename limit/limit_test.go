@@ -1,0 +1,64 @@
+package limit
+
+import (
+	"fmt"
+	"testing"
+)
+
+func TestBurstThenRefill(t *testing.T) {
+	k := NewKeyed(Rate{PerSecond: 10, Burst: 3})
+	now := int64(1e9)
+	k.now = func() int64 { return now }
+	for i := 0; i < 3; i++ {
+		if !k.Allow("a") {
+			t.Fatalf("request %d within the burst refused", i)
+		}
+	}
+	if k.Allow("a") {
+		t.Fatal("request past the burst allowed")
+	}
+	if !k.Allow("b") {
+		t.Fatal("another key was limited by a's bucket")
+	}
+	now += 1e8 // 0.1 s at 10/s: one token
+	if !k.Allow("a") {
+		t.Fatal("no token after a refill interval")
+	}
+	if k.Allow("a") {
+		t.Fatal("more than one token after one interval")
+	}
+	now += 10e9 // long idle: refilled to the burst, not beyond
+	for i := 0; i < 3; i++ {
+		if !k.Allow("a") {
+			t.Fatalf("request %d after idle refused", i)
+		}
+	}
+	if k.Allow("a") {
+		t.Fatal("idle time refilled past the burst")
+	}
+}
+
+func TestUnlimitedIsNil(t *testing.T) {
+	k := NewKeyed(Rate{})
+	if k != nil {
+		t.Fatal("zero rate built a limiter")
+	}
+	for i := 0; i < 1000; i++ {
+		if !k.Allow("x") {
+			t.Fatal("nil limiter refused")
+		}
+	}
+}
+
+func TestIdleKeysAreForgotten(t *testing.T) {
+	k := NewKeyed(Rate{PerSecond: 100, Burst: 1})
+	now := int64(1e9)
+	k.now = func() int64 { return now }
+	for i := 0; i < shards*maxKeysPerShard*2; i++ {
+		k.Allow(fmt.Sprint("ip-", i))
+		now += 1e6
+	}
+	if n := k.Len(); n > shards*maxKeysPerShard {
+		t.Fatalf("%d keys kept; idle keys must be swept (bound %d)", n, shards*maxKeysPerShard)
+	}
+}

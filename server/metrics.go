@@ -1,0 +1,110 @@
+package server
+
+import (
+	"io"
+	"runtime"
+	"time"
+
+	"github.com/parleyim/parley/metrics"
+	pb "github.com/parleyim/parley/proto/parleyv1"
+)
+
+// writeMetrics writes every figure of this node in the Prometheus text format.
+func (s *Server) writeMetrics(out io.Writer) error {
+	gs, cs := s.gw.Stats(), s.chat.Stats()
+	ack, commit := s.chat.Latencies()
+	wh := s.hooks.Stats()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+
+	w := metrics.NewWriter(out)
+	w.Family("parley_connections", "Open client connections, by transport.", "gauge", []metrics.Sample{
+		{Labels: []metrics.Label{{Name: "transport", Value: "ws"}}, Value: float64(gs.OpenWS)},
+		{Labels: []metrics.Label{{Name: "transport", Value: "tcp"}}, Value: float64(gs.OpenTCP)},
+	})
+	w.Family("parley_connections_accepted_total", "Connections accepted, by transport.", "counter", []metrics.Sample{
+		{Labels: []metrics.Label{{Name: "transport", Value: "ws"}}, Value: float64(gs.AcceptedWS)},
+		{Labels: []metrics.Label{{Name: "transport", Value: "tcp"}}, Value: float64(gs.AcceptedTCP)},
+	})
+	closed := make([]metrics.Sample, 0, len(gs.Closed))
+	for code := pb.DisconnectCode(0); code < 16; code++ {
+		if n, ok := gs.Closed[code]; ok {
+			closed = append(closed, metrics.Sample{Labels: []metrics.Label{{Name: "code", Value: code.String()}}, Value: float64(n)})
+		}
+	}
+	w.Family("parley_connections_closed_total", "Connections closed, by disconnect code (UNSPECIFIED: the client went away).", "counter", closed)
+	w.Gauge("parley_sessions", "Authenticated sessions on this node.", float64(s.chat.Sessions().Len()))
+	w.Counter("parley_frames_in_total", "Client frames received.", float64(gs.FramesIn))
+	w.Counter("parley_frames_out_total", "Server frames handed to sockets.", float64(gs.FramesOut))
+	w.Counter("parley_socket_writes_total", "Write calls on sockets (fewer than frames: coalesced).", float64(gs.Writes))
+	w.Counter("parley_messages_stored_total", "Messages and events newly stored.", float64(cs.SendsAccepted))
+	w.Counter("parley_messages_duplicate_total", "Sends answered from de-dup (client retries).", float64(cs.SendsDuplicate))
+	w.Counter("parley_messages_failed_total", "Sends answered UNAVAILABLE (storage failed).", float64(cs.SendsFailed))
+	w.Counter("parley_deliveries_total", "Frames queued on receiving sessions (messages, events, pushes).", float64(cs.Deliveries))
+	w.Counter("parley_commit_batches_total", "Storage commits (group commit batches).", float64(cs.CommitBatches))
+	w.Histogram("parley_ack_latency_seconds", "From a send queued to its SendAck (storage included).", ack)
+	w.Histogram("parley_commit_latency_seconds", "One storage commit (a batch, fsync included).", commit)
+	w.Counter("parley_slow_consumer_disconnects_total", "Connections closed as slow (queue cap or write timeout).", float64(gs.SlowClosed))
+	w.Family("parley_rate_limited_total", "Requests refused by a rate limit, by limit.", "counter", []metrics.Sample{
+		{Labels: []metrics.Label{{Name: "limit", Value: "user"}}, Value: float64(cs.RateLimited)},
+		{Labels: []metrics.Label{{Name: "limit", Value: "ip_connections"}}, Value: float64(gs.RateLimited)},
+		{Labels: []metrics.Label{{Name: "limit", Value: "api_key"}}, Value: float64(s.api.RateLimited())},
+	})
+	w.Counter("parley_auth_failures_total", "Failed authentications on sockets.", float64(cs.AuthFailures))
+	w.Counter("parley_sessions_kicked_total", "Sessions replaced by a newer login (kick policy).", float64(cs.SessionsKicked))
+	w.Counter("parley_protocol_errors_total", "Connections refused for malformed, oversized or unknown frames.", float64(gs.ProtocolErrors))
+	w.Counter("parley_handler_panics_total", "Handler panics recovered (each closed one connection).", float64(gs.Panics))
+	w.Gauge("parley_webhook_queue", "Webhook events waiting to be sent.", float64(wh.Queued))
+	w.Counter("parley_webhook_delivered_total", "Webhook events acknowledged by receivers.", float64(wh.Delivered))
+	w.Counter("parley_webhook_dropped_total", "Webhook events dropped (queue full or retries exhausted).", float64(wh.Dropped))
+	w.Counter("parley_webhook_failures_total", "Failed webhook requests (each retry counts).", float64(wh.Failures))
+	w.Gauge("go_goroutines", "Goroutines.", float64(runtime.NumGoroutine()))
+	w.Gauge("go_memstats_heap_alloc_bytes", "Heap bytes allocated and in use.", float64(ms.HeapAlloc))
+	w.Gauge("go_memstats_sys_bytes", "Bytes obtained from the OS.", float64(ms.Sys))
+	w.Gauge("process_start_time_seconds", "Start time of the process, unix seconds.", float64(s.started.Unix()))
+	return w.Flush()
+}
+
+// adminStats are the live figures the admin page charts (GET /v1/admin/stats):
+// counters are totals since start; the page derives rates and the ACK
+// latency percentile from two consecutive samples.
+type adminStats struct {
+	Time           int64            `json:"time"` // unix ms
+	Connections    int              `json:"connections"`
+	ConnectionsWS  int              `json:"connections_ws"`
+	ConnectionsTCP int              `json:"connections_tcp"`
+	Sessions       int              `json:"sessions"`
+	MessagesStored uint64           `json:"messages_stored"`
+	Deliveries     uint64           `json:"deliveries"`
+	SendsFailed    uint64           `json:"sends_failed"`
+	RateLimited    uint64           `json:"rate_limited"`
+	SlowClosed     uint64           `json:"slow_closed"`
+	AckLatency     latencyBuckets   `json:"ack_latency"`
+	Goroutines     int              `json:"goroutines"`
+	HeapBytes      uint64           `json:"heap_bytes"`
+	WebhookQueued  int              `json:"webhook_queued"`
+	WebhookDropped uint64           `json:"webhook_dropped"`
+	Uptime         float64          `json:"uptime_seconds"`
+	Extra          map[string]int64 `json:"extra,omitempty"`
+}
+
+type latencyBuckets struct {
+	Bounds []float64 `json:"bounds"` // seconds; the last count is +Inf
+	Counts []uint64  `json:"counts"`
+}
+
+func (s *Server) adminStats() any {
+	gs, cs := s.gw.Stats(), s.chat.Stats()
+	ack, _ := s.chat.Latencies()
+	wh := s.hooks.Stats()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return adminStats{
+		Time: time.Now().UnixMilli(), Connections: gs.Open, ConnectionsWS: gs.OpenWS, ConnectionsTCP: gs.OpenTCP,
+		Sessions: s.chat.Sessions().Len(), MessagesStored: cs.SendsAccepted, Deliveries: cs.Deliveries,
+		SendsFailed: cs.SendsFailed, RateLimited: cs.RateLimited + gs.RateLimited + s.api.RateLimited(),
+		SlowClosed: gs.SlowClosed, AckLatency: latencyBuckets{Bounds: ack.Bounds, Counts: ack.Counts},
+		Goroutines: runtime.NumGoroutine(), HeapBytes: ms.HeapAlloc,
+		WebhookQueued: wh.Queued, WebhookDropped: wh.Dropped, Uptime: time.Since(s.started).Seconds(),
+	}
+}
