@@ -55,8 +55,8 @@ func temporaryCode(code string) bool {
 	switch code {
 	case "57014", // query_canceled: statement_timeout
 		"57P01", "57P02", "57P03", // admin or crash shutdown, cannot connect now
-		"25006", // read_only_sql_transaction: a failover in progress
-		"55P03", // lock_not_available
+		"25006",          // read_only_sql_transaction: a failover in progress
+		"55P03",          // lock_not_available
 		"40001", "40P01": // serialization failure, deadlock (after our retries)
 		return true
 	}

@@ -108,10 +108,10 @@ func newQueries(schema string) queries {
 		getContact:    q(`SELECT user_id, state, note, updated_at FROM {s}.contacts WHERE owner_id = $1 AND user_id = $2`),
 		contacts:      q(`SELECT user_id, state, note, updated_at FROM {s}.contacts WHERE owner_id = $1 ORDER BY user_id`),
 
-		block:       q(`INSERT INTO {s}.blocks (owner_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`),
-		unblock:     q(`DELETE FROM {s}.blocks WHERE owner_id = $1 AND user_id = $2`),
-		blocked:     q(`SELECT user_id FROM {s}.blocks WHERE owner_id = $1 ORDER BY user_id`),
-		isBlocked:   q(`SELECT EXISTS (SELECT 1 FROM {s}.blocks WHERE owner_id = $1 AND user_id = $2)`),
+		block:     q(`INSERT INTO {s}.blocks (owner_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`),
+		unblock:   q(`DELETE FROM {s}.blocks WHERE owner_id = $1 AND user_id = $2`),
+		blocked:   q(`SELECT user_id FROM {s}.blocks WHERE owner_id = $1 ORDER BY user_id`),
+		isBlocked: q(`SELECT EXISTS (SELECT 1 FROM {s}.blocks WHERE owner_id = $1 AND user_id = $2)`),
 		setLastSeen: q(`INSERT INTO {s}.last_seen (user_id, seen_at) VALUES ($1, $2)
 			ON CONFLICT (user_id) DO UPDATE SET seen_at = excluded.seen_at`),
 		lastSeen: q(`SELECT seen_at FROM {s}.last_seen WHERE user_id = $1`),
