@@ -20,9 +20,9 @@ type proxy struct {
 	addr   string
 
 	mu      sync.Mutex
-	ln      net.Listener // nil while cut
-	conns   []net.Conn   // guarded by mu
-	stalled bool         // guarded by mu
+	ln      net.Listener  // nil while cut
+	conns   []net.Conn    // guarded by mu
+	stalled bool          // guarded by mu
 	resume  chan struct{} // closed and replaced when a stall ends; guarded by mu
 }
 
