@@ -220,9 +220,7 @@ func (s *Service) roomSend(c Replier, sess *session.Session, id uint64, m *pb.Ro
 // PushUsers queues a Push on every session on this node of the users and
 // returns how many sessions it was queued on. users must be valid ids.
 func (s *Service) PushUsers(users []string, op int32, body []byte) int {
-	n := s.sessions.DeliverLocal(users, PushOutbound(op, body, ""), "", nil)
-	s.stats.deliveries.Add(uint64(n))
-	return n
+	return s.sessions.DeliverLocal(users, PushOutbound(op, body, ""), "", nil) // counted by the registry
 }
 
 // PushSessions queues a Push on the sessions with these ids ("device keys",

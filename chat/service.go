@@ -227,7 +227,7 @@ func (s *Service) Stop(ctx context.Context) error {
 func (s *Service) Stats() Stats {
 	return Stats{
 		SendsAccepted: s.stats.accepted.Load(), SendsDuplicate: s.stats.duplicate.Load(),
-		SendsFailed: s.stats.failed.Load(), Deliveries: s.stats.deliveries.Load(),
+		SendsFailed: s.stats.failed.Load(), Deliveries: s.stats.deliveries.Load() + s.sessions.Delivered(),
 		CommitBatches: s.stats.batches.Load(), AuthFailures: s.stats.authFail.Load(),
 		SessionsKicked: s.stats.kicked.Load(), CommitLatencyNs: s.stats.commitNs.Load(),
 		RateLimited: s.stats.limited.Load(),

@@ -35,7 +35,7 @@ type testServer struct {
 
 // startServer starts a real server on random loopback ports with its data in
 // a fresh directory (or cfg.DataDir when mod sets it).
-func startServer(t *testing.T, mod func(*server.Config)) *testServer {
+func startServer(t testing.TB, mod func(*server.Config)) *testServer {
 	t.Helper()
 	cfg := server.Config{
 		DataDir:      t.TempDir(),
@@ -65,7 +65,7 @@ func startServer(t *testing.T, mod func(*server.Config)) *testServer {
 }
 
 // post sends a JSON body and decodes a JSON answer into out (when non-nil).
-func post(t *testing.T, url string, hdr map[string]string, body any, out any) int {
+func post(t testing.TB, url string, hdr map[string]string, body any, out any) int {
 	t.Helper()
 	b, _ := json.Marshal(body)
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
@@ -91,7 +91,7 @@ type tokenResp struct {
 }
 
 // mint gets a token for uid through the admin API.
-func (ts *testServer) mint(t *testing.T, uid string) string {
+func (ts *testServer) mint(t testing.TB, uid string) string {
 	t.Helper()
 	var tr tokenResp
 	if code := post(t, ts.httpBase+"/v1/admin/tokens", map[string]string{"X-Api-Key": testAPIKey}, map[string]any{"user_id": uid}, &tr); code != 200 {

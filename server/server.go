@@ -204,6 +204,10 @@ func (s *Server) TCPAddr() string {
 	return s.tcpLn.Addr().String()
 }
 
+// Routes lists the HTTP API's routes as "METHOD /path/{param}" (the set
+// api/openapi.json documents).
+func (s *Server) Routes() []string { return s.api.Routes() }
+
 // Stats are the figures the server exposes about itself.
 type Stats struct {
 	Connections int

@@ -80,6 +80,8 @@ type Registry struct {
 	shards [shardCount]shard
 	byID   [shardCount]idShard
 	count  atomic.Int64
+	// delivered counts frames DeliverLocal queued (one add per call).
+	delivered atomic.Uint64
 }
 
 // NewRegistry returns an empty registry.
@@ -225,8 +227,12 @@ func (r *Registry) DeliverLocal(users []string, out *wire.Outbound, except strin
 			}
 		}
 	}
+	r.delivered.Add(uint64(n))
 	return n
 }
+
+// Delivered is the number of frames DeliverLocal has queued on sessions.
+func (r *Registry) Delivered() uint64 { return r.delivered.Load() }
 
 func dupBefore(users []string, i int) bool {
 	for j := 0; j < i; j++ {
