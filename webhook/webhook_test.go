@@ -3,8 +3,8 @@ package webhook
 import (
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
