@@ -127,13 +127,16 @@ func (s *Store) appendOnce(ctx context.Context, conn *pgx.Conn, msgs []*pb.Messa
 		ids, counts = append(ids, c), append(counts, k)
 	}
 
+	s.dropKnownLists(lists)
 	b := &pgx.Batch{}
 	b.Queue(s.q.bumpSeqs, ids, counts)
 	b.Queue(s.q.insertMessages, convs, backs, senders2, cmids, bodies, crcs)
-	b.Queue(s.q.insertLists, lists.users, lists.convs)
+	if len(lists.users) > 0 {
+		b.Queue(s.q.insertLists, lists.users, lists.convs)
+	}
 	br := conn.SendBatch(ctx, b)
 	last, err := readLastSeqs(br)
-	for k := 0; k < 2 && err == nil; k++ {
+	for k := 1; k < b.Len() && err == nil; k++ {
 		_, err = br.Exec()
 	}
 	// Close reads up to the pipeline's Sync, where the transaction commits:
@@ -145,6 +148,7 @@ func (s *Store) appendOnce(ctx context.Context, conn *pgx.Conn, msgs []*pb.Messa
 		return err
 	}
 
+	s.addKnownLists(lists)
 	for j, i := range fresh {
 		m := msgs[i]
 		m.Seq = uint64(last[m.ConversationId] - backs[j])
@@ -226,6 +230,32 @@ func (l *listSet) add(user, conv string) {
 	}
 	l.seen[k] = struct{}{}
 	l.users, l.convs = append(l.users, user), append(l.convs, conv)
+}
+
+// dropKnownLists removes from l the entries known to be stored already.
+func (s *Store) dropKnownLists(l *listSet) {
+	s.listMu.Lock()
+	defer s.listMu.Unlock()
+	users, convs := l.users[:0], l.convs[:0]
+	for i, u := range l.users {
+		if _, ok := s.knownLists[[2]string{u, l.convs[i]}]; !ok {
+			users, convs = append(users, u), append(convs, l.convs[i])
+		}
+	}
+	l.users, l.convs = users, convs
+}
+
+// addKnownLists records l's entries as stored, once committed. The map is
+// emptied when full: a forgotten entry costs one idempotent insert.
+func (s *Store) addKnownLists(l *listSet) {
+	s.listMu.Lock()
+	defer s.listMu.Unlock()
+	if len(s.knownLists)+len(l.users) > knownListsMax {
+		clear(s.knownLists)
+	}
+	for i, u := range l.users {
+		s.knownLists[[2]string{u, l.convs[i]}] = struct{}{}
+	}
 }
 
 // retry runs fn until it succeeds, fails for a reason a rerun cannot fix,
@@ -419,13 +449,17 @@ func (s *Store) applyOnce(ctx context.Context, conn *pgx.Conn, ch *store.Change)
 		}
 		b.Queue(s.q.upsertMembers, conv, users, roles, muted, joined, left, leftSeqs)
 	}
-	b.Queue(s.q.insertLists, lists.users, lists.convs)
+	s.dropKnownLists(lists)
+	if len(lists.users) > 0 {
+		b.Queue(s.q.insertLists, lists.users, lists.convs)
+	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return store.AppendResult{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return store.AppendResult{}, err
 	}
+	s.addKnownLists(lists)
 	ev.Seq = uint64(seq)
 	return store.AppendResult{Msg: ev}, nil
 }

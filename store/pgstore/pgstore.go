@@ -102,6 +102,9 @@ const (
 	// maxAttempts bounds the retries of a transaction that lost a race to
 	// another node (de-dup conflict) or was chosen as a deadlock victim.
 	maxAttempts = 8
+	// knownListsMax bounds the cache of known conversation-list entries
+	// (about 100 bytes each plus the ids).
+	knownListsMax = 1 << 17
 )
 
 func (o *Options) validate() error {
@@ -133,6 +136,12 @@ type Store struct {
 	// writing by Close, so pool is not used once closed.
 	closeMu sync.RWMutex
 	closed  bool // guarded by closeMu
+
+	// listMu guards knownLists: conversation-list entries this Store has
+	// seen committed. Entries are never deleted, so one known here is
+	// stored for every node; Append skips rewriting it.
+	listMu     sync.Mutex
+	knownLists map[[2]string]struct{}
 
 	purgeMu   sync.Mutex // guards lastPurge
 	lastPurge time.Time
@@ -189,6 +198,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		log:     opts.Logger,
 		timeout: opts.QueryTimeout,
 		crc:     crc32.MakeTable(crc32.Castagnoli),
+
+		knownLists: make(map[[2]string]struct{}),
 	}
 	mctx, cancel := context.WithTimeout(ctx, cfg.ConnConfig.ConnectTimeout+4*opts.QueryTimeout)
 	defer cancel()
