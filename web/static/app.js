@@ -1,0 +1,829 @@
+// Parley web client: plain ES modules, no build step. The SDK
+// (parley-sdk.js) is the TypeScript SDK bundled for browsers.
+import { ParleyClient, register, login, logout, directConversationId, text, isCode } from './parley-sdk.js';
+
+const $ = (id) => document.getElementById(id);
+const el = (tag, cls, txt) => {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (txt !== undefined) e.textContent = txt;
+  return e;
+};
+const PAGE = 30; // history page size
+
+// ---- persisted state (per browser profile) ----
+const store = {
+  get(k, d) {
+    try {
+      const v = localStorage.getItem('parley.' + k);
+      return v === null ? d : JSON.parse(v);
+    } catch {
+      return d;
+    }
+  },
+  set(k, v) {
+    try {
+      localStorage.setItem('parley.' + k, JSON.stringify(v));
+    } catch {}
+  },
+  del(k) {
+    localStorage.removeItem('parley.' + k);
+  },
+};
+
+function deviceId() {
+  let d = store.get('device');
+  if (!d) {
+    d = 'web-' + Array.from(crypto.getRandomValues(new Uint8Array(6)), (b) => b.toString(16).padStart(2, '0')).join('');
+    store.set('device', d);
+  }
+  return d;
+}
+
+// ---- app state ----
+let client = null;
+let me = '';
+let everReady = false;
+/** conversationId -> conversation state */
+const convs = new Map();
+let openId = '';
+const presence = new Map(); // userId -> online
+const typingTimers = new Map(); // convId -> Map(userId -> timeout)
+let editing = null; // {conversationId, seq}
+
+function conv(id) {
+  let c = convs.get(id);
+  if (!c) {
+    c = {
+      id,
+      group: id.startsWith('g:'),
+      peer: '',
+      info: null, // GroupInfo
+      lastSeq: 0, // highest seq known
+      last: null, // last message shown in the list
+      activity: 0,
+      unread: 0,
+      readSeq: 0,
+      peerDeliveredSeq: 0,
+      peerReadSeq: 0,
+      left: false,
+      msgs: new Map(), // seq -> Message
+      pending: new Map(), // clientMsgId -> {text, failed}
+      loaded: false,
+      hasOlder: true,
+      loadingOlder: false,
+      readCounts: new Map(), // seq -> count (groups)
+    };
+    if (!c.group) c.peer = peerOf(id);
+    convs.set(id, c);
+  }
+  return c;
+}
+
+function peerOf(id) {
+  const [a, b] = id.slice(2).split(':');
+  return a === me ? b : a;
+}
+
+function title(c) {
+  if (c.group) return c.info?.name || 'Group';
+  return c.peer;
+}
+
+function summary(m) {
+  if (!m) return '';
+  const who = m.from === me ? 'You' : m.from;
+  switch (m.kind) {
+    case 'MESSAGE_KIND_GROUP_CREATED':
+      return `${who} created the group`;
+    case 'MESSAGE_KIND_MEMBERS_ADDED':
+      return `${who} added ${(m.event?.userIds || []).join(', ')}`;
+    case 'MESSAGE_KIND_MEMBERS_REMOVED':
+      return (m.event?.userIds || []).includes(m.from) ? `${who} left` : `${who} removed ${(m.event?.userIds || []).join(', ')}`;
+    case 'MESSAGE_KIND_GROUP_UPDATED':
+      return `${who} changed the group settings`;
+    case 'MESSAGE_KIND_OWNER_CHANGED':
+      return `${(m.event?.userIds || [])[0]} is now the owner`;
+    case 'MESSAGE_KIND_ROLE_CHANGED':
+      return `${(m.event?.userIds || []).join(', ')} is now ${(m.event?.role || '').replace('GROUP_ROLE_', '').toLowerCase()}`;
+    case 'MESSAGE_KIND_MEMBER_MUTED':
+      return `${(m.event?.userIds || []).join(', ')} ${m.event?.mutedUntil ? 'muted' : 'unmuted'}`;
+    case 'MESSAGE_KIND_GROUP_DISSOLVED':
+      return `${who} dissolved the group`;
+    case 'MESSAGE_KIND_RECALL':
+      return `${who} recalled a message`;
+    case 'MESSAGE_KIND_EDIT':
+      return bodyText(m); // the new content
+  }
+  if (m.recalled) return 'Message recalled';
+  return bodyText(m);
+}
+
+function bodyText(m) {
+  if (!m.contentType || m.contentType === 'text' || m.contentType.startsWith('text/')) return text(m.payload);
+  return `[${m.contentType}]`;
+}
+
+function fmtTime(ms) {
+  if (!ms) return '';
+  const d = new Date(ms);
+  const now = new Date();
+  return d.toDateString() === now.toDateString()
+    ? d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })
+    : d.toLocaleDateString([], { month: 'short', day: 'numeric' });
+}
+
+// ---- applying what arrives ----
+
+/** Applies one conversation entry (from a push, a sync or a history page). live: it is new to this client. */
+function apply(m, live) {
+  const c = conv(m.conversationId);
+  const kind = m.kind || 'MESSAGE_KIND_NORMAL';
+  if (kind === 'MESSAGE_KIND_EDIT' || kind === 'MESSAGE_KIND_RECALL') {
+    const t = c.msgs.get(m.event?.targetSeq);
+    if (t) {
+      if (kind === 'MESSAGE_KIND_EDIT') {
+        t.payload = m.payload;
+        t.contentType = m.contentType;
+        t.editedAt = m.serverTime || Date.now();
+      } else {
+        t.recalled = true;
+        t.payload = undefined;
+      }
+    }
+    if (c.last && c.last.seq === m.event?.targetSeq && t) c.last = t;
+  }
+  if (kind === 'MESSAGE_KIND_GROUP_CREATED' || kind === 'MESSAGE_KIND_GROUP_UPDATED') {
+    if (m.event?.group) c.info = { ...(c.info || {}), ...m.event.group };
+  }
+  if (kind === 'MESSAGE_KIND_MEMBERS_ADDED' && c.info) c.info.memberCount = (c.info.memberCount || 0) + (m.event?.userIds?.length || 0);
+  if (kind === 'MESSAGE_KIND_MEMBERS_REMOVED' && (m.event?.userIds || []).includes(me)) c.left = true;
+  c.msgs.set(m.seq, m);
+  if (m.from === me && m.clientMsgId) c.pending.delete(m.clientMsgId);
+  if (m.seq > c.lastSeq) {
+    c.lastSeq = m.seq;
+    c.last = m;
+    c.activity = Math.max(c.activity, m.serverTime || Date.now());
+    // Unread counts every entry after the read cursor, as the server's do.
+    if (live && m.from !== me) {
+      if (isVisibleOpen(c.id)) scheduleRead(c);
+      else c.unread++;
+    }
+  }
+  if (live && m.from) clearTyping(c.id, m.from);
+  if (!c.group && c.peer) ensurePresence(c.peer);
+}
+
+// Presence is visible once a conversation with messages exists: subscribe
+// to 1:1 peers the server has not reported yet (batched).
+const presenceKnown = new Set();
+const presenceWanted = new Set();
+let presenceTimer = null;
+function ensurePresence(user) {
+  if (!client || user === me || presenceKnown.has(user) || presenceWanted.has(user)) return;
+  presenceWanted.add(user);
+  clearTimeout(presenceTimer);
+  presenceTimer = setTimeout(() => {
+    const users = [...presenceWanted];
+    presenceWanted.clear();
+    client
+      ?.subscribePresence(users)
+      .then((ps) => {
+        for (const p of ps) {
+          presenceKnown.add(p.userId);
+          presence.set(p.userId, !!p.online);
+        }
+        renderList();
+        renderHeader();
+      })
+      .catch(() => {});
+  }, 100);
+}
+
+function isVisibleOpen(id) {
+  return openId === id && document.visibilityState === 'visible';
+}
+
+let readTimer = null;
+function scheduleRead(c) {
+  clearTimeout(readTimer);
+  readTimer = setTimeout(() => {
+    if (!client || !isVisibleOpen(c.id) || c.lastSeq <= c.readSeq) return;
+    const seq = c.lastSeq;
+    c.readSeq = seq;
+    c.unread = 0;
+    renderList();
+    client.markRead(c.id, seq).catch(() => {});
+  }, 150);
+}
+
+function mergeList(list) {
+  for (const x of list) {
+    const c = conv(x.conversationId);
+    if (x.peer) c.peer = x.peer;
+    if (x.group) c.info = x.group;
+    c.left = !!x.left;
+    c.readSeq = Math.max(c.readSeq, x.readSeq || 0);
+    c.peerDeliveredSeq = Math.max(c.peerDeliveredSeq, x.peerDeliveredSeq || 0);
+    c.peerReadSeq = Math.max(c.peerReadSeq, x.peerReadSeq || 0);
+    if ((x.lastSeq || 0) >= c.lastSeq) {
+      c.lastSeq = x.lastSeq || 0;
+      c.unread = x.unreadCount || 0;
+      if (x.lastMessage) {
+        c.last = x.lastMessage;
+        c.activity = Math.max(c.activity, x.lastMessage.serverTime || 0);
+        c.msgs.set(x.lastMessage.seq, c.msgs.get(x.lastMessage.seq) || x.lastMessage);
+      }
+    }
+  }
+  // Subscriptions end with each connection (the SDK renews those it made); ask again for all peers.
+  presenceKnown.clear();
+  presenceWanted.clear();
+  for (const c of convs.values()) if (!c.group && c.peer) ensurePresence(c.peer);
+  if (openId && isVisibleOpen(openId)) scheduleRead(conv(openId));
+  renderList();
+  renderChat();
+}
+
+// ---- typing ----
+function showTyping(convId, user) {
+  let m = typingTimers.get(convId);
+  if (!m) typingTimers.set(convId, (m = new Map()));
+  clearTimeout(m.get(user));
+  m.set(user, setTimeout(() => clearTyping(convId, user), 4000));
+  renderTyping();
+}
+function clearTyping(convId, user) {
+  const m = typingTimers.get(convId);
+  if (m?.has(user)) {
+    clearTimeout(m.get(user));
+    m.delete(user);
+    renderTyping();
+  }
+}
+
+// ---- rendering ----
+
+function renderList() {
+  const ul = $('conv-list');
+  const items = [...convs.values()].filter((c) => c.last || c.lastSeq || c.pending.size || c.id === openId).sort((a, b) => b.activity - a.activity);
+  ul.replaceChildren(
+    ...items.map((c) => {
+      const li = el('li', 'conv' + (c.id === openId ? ' active' : ''));
+      li.dataset.conv = c.id;
+      const name = el('span', 'name');
+      if (!c.group) {
+        const d = el('span', 'dot' + (presence.get(c.peer) ? ' online' : ''));
+        d.dataset.presence = presence.get(c.peer) ? 'online' : 'offline';
+        name.append(d);
+      }
+      name.append(el('span', 'title', title(c)));
+      li.append(name, el('span', 'time', fmtTime(c.last?.serverTime)));
+      const lastText = c.last ? summary(c.last) || '' : '';
+      const prefix = c.group && c.last && c.last.kind === 'MESSAGE_KIND_NORMAL' ? (c.last.from === me ? 'You: ' : c.last.from + ': ') : '';
+      li.append(el('span', 'last', prefix + lastText));
+      if (c.unread > 0 && c.id !== openId) li.append(el('span', 'badge unread', String(c.unread)));
+      else li.append(el('span'));
+      li.onclick = () => openConv(c.id);
+      return li;
+    }),
+  );
+  $('conv-empty').hidden = items.length > 0;
+}
+
+function renderHeader() {
+  const chat = $('chat');
+  if (!openId) {
+    chat.classList.add('none');
+    $('chat-empty').hidden = false;
+    return;
+  }
+  chat.classList.remove('none');
+  $('chat-empty').hidden = true;
+  const c = conv(openId);
+  $('chat-title').textContent = title(c);
+  const dot = $('chat-dot');
+  if (c.group) {
+    dot.className = 'dot none';
+    $('chat-sub').textContent = c.left ? 'you left' : c.info?.memberCount ? `${c.info.memberCount} members` : '';
+  } else {
+    const on = !!presence.get(c.peer);
+    dot.className = 'dot' + (on ? ' online' : '');
+    dot.dataset.presence = on ? 'online' : 'offline';
+    $('chat-sub').textContent = on ? 'online' : '';
+  }
+  $('add-members-btn').hidden = !c.group || c.left;
+  $('composer-input').disabled = c.left || !!c.info?.dissolved;
+}
+
+function stateOf(c, m) {
+  if (c.group) {
+    const n = c.readCounts.get(m.seq) || 0;
+    return n > 0 ? ['read', `Read by ${n}`] : ['sent', '✓ Sent'];
+  }
+  if (c.peerReadSeq >= m.seq) return ['read', '✓✓ Read'];
+  if (c.peerDeliveredSeq >= m.seq) return ['delivered', '✓✓ Delivered'];
+  return ['sent', '✓ Sent'];
+}
+
+function renderChat() {
+  renderHeader();
+  if (!openId) return;
+  const c = conv(openId);
+  const box = $('messages');
+  const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 60;
+  const fromBottom = box.scrollHeight - box.scrollTop;
+  const seqs = [...c.msgs.keys()].sort((a, b) => a - b);
+  const nodes = [];
+  for (const seq of seqs) {
+    const m = c.msgs.get(seq);
+    const kind = m.kind || 'MESSAGE_KIND_NORMAL';
+    if (kind === 'MESSAGE_KIND_EDIT') continue;
+    if (kind !== 'MESSAGE_KIND_NORMAL') {
+      const s = el('li', 'sys', summary(m));
+      s.dataset.seq = seq;
+      nodes.push(s);
+      continue;
+    }
+    const mine = m.from === me;
+    const li = el('li', 'msg' + (mine ? ' mine' : '') + (m.recalled ? ' recalled' : ''));
+    li.dataset.seq = seq;
+    li.dataset.from = m.from;
+    if (c.group && !mine) li.append(el('div', 'from', m.from));
+    li.append(el('div', 'body', m.recalled ? 'Message recalled' : bodyText(m)));
+    const meta = el('div', 'meta', fmtTime(m.serverTime) + (m.editedAt && !m.recalled ? ' · edited' : ''));
+    if (mine && !m.recalled) {
+      const [st, label] = stateOf(c, m);
+      li.dataset.state = st;
+      meta.append(' ', el('span', 'state ' + st, label));
+    }
+    li.append(meta);
+    const acts = el('div', 'msg-actions');
+    if (mine && !m.recalled) {
+      const e = el('button', 'secondary', 'Edit');
+      e.dataset.action = 'edit';
+      e.onclick = (ev) => {
+        ev.stopPropagation();
+        startEdit(c, m);
+      };
+      const r = el('button', 'secondary', 'Recall');
+      r.dataset.action = 'recall';
+      r.onclick = (ev) => {
+        ev.stopPropagation();
+        client.recall(c.id, m.seq).then((ack) => {
+          // Not echoed to this session either: apply the recall here (ack null: already recalled).
+          if (ack) apply({ conversationId: c.id, seq: ack.seq, from: me, clientMsgId: ack.clientMsgId, serverTime: ack.serverTime, kind: 'MESSAGE_KIND_RECALL', event: { targetSeq: m.seq } }, false);
+          else m.recalled = true;
+          rerender(c.id);
+        }, alertError);
+        li.classList.remove('open');
+      };
+      acts.append(e, r);
+    }
+    const d = el('button', 'secondary', 'Delete for me');
+    d.dataset.action = 'delete';
+    d.onclick = (ev) => {
+      ev.stopPropagation();
+      client.deleteForMe(c.id, [m.seq]).then(() => {
+        c.msgs.delete(m.seq);
+        renderChat();
+      }, alertError);
+    };
+    acts.append(d);
+    li.append(acts);
+    li.onclick = () => {
+      for (const o of document.querySelectorAll('.msg.open')) if (o !== li) o.classList.remove('open');
+      li.classList.toggle('open');
+    };
+    nodes.push(li);
+  }
+  for (const [id, p] of c.pending) {
+    const li = el('li', 'msg mine pending');
+    li.dataset.clientMsgId = id;
+    li.dataset.state = p.failed ? 'failed' : 'pending';
+    li.append(el('div', 'body', p.text));
+    li.append(el('div', 'meta', p.failed ? `Not sent: ${p.failed}` : '🕓 Sending…'));
+    nodes.push(li);
+  }
+  $('msg-list').replaceChildren(...nodes);
+  $('older').textContent = c.loadingOlder ? 'Loading…' : c.loaded && !c.hasOlder ? 'Beginning of the conversation' : '';
+  if (c.restoreFromBottom !== undefined) {
+    box.scrollTop = box.scrollHeight - c.restoreFromBottom;
+    c.restoreFromBottom = undefined;
+  } else if (atBottom || c.stick) {
+    box.scrollTop = box.scrollHeight;
+    c.stick = false;
+  } else {
+    box.scrollTop = box.scrollHeight - fromBottom;
+  }
+  renderTyping();
+}
+
+function renderTyping() {
+  const m = openId ? typingTimers.get(openId) : null;
+  const who = m ? [...m.keys()] : [];
+  $('typing').textContent = who.length ? `${who.join(', ')} ${who.length > 1 ? 'are' : 'is'} typing…` : '';
+}
+
+function setBanner(textContent, action) {
+  const b = $('banner');
+  if (!textContent) {
+    b.hidden = true;
+    return;
+  }
+  b.hidden = false;
+  b.replaceChildren(textContent);
+  if (action) {
+    const btn = el('button', '', action.label);
+    btn.onclick = action.run;
+    b.append(btn);
+  }
+}
+
+function rerender(convId) {
+  renderList();
+  if (convId === openId) renderChat();
+}
+
+function alertError(err) {
+  const code = err?.code ? String(err.code).replace('ERROR_CODE_', '').toLowerCase().replaceAll('_', ' ') : String(err?.message || err);
+  setBanner('Could not do that: ' + code);
+  setTimeout(() => client?.state === 'ready' && setBanner(''), 3000);
+}
+
+// ---- conversations ----
+
+async function openConv(id) {
+  openId = id;
+  store.set('open.' + me, id);
+  editing = null;
+  $('edit-bar').hidden = true;
+  document.querySelector('.app').classList.add('show-chat');
+  const c = conv(id);
+  c.stick = true;
+  renderList();
+  renderChat();
+  if (!c.loaded) await loadOlder(c, true);
+  scheduleRead(c);
+  refreshReadCounts(c);
+  $('composer-input').focus({ preventScroll: true });
+}
+
+async function loadOlder(c, first = false) {
+  if (c.loadingOlder || (!first && !c.hasOlder)) return;
+  c.loadingOlder = true;
+  renderChat();
+  const box = $('messages');
+  try {
+    const seqs = [...c.msgs.keys()].filter((s) => c.loaded || !first);
+    const before = first ? 0 : Math.min(...seqs);
+    const page = await client.history(c.id, before, PAGE);
+    for (const m of page.messages || []) apply(m, false);
+    c.hasOlder = !!page.hasMore;
+    if (!first) c.restoreFromBottom = box.scrollHeight - box.scrollTop;
+    else c.stick = true;
+    c.loaded = true;
+  } catch (err) {
+    alertError(err);
+  } finally {
+    c.loadingOlder = false;
+  }
+  if (openId === c.id) renderChat();
+  // Fill the screen: keep loading while there is no scrollbar yet.
+  if (openId === c.id && c.hasOlder && box.scrollHeight <= box.clientHeight + 10) loadOlder(c);
+}
+
+let rcTimer = null;
+async function refreshReadCounts(c) {
+  if (!c.group || openId !== c.id || !client) return;
+  const own = [...c.msgs.values()].filter((m) => m.from === me && (m.kind || 'MESSAGE_KIND_NORMAL') === 'MESSAGE_KIND_NORMAL' && !m.recalled);
+  const seqs = own.map((m) => m.seq).slice(-100);
+  if (seqs.length) {
+    try {
+      const counts = await client.readCounts(c.id, seqs);
+      let changed = false;
+      for (const rc of counts) {
+        if ((c.readCounts.get(rc.seq) || 0) !== (rc.count || 0)) changed = true;
+        c.readCounts.set(rc.seq, rc.count || 0);
+      }
+      if (changed && openId === c.id) renderChat();
+    } catch {}
+  }
+}
+function scheduleReadCounts() {
+  clearInterval(rcTimer);
+  rcTimer = setInterval(() => {
+    if (openId && document.visibilityState === 'visible') refreshReadCounts(conv(openId));
+  }, 2000);
+}
+
+// ---- sending, editing ----
+
+function send(textValue) {
+  const c = conv(openId);
+  if (editing) {
+    const target = editing;
+    editing = null;
+    $('edit-bar').hidden = true;
+    client.edit(target.conversationId, target.seq, textValue).then((ack) => {
+      // The server does not echo an edit to the session that made it: apply it here.
+      const payload = new TextEncoder().encode(textValue);
+      apply({ conversationId: ack.conversationId, seq: ack.seq, from: me, clientMsgId: ack.clientMsgId, contentType: 'text', payload, serverTime: ack.serverTime, kind: 'MESSAGE_KIND_EDIT', event: { targetSeq: target.seq } }, false);
+      rerender(ack.conversationId);
+    }, alertError);
+    return;
+  }
+  const clientMsgId = Array.from(crypto.getRandomValues(new Uint8Array(12)), (b) => b.toString(16).padStart(2, '0')).join('');
+  c.pending.set(clientMsgId, { text: textValue });
+  c.activity = Date.now();
+  c.stick = true;
+  renderChat();
+  renderList();
+  const target = c.group ? { conversationId: c.id } : { to: c.peer };
+  client.send({ ...target, contentType: 'text', payload: textValue, clientMsgId }).then(
+    (ack) => {
+      const p = c.pending.get(clientMsgId);
+      c.pending.delete(clientMsgId);
+      if (!c.msgs.has(ack.seq)) {
+        apply({ conversationId: ack.conversationId, seq: ack.seq, messageId: ack.messageId, from: me, clientMsgId, contentType: 'text', payload: new TextEncoder().encode(p ? p.text : textValue), serverTime: ack.serverTime, kind: 'MESSAGE_KIND_NORMAL' }, false);
+      }
+      c.readSeq = Math.max(c.readSeq, ack.seq);
+      if (!c.group) ensurePresence(c.peer);
+      if (openId === c.id) renderChat();
+      renderList();
+    },
+    (err) => {
+      const p = c.pending.get(clientMsgId);
+      if (p) p.failed = err?.code ? String(err.code).replace('ERROR_CODE_', '').toLowerCase().replaceAll('_', ' ') : 'closed';
+      if (openId === c.id) renderChat();
+    },
+  );
+}
+
+function startEdit(c, m) {
+  editing = { conversationId: c.id, seq: m.seq };
+  $('edit-bar').hidden = false;
+  const input = $('composer-input');
+  input.value = bodyText(m);
+  input.focus();
+}
+
+// ---- the client's lifecycle ----
+
+function start(auth) {
+  me = auth.userId;
+  $('auth').hidden = true;
+  $('app').hidden = false;
+  $('me-name').textContent = me;
+  const cursorsKey = 'cursors.' + me;
+  const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+  client = new ParleyClient({
+    url: `${proto}//${location.host}/ws`,
+    token: auth.token,
+    deviceId: deviceId(),
+    deviceType: 'web',
+    resumeFromServer: true,
+    cursors: store.get(cursorsKey, {}),
+  });
+  window.parley = client; // handy in the console
+  let saveTimer = null;
+  client.on('message', (m) => {
+    apply(m, true);
+    if (!saveTimer) saveTimer = setTimeout(() => ((saveTimer = null), store.set(cursorsKey, client.cursors())), 500);
+    renderList();
+    if (m.conversationId === openId) {
+      renderChat();
+      refreshReadCounts(conv(openId));
+    }
+    if (!convs.get(m.conversationId)?.info && m.conversationId.startsWith('g:')) refreshList();
+  });
+  client.on('conversations', mergeList);
+  client.on('receipt', (r) => {
+    const c = conv(r.conversationId);
+    if (r.userId === me) {
+      if (r.readSeq && r.readSeq > c.readSeq) {
+        c.readSeq = r.readSeq;
+        c.unread = 0;
+      }
+    } else {
+      c.peerDeliveredSeq = Math.max(c.peerDeliveredSeq, r.deliveredSeq || 0, r.readSeq || 0);
+      c.peerReadSeq = Math.max(c.peerReadSeq, r.readSeq || 0);
+    }
+    renderList();
+    if (r.conversationId === openId) renderChat();
+  });
+  client.on('typing', (t) => t.userId !== me && showTyping(t.conversationId, t.userId));
+  client.on('presence', (p) => {
+    presence.set(p.userId, !!p.online);
+    renderList();
+    renderHeader();
+  });
+  client.on('hidden', (h) => {
+    const c = conv(h.conversationId);
+    for (const s of h.seqs || []) c.msgs.delete(s);
+    if (h.clearedSeq) for (const s of [...c.msgs.keys()]) if (s <= h.clearedSeq) c.msgs.delete(s);
+    renderChat();
+  });
+  client.on('state', (s) => {
+    $('me-dot').className = 'dot' + (s === 'ready' ? ' online' : '');
+    if (s === 'ready') {
+      everReady = true;
+      setBanner('');
+      // Reloaded history may have changed while away (edits, recalls): refresh the open one.
+      if (openId) refreshOpen();
+    } else if (s === 'connecting' || s === 'syncing') {
+      setBanner(everReady ? 'Reconnecting…' : 'Connecting…', { label: 'Retry now', run: () => client.reconnectNow() });
+    }
+  });
+  client.on('closed', (err) => {
+    if (err?.code === 'DISCONNECT_CODE_KICKED') {
+      setBanner('Signed in on another device.', { label: 'Use here', run: () => restart(auth) });
+    } else if (err?.code === 'DISCONNECT_CODE_TOKEN_REVOKED' || err?.code === 'DISCONNECT_CODE_AUTH_FAILED' || isCode(err, 'ERROR_CODE_UNAUTHENTICATED')) {
+      signOut(false);
+    }
+  });
+  // Keep the cursors when the page goes away, so the next visit resumes from them.
+  window.addEventListener('pagehide', () => client && store.set(cursorsKey, client.cursors()));
+  setBanner('Connecting…');
+  scheduleReadCounts();
+  const last = store.get('open.' + me, '');
+  if (last) client.waitReady().then(() => !openId && openConv(last), () => {});
+}
+
+function restart(auth) {
+  client?.close();
+  convs.clear();
+  openId = '';
+  everReady = false;
+  start(auth);
+  renderList();
+  renderChat();
+}
+
+let listTimer = null;
+function refreshList() {
+  clearTimeout(listTimer);
+  listTimer = setTimeout(() => client?.conversations().then(mergeList, () => {}), 200);
+}
+
+async function refreshOpen() {
+  const c = conv(openId);
+  try {
+    const page = await client.history(c.id, 0, Math.max(PAGE, Math.min(c.msgs.size, 200)));
+    for (const m of page.messages || []) {
+      const old = c.msgs.get(m.seq);
+      c.msgs.set(m.seq, old && old.kind === m.kind ? Object.assign(old, m) : m);
+    }
+    if (openId === c.id) renderChat();
+  } catch {}
+}
+
+function signOut(callServer = true) {
+  const auth = store.get('auth');
+  if (callServer && auth) logout({}, auth.token).catch(() => {});
+  client?.close();
+  client = null;
+  store.del('auth');
+  store.del('open.' + me);
+  convs.clear();
+  openId = '';
+  me = '';
+  everReady = false;
+  setBanner('');
+  $('app').hidden = true;
+  $('auth').hidden = false;
+  $('auth-pass').value = '';
+}
+
+// ---- wiring the DOM ----
+
+function wire() {
+  $('auth-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const mode = ev.submitter?.value || 'login';
+    const u = $('auth-user').value.trim();
+    const p = $('auth-pass').value;
+    $('auth-error').textContent = '';
+    try {
+      const r = mode === 'register' ? await register({}, u, p) : await login({}, u, p);
+      const auth = { userId: r.user_id, token: r.token };
+      store.set('auth', auth);
+      start(auth);
+      renderList();
+      renderChat();
+    } catch (err) {
+      const code = err?.code || '';
+      $('auth-error').textContent =
+        code === 'invalid_credentials' ? 'Wrong username or password.' :
+        code === 'conflict' ? 'That username is taken.' :
+        code === 'bad_request' ? 'Usernames use letters, digits and _ . @ -; passwords need 8 characters.' :
+        'Could not sign in: ' + (code || err.message);
+    }
+  });
+
+  $('composer').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const input = $('composer-input');
+    const v = input.value.trim();
+    if (!v || !openId) return;
+    input.value = '';
+    send(v);
+  });
+  let lastTyping = 0;
+  $('composer-input').addEventListener('input', () => {
+    if (!openId || !client || editing) return;
+    const now = Date.now();
+    if (now - lastTyping > 2000) {
+      lastTyping = now;
+      client.typing(openId);
+    }
+  });
+  $('edit-cancel').onclick = () => {
+    editing = null;
+    $('edit-bar').hidden = true;
+    $('composer-input').value = '';
+  };
+  $('messages').addEventListener('scroll', () => {
+    const box = $('messages');
+    if (openId && box.scrollTop < 80) {
+      const c = conv(openId);
+      if (c.loaded && c.hasOlder && !c.loadingOlder) loadOlder(c);
+    }
+  });
+  $('back-btn').onclick = () => {
+    document.querySelector('.app').classList.remove('show-chat');
+    openId = '';
+    store.del('open.' + me);
+    renderList();
+    renderChat();
+  };
+  $('logout-btn').onclick = () => signOut(true);
+
+  $('new-chat-btn').onclick = () => {
+    $('new-chat-user').value = '';
+    $('new-chat-error').textContent = '';
+    $('new-chat-dialog').showModal();
+  };
+  $('new-chat-form').addEventListener('submit', (ev) => {
+    if (ev.submitter?.value !== 'ok') return;
+    const u = $('new-chat-user').value.trim();
+    if (!u || u === me) {
+      ev.preventDefault();
+      $('new-chat-error').textContent = 'Enter another user’s name.';
+      return;
+    }
+    const id = directConversationId(me, u);
+    const c = conv(id);
+    c.peer = u;
+    c.activity = Date.now();
+    ensurePresence(u);
+    openConv(id);
+  });
+
+  let groupMode = 'create';
+  const openGroupDialog = (mode) => {
+    groupMode = mode;
+    $('group-dialog-title').textContent = mode === 'create' ? 'New group' : 'Add members';
+    $('group-ok').textContent = mode === 'create' ? 'Create' : 'Add';
+    $('group-name-label').hidden = mode !== 'create';
+    $('group-name').value = '';
+    $('group-members').value = '';
+    $('group-error').textContent = '';
+    $('group-dialog').showModal();
+  };
+  $('new-group-btn').onclick = () => openGroupDialog('create');
+  $('add-members-btn').onclick = () => openGroupDialog('add');
+  $('group-form').addEventListener('submit', async (ev) => {
+    if (ev.submitter?.value !== 'ok') return;
+    ev.preventDefault();
+    const users = $('group-members').value.split(/[\s,]+/).map((s) => s.trim()).filter((s) => s && s !== me);
+    try {
+      if (groupMode === 'create') {
+        const g = await client.createGroup({ name: $('group-name').value.trim() || 'Group', userIds: users });
+        const c = conv(g.conversationId);
+        c.info = g;
+        c.activity = Date.now();
+        $('group-dialog').close();
+        openConv(g.conversationId);
+      } else {
+        if (!users.length) throw new Error('Enter at least one username.');
+        await client.addMembers(openId, users);
+        $('group-dialog').close();
+      }
+    } catch (err) {
+      $('group-error').textContent = err?.code === 'ERROR_CODE_PERMISSION_DENIED' ? 'Not allowed.' : String(err?.code || err?.message || err);
+    }
+  });
+
+  document.addEventListener('visibilitychange', () => {
+    if (openId && document.visibilityState === 'visible') scheduleRead(conv(openId));
+  });
+  window.addEventListener('online', () => client?.reconnectNow());
+}
+
+wire();
+const saved = store.get('auth');
+if (saved?.token) start(saved);
+else $('auth').hidden = false;
+renderList();
+renderChat();
