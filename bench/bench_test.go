@@ -191,6 +191,21 @@ func TestUserHalfOnlineJSONCodec(t *testing.T) {
 	}
 }
 
+// push: every push answered 200 reaches its receiver once, in order; the
+// load split over two worker processes merges into one report.
+func TestPush(t *testing.T) {
+	t.Parallel()
+	cfg := startServer(t, "push")
+	cfg.Count, cfg.Concurrency = 600, 6
+	checkDelivery(t, run(t, cfg, Options{}), 600, 600)
+	cfg.Prefix = ""
+	rep := run(t, cfg, Options{Procs: 2, WorkerCommand: []string{os.Args[0], "bench-worker"}})
+	checkDelivery(t, rep, 600, 600)
+	if rep.Processes != 2 {
+		t.Errorf("processes %d, want 2", rep.Processes)
+	}
+}
+
 func TestOrder(t *testing.T) {
 	t.Parallel()
 	cfg := startServer(t, "order")

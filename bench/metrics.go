@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"context"
 	"errors"
 	"net"
@@ -98,7 +99,12 @@ func statusOf(err error) string {
 	var ce *client.Error
 	var de *client.DisconnectError
 	var ne net.Error
+	var he *client.HTTPError
 	switch {
+	case errors.As(err, &he):
+		return fmt.Sprintf("HTTP_%d", he.Status)
+	case errors.Is(err, errNotDelivered):
+		return "not_delivered"
 	case errors.As(err, &ce):
 		return ce.Code.String()
 	case errors.As(err, &de):

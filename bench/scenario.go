@@ -32,13 +32,15 @@ func newScenario(name string) (Scenario, bool) {
 		return &connsScenario{}, true
 	case "group", "send-rate", "fanout", "mixed":
 		return &groupScenario{kind: name}, true
+	case "push":
+		return &pushScenario{}, true
 	}
 	return nil, false
 }
 
 // Scenarios lists the scenario names, sorted.
 func Scenarios() []string {
-	s := []string{"conns", "fanout", "group", "login", "mixed", "order", "send-rate", "soak", "user"}
+	s := []string{"conns", "fanout", "group", "login", "mixed", "order", "push", "send-rate", "soak", "user"}
 	slices.Sort(s)
 	return s
 }

@@ -57,6 +57,8 @@ func benchCmd(args []string) error {
 	quiet := fs.Bool("quiet", false, "no live progress on stderr")
 	fs.IntVar(&cfg.Size, "size", cfg.Size, "message payload bytes (at least 24)")
 	switch name {
+	case "push":
+		fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, drainHelp(name))
 	case "user", "soak", "order", "group", "send-rate", "fanout", "mixed":
 		fs.BoolVar(&cfg.DeliveredAck, "ack", cfg.DeliveredAck, "receivers send delivered cursors (two-step ACK)")
 		fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, drainHelp(name))
@@ -275,6 +277,8 @@ func concHelp(name string) string {
 		return "senders into the big group (members too)"
 	case "order":
 		return "ignored: order is one sender and one receiver"
+	case "push":
+		return "pushers, each with its own online receiver (one HTTP request in flight each, as ab -c)"
 	}
 	return "sender/receiver pairs (each sender has one request in flight)"
 }
@@ -305,6 +309,8 @@ func scenarioHelp(name string) string {
 		return "send-rate: --groups groups of -m members, --group-online receivers online each, one sender\nper group, at --rate messages/s in total; reports sends/s and ack latency, deliveries\nverified (WuKongIM send rate)."
 	case "fanout":
 		return "fanout: one group of -m members, --online receivers connected (spread over --procs),\n-t senders send -c messages; reports deliveries/s, expected vs received, lost, duplicated,\nout of order at every receiver, end-to-end latency (WuKongIM receive rate)."
+	case "push":
+		return "push: -t receivers online; -t pushers POST -c pushes in total to /v1/admin/push/users\n(one each in flight, keep-alive, as ab -k -c); each request timed until its answer; every\npush must reach its receiver once, in order (goim push benchmark)."
 	case "mixed":
 		return "mixed: --pairs 1:1 pairs, --groups groups of --group-size and one big group of -m\n(--online receivers) at once, at WuKongIM's rates by default; each part and the total\nreported and verified (WuKongIM mixed)."
 	}
