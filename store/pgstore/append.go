@@ -279,7 +279,7 @@ func (s *Store) encode(m *pb.Message) ([]byte, int32, error) {
 	body, err := proto.Marshal(m)
 	m.Seq = seq
 	if err != nil {
-		return nil, 0, fmt.Errorf("pgstore: encoding message: %w", err)
+		return nil, 0, permanentError{fmt.Errorf("pgstore: encoding message: %w", err)}
 	}
 	return body, int32(crc32.Checksum(body, s.crc)), nil
 }

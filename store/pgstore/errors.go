@@ -27,6 +27,13 @@ func (e *unavailableError) Error() string {
 func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.err} }
 func (e *unavailableError) Temporary() bool { return true }
 
+// permanentError marks an error of ours (a message that cannot be
+// encoded, a schema this build cannot use) that no retry fixes, so mapErr
+// does not take it for a connection failure.
+type permanentError struct{ error }
+
+func (e permanentError) Unwrap() error { return e.error }
+
 // mapErr classifies an error of a database call. The store's own errors
 // pass through; a server error is temporary or not by its SQLSTATE; any
 // other error came from the connection (refused, reset, timed out, the
@@ -39,6 +46,9 @@ func mapErr(op string, err error) error {
 		if errors.Is(err, e) {
 			return err
 		}
+	}
+	if errors.As(err, new(permanentError)) {
+		return err
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {

@@ -63,7 +63,7 @@ const advisoryClass = 0x50617231 // "Par1"
 func (s *Store) migrate(ctx context.Context, schema string) error {
 	migs, err := loadMigrations()
 	if err != nil {
-		return err
+		return permanentError{err}
 	}
 	qs := pgx.Identifier{schema}.Sanitize()
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -92,7 +92,7 @@ func (s *Store) migrate(ctx context.Context, schema string) error {
 			return err
 		}
 		if current > len(migs) {
-			return fmt.Errorf("pgstore: schema %s is at version %d, newer than this build's %d: upgrade this node", schema, current, len(migs))
+			return permanentError{fmt.Errorf("pgstore: schema %s is at version %d, newer than this build's %d: upgrade this node", schema, current, len(migs))}
 		}
 		for _, m := range migs[current:] {
 			if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "{s}", qs)); err != nil {

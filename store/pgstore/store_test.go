@@ -123,6 +123,16 @@ func TestPGRejectedBatchLeavesNoGap(t *testing.T) {
 	if got, err := s.Conversations(ctx, "alice\x00"); err == nil && len(got) != 0 {
 		t.Fatalf("the rejected batch listed a conversation: %q", got)
 	}
+	// A message protobuf cannot encode (ContentType not UTF-8) is refused
+	// before any write, permanently too.
+	unencodable := message("c1", "alice", "bob", "3")
+	unencodable.ContentType = "\xff\xfe"
+	if _, err := s.Append(ctx, []*pb.Message{unencodable}); err == nil || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Append of an unencodable message: %v, want a permanent error", err)
+	}
+	if n, err := s.LastSeq(ctx, "c1"); err != nil || n != 2 {
+		t.Fatalf("LastSeq = %d, %v; want 2", n, err)
+	}
 }
 
 // TestPGMigrations: Stores opening one new schema at once apply each
@@ -169,7 +179,7 @@ func TestPGMigrations(t *testing.T) {
 	if s, err := Open(context.Background(), url, Options{Schema: schema, Logger: quiet}); err == nil {
 		_ = s.Close()
 		t.Fatal("Open accepted a schema newer than this build")
-	} else if !strings.Contains(err.Error(), "newer") {
+	} else if !strings.Contains(err.Error(), "newer") || errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Open of a newer schema: %v", err)
 	}
 }
