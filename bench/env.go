@@ -81,6 +81,7 @@ func (e *Env) ClientOptions(token, deviceID string) client.Options {
 		// One attempt per request: the bench counts failures instead of
 		// hiding them behind retries.
 		MaxSendAttempts: 1,
+		LocalAddr:       e.localAddr(),
 	}
 	if e.Cfg.Transport == "tcp" {
 		o.Addr = e.Cfg.TCPAddr
@@ -108,7 +109,7 @@ func (e *Env) Close(c *client.Client) {
 	}
 }
 
-// localAddr returns the next source address for a raw connection (nil: the
+// localAddr returns the next source address for a connection (nil: the
 // kernel's choice).
 func (e *Env) localAddr() net.Addr {
 	if len(e.Cfg.SourceIPs) == 0 {

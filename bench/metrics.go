@@ -1,9 +1,9 @@
 package bench
 
 import (
-	"fmt"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"sync"

@@ -46,6 +46,10 @@ type Options struct {
 	Codec wire.Codec
 	// TLSConfig for wss:// and tls:// (nil: the system defaults).
 	TLSConfig *tls.Config
+	// LocalAddr is the local address to connect from (nil: the kernel's
+	// choice); a load generator spreads connections over several source
+	// IPs with it when one address runs out of ephemeral ports.
+	LocalAddr net.Addr
 
 	// DialTimeout bounds connect + handshake + auth (default 10 s).
 	DialTimeout time.Duration
@@ -192,6 +196,10 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 			u.Path = "/ws"
 		}
 		d := ws.Dialer{TLSConfig: o.TLSConfig}
+		if o.LocalAddr != nil {
+			nd := net.Dialer{LocalAddr: o.LocalAddr}
+			d.NetDial = nd.DialContext
+		}
 		conn, br, _, err := d.Dial(dctx, u.String())
 		if err != nil {
 			return nil, fmt.Errorf("parley: dial %s: %w", o.Addr, err)
@@ -202,7 +210,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		if o.Codec == wire.JSON {
 			return nil, errors.New("parley: the JSON codec is WebSocket only")
 		}
-		var nd net.Dialer
+		nd := net.Dialer{LocalAddr: o.LocalAddr}
 		conn, err := nd.DialContext(dctx, "tcp", u.Host)
 		if err != nil {
 			return nil, fmt.Errorf("parley: dial %s: %w", o.Addr, err)

@@ -52,7 +52,7 @@ func benchCmd(args []string) error {
 	htmlOut := fs.String("html", "", "write the HTML report (charts, no network needed) to FILE")
 	procs := fs.Int("procs", 1, "run the load in N worker processes of this machine and merge their reports")
 	workers := fs.String("workers", "", "run the load on remote workers host:port,... (parley bench worker --listen)")
-	sourceIPs := fs.String("source-ips", "", "spread raw connections (conns, order's sender, group receivers) over these local IPs, e.g. 127.0.0.2,127.0.0.3")
+	sourceIPs := fs.String("source-ips", "", "spread every connection over these local IPs (when one address runs out of ports), e.g. 127.0.0.2,127.0.0.3")
 	serverPID := fs.Int("server-pid", 0, "sample this server process's CPU and memory (default: found by port when local)")
 	quiet := fs.Bool("quiet", false, "no live progress on stderr")
 	fs.IntVar(&cfg.Size, "size", cfg.Size, "message payload bytes (at least 24)")
