@@ -66,7 +66,11 @@ func (s *Store) migrate(ctx context.Context, schema string) error {
 		return permanentError{err}
 	}
 	qs := pgx.Identifier{schema}.Sanitize()
+	var applied []migration
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = 0"); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2))", int32(advisoryClass), schema); err != nil {
 			return err
 		}
@@ -101,9 +105,15 @@ func (s *Store) migrate(ctx context.Context, schema string) error {
 			if _, err := tx.Exec(ctx, "INSERT INTO "+qs+".schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
 				return err
 			}
-			s.log.Info("pgstore: migration applied", "schema", schema, "version", m.version, "name", m.name)
+			applied = append(applied, m)
 		}
 		return nil
 	})
-	return mapErr("migrate", err)
+	if err != nil {
+		return mapErr("migrate", err)
+	}
+	for _, m := range applied {
+		s.log.Info("pgstore: migration applied", "schema", schema, "version", m.version, "name", m.name)
+	}
+	return nil
 }

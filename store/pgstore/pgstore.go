@@ -102,6 +102,8 @@ const (
 	// maxAttempts bounds the retries of a transaction that lost a race to
 	// another node (de-dup conflict) or was chosen as a deadlock victim.
 	maxAttempts = 8
+	// migrateTimeout bounds Open's migrations when its context has no deadline.
+	migrateTimeout = 10 * time.Minute
 	// knownListsMax bounds the cache of known conversation-list entries
 	// (about 100 bytes each plus the ids).
 	knownListsMax = 1 << 17
@@ -151,7 +153,10 @@ var _ store.Store = (*Store)(nil)
 
 // Open connects to the database at url, applies pending migrations to
 // opts.Schema and returns the Store. It fails (wrapping ErrUnavailable)
-// when the database cannot be reached within the timeouts.
+// when the database cannot be reached within ConnectTimeout. Migrations run
+// without statement_timeout (one may rebuild a large table) and within
+// ctx's deadline, or migrateTimeout when ctx has none; a node starting
+// while another migrates waits for it.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -201,8 +206,12 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 
 		knownLists: make(map[[2]string]struct{}),
 	}
-	mctx, cancel := context.WithTimeout(ctx, cfg.ConnConfig.ConnectTimeout+4*opts.QueryTimeout)
-	defer cancel()
+	mctx := ctx
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		mctx, cancel = context.WithTimeout(ctx, migrateTimeout)
+		defer cancel()
+	}
 	if err := s.migrate(mctx, opts.Schema); err != nil {
 		pool.Close()
 		return nil, err

@@ -196,7 +196,7 @@ describe('1:1 messaging against a real server', () => {
     const conv = directConversationId(alice.id, bob.id);
     const now = await a.subscribePresence([bob.id]);
     expect(now.find((p) => p.userId === bob.id)?.online ?? false).toBe(false);
-    const seen: { userId: string; online?: boolean }[] = [];
+    const seen: { userId: string; online?: boolean; lastSeen?: number }[] = [];
     a.on('presence', (p) => seen.push(p));
     const b = connect(srv, bob);
     await b.waitReady(5000);
