@@ -113,6 +113,14 @@ type Config struct {
 	// dropped and counted. Default 10,000.
 	WebhookQueue int `yaml:"webhook_queue"`
 
+	// PostgresURL stores everything in PostgreSQL instead of the embedded
+	// store, e.g. "postgres://parley:PASSWORD@db:5432/parley?sslmode=require".
+	// Default "": embedded storage in DataDir. (Several nodes on one
+	// database also need routing between them: see docs/operations.md.)
+	PostgresURL string `yaml:"postgres_url"`
+	// PostgresSchema is the schema holding Parley's tables. Default "parley".
+	PostgresSchema string `yaml:"postgres_schema"`
+
 	// NoSync skips fsync after each storage batch: faster, but a machine crash
 	// (not a process crash) can lose acknowledged messages. Default false (durable).
 	NoSync bool `yaml:"no_sync"`

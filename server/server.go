@@ -21,6 +21,7 @@ import (
 	"github.com/parleyim/parley/session"
 	"github.com/parleyim/parley/store"
 	"github.com/parleyim/parley/store/pebblestore"
+	"github.com/parleyim/parley/store/pgstore"
 	"github.com/parleyim/parley/web"
 	"github.com/parleyim/parley/webhook"
 )
@@ -66,7 +67,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parley: %w", err)
 	}
-	st, err := pebblestore.Open(cfg.DataDir+"/store", pebblestore.Options{NoSync: cfg.NoSync, Logger: cfg.Logger})
+	st, err := openStore(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("parley: open store: %w", err)
 	}
@@ -146,6 +147,16 @@ func New(cfg Config) (*Server, error) {
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 	}
 	return s, nil
+}
+
+// openStore opens PostgreSQL when configured, else the embedded store.
+func openStore(cfg Config) (store.Store, error) {
+	if cfg.PostgresURL != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return pgstore.Open(ctx, cfg.PostgresURL, pgstore.Options{Schema: cfg.PostgresSchema, Logger: cfg.Logger})
+	}
+	return pebblestore.Open(cfg.DataDir+"/store", pebblestore.Options{NoSync: cfg.NoSync, Logger: cfg.Logger})
 }
 
 // Start opens the listeners and serves in the background.
