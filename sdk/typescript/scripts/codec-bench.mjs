@@ -61,6 +61,11 @@ const result = await page.evaluate(async (protoText) => {
       protobuf: time(() => (sink += ClientFrame.encode({ id: 7, send }).finish().length)),
     },
   };
+  // 64-bit ids: JSON carries them as strings; protobufjs without long.js gives a lossy number.
+  const id = ServerFrame.decode(pbBytes).message.messageId;
+  r.protobufMessageIdExact = String(id) === msg.messageId;
+  r.protobufMessageIdDecoded = String(id);
+  r.jsonMessageIdDecoded = sdk.decodeFrame(jsonText).message.messageId;
   r.sink = sink > 0;
   return r;
 }, proto);
