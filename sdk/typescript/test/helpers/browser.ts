@@ -72,7 +72,10 @@ export function bubbles(page: Page): Promise<string[]> {
 export async function screenshot(page: Page, name: string): Promise<Buffer> {
   mkdirSync(shotsDir, { recursive: true });
   const png = await page.screenshot({ path: join(shotsDir, name + '.png') });
-  const stats = await page.evaluate(async (b64: string) => {
+  // Analysed in a blank page of the same browser: the page under test may
+  // have a Content-Security-Policy that refuses data: images.
+  const blank = await page.context().newPage();
+  const stats = await blank.evaluate(async (b64: string) => {
     const img = new Image();
     img.src = 'data:image/png;base64,' + b64;
     await img.decode();
@@ -90,6 +93,7 @@ export async function screenshot(page: Page, name: string): Promise<Buffer> {
     const top = Math.max(...counts.values());
     return { colors: counts.size, nonBackground: 1 - top / (d.length / 4), width: img.width, height: img.height };
   }, png.toString('base64'));
+  await blank.close();
   expect(stats.width).toBeGreaterThan(300);
   expect(stats.colors, `${name}: distinct colours`).toBeGreaterThan(50);
   expect(stats.nonBackground, `${name}: share of non-background pixels`).toBeGreaterThan(0.01);
