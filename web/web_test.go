@@ -1,0 +1,66 @@
+package web
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func get(t *testing.T, h http.Handler, path string) (*http.Response, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	res := rec.Result()
+	b, _ := io.ReadAll(res.Body)
+	return res, string(b)
+}
+
+// The page at / loads, and every file it and its modules refer to is embedded
+// and served with a type a browser accepts for it.
+func TestClientFilesServed(t *testing.T) {
+	h := Handler()
+	res, html := get(t, h, "/")
+	if res.StatusCode != http.StatusOK || !strings.Contains(res.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("GET / = %d %q", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	refs := regexp.MustCompile(`(?:src|href)="([^"#:]+)"`).FindAllStringSubmatch(html, -1)
+	if len(refs) < 2 {
+		t.Fatalf("index.html refers to %d files; want the script and the stylesheet", len(refs))
+	}
+	want := map[string]string{".js": "javascript", ".css": "text/css"}
+	seen := map[string]bool{}
+	queue := []string{}
+	for _, r := range refs {
+		queue = append(queue, "/"+strings.TrimPrefix(r[1], "/"))
+	}
+	imports := regexp.MustCompile(`(?m)^\s*import\s[^'"]*['"]\./([^'"]+)['"]`)
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		res, body := get(t, h, p)
+		if res.StatusCode != http.StatusOK {
+			t.Errorf("GET %s = %d", p, res.StatusCode)
+			continue
+		}
+		for ext, typ := range want {
+			if strings.HasSuffix(p, ext) && !strings.Contains(res.Header.Get("Content-Type"), typ) {
+				t.Errorf("GET %s: Content-Type %q, want %s", p, res.Header.Get("Content-Type"), typ)
+			}
+		}
+		if strings.HasSuffix(p, ".js") {
+			for _, m := range imports.FindAllStringSubmatch(body, -1) {
+				queue = append(queue, "/"+m[1])
+			}
+		}
+	}
+	if !seen["/parley-sdk.js"] {
+		t.Errorf("the app does not import the SDK bundle; served: %v", seen)
+	}
+}
