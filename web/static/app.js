@@ -31,6 +31,25 @@ const store = {
   },
 };
 
+// The signed-in account is kept per tab (sessionStorage): two windows can be
+// two users, and a reload keeps the tab signed in. Cursors and the device id
+// are per browser profile (localStorage).
+const session = {
+  get() {
+    try {
+      return JSON.parse(sessionStorage.getItem('parley.auth') || 'null');
+    } catch {
+      return null;
+    }
+  },
+  set(v) {
+    sessionStorage.setItem('parley.auth', JSON.stringify(v));
+  },
+  del() {
+    sessionStorage.removeItem('parley.auth');
+  },
+};
+
 function deviceId() {
   let d = store.get('device');
   if (!d) {
@@ -679,11 +698,11 @@ async function refreshOpen() {
 }
 
 function signOut(callServer = true) {
-  const auth = store.get('auth');
+  const auth = session.get();
   if (callServer && auth) logout({}, auth.token).catch(() => {});
   client?.close();
   client = null;
-  store.del('auth');
+  session.del();
   store.del('open.' + me);
   convs.clear();
   openId = '';
@@ -707,7 +726,7 @@ function wire() {
     try {
       const r = mode === 'register' ? await register({}, u, p) : await login({}, u, p);
       const auth = { userId: r.user_id, token: r.token };
-      store.set('auth', auth);
+      session.set(auth);
       start(auth);
       renderList();
       renderChat();
@@ -822,7 +841,7 @@ function wire() {
 }
 
 wire();
-const saved = store.get('auth');
+const saved = session.get();
 if (saved?.token) start(saved);
 else $('auth').hidden = false;
 renderList();

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { register, rpc } from '../../src/index.js';
 import { startServer, uniqueName, waitFor, type RunningServer } from '../helpers/server.js';
-import { bubbles, launch, newPage, openChatWith, openConversation, screenshot, sendText, signUp } from '../helpers/browser.js';
+import { bubbles, launch, newPage, openChatWith, openConversation, screenshot, sendText, signIn, signUp } from '../helpers/browser.js';
 
 let srv: RunningServer;
 let browser: Browser;
@@ -67,10 +67,11 @@ describe('web client in Chromium', () => {
     await waitFor(async () => (await msgState(a.page, 'm5')) === 'sent', 10000, 'm5 sent');
     expect(await msgState(a.page, 'm1')).toBe('sent'); // stored, not delivered: bob is away
 
-    // Bob comes back (same browser profile: still signed in).
+    // Bob comes back in a new tab of the same browser profile and signs in
+    // (the account is kept per tab; cursors per profile).
     const { page: b2, errors: b2errors } = await newPage(b.ctx, srv.http);
     allErrors.push(b2errors);
-    await b2.waitForSelector('#app:not([hidden])');
+    await signIn(b2, b.name);
     const row2 = b2.locator(`#conv-list li.conv:has(.title:text-is("${a.name}"))`);
     await row2.locator('.last:text-is("m5")').waitFor();
     await openConversation(b2, a.name);
@@ -160,6 +161,27 @@ describe('web client in Chromium', () => {
     await screenshot(a.page, 'group-ann');
     await screenshot(c.page, 'group-cat');
     for (const e of allErrors) expect(e).toEqual([]);
+  });
+
+  it('two windows of one browser profile can be two different users', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 900, height: 700 } });
+    contexts.push(ctx);
+    const one = await newPage(ctx, srv.http);
+    const two = await newPage(ctx, srv.http);
+    allErrors.push(one.errors, two.errors);
+    const u1 = uniqueName('win');
+    const u2 = uniqueName('dow');
+    await signUp(one.page, u1);
+    await signUp(two.page, u2);
+    await openChatWith(one.page, u2);
+    await sendText(one.page, 'same browser, other window');
+    await two.page.locator(`#conv-list li.conv:has(.title:text-is("${u1}"))`).click();
+    await two.page.waitForSelector('#msg-list .body:text-is("same browser, other window")');
+    expect(await one.page.textContent('#me-name')).toBe(u1);
+    expect(await two.page.textContent('#me-name')).toBe(u2);
+    await one.page.reload(); // a reload keeps the tab signed in
+    await one.page.waitForSelector('#app:not([hidden])');
+    expect(await one.page.textContent('#me-name')).toBe(u1);
   });
 
   it('history loads as you scroll up', async () => {

@@ -45,6 +45,14 @@ export async function signUp(page: Page, user: string, password = `pw-${user}-se
   await page.waitForSelector('#banner', { state: 'hidden' }); // connected and caught up
 }
 
+/** Signs in through the page's form. */
+export async function signIn(page: Page, user: string, password = `pw-${user}-secret`): Promise<void> {
+  await page.fill('#auth-user', user);
+  await page.fill('#auth-pass', password);
+  await page.click('#login-btn');
+  await page.waitForSelector('#app:not([hidden])');
+}
+
 export async function openChatWith(page: Page, user: string): Promise<void> {
   await page.click('#new-chat-btn');
   await page.fill('#new-chat-user', user);
