@@ -22,6 +22,9 @@
 // Pool sizing: each node holds at most Options.MaxConns connections; keep
 // nodes × MaxConns under the server's max_connections, with room for
 // operators. Appends hold a connection for two round trips and the commit.
+// Each connection sets statement_timeout, idle_in_transaction_session_timeout
+// and application_name at startup: behind PgBouncer use session pooling, or
+// list them in ignore_startup_parameters.
 //
 // Tables (all in the schema): conversations (newest seq per conversation),
 // messages (the log: protobuf bodies with a CRC-32C, unique (sender,
