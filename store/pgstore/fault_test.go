@@ -178,7 +178,7 @@ func TestPGOutageFailsFastAndRecovers(t *testing.T) {
 		start func()
 		bound time.Duration // the timeout that ends each call, with slack for a loaded machine
 	}{
-		{"refused", p.cut, time.Second + 2*time.Second},   // ConnectTimeout at most
+		{"refused", p.cut, time.Second + 2*time.Second},     // ConnectTimeout at most
 		{"stalled", p.stall, 2*time.Second + 2*time.Second}, // QueryTimeout
 	} {
 		t.Run(outage.name, func(t *testing.T) {
