@@ -1,15 +1,14 @@
 package gateway
 
 import (
-	"net/netip"
-
-	"github.com/parleyim/parley/limit"
-
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"runtime"
 	"time"
+
+	"github.com/parleyim/parley/limit"
 )
 
 // Config configures a Gateway. The zero value of every field selects its

@@ -1,16 +1,14 @@
 package gateway
 
 import (
-	"net/netip"
-
-	"github.com/parleyim/parley/limit"
-
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/gobwas/ws"
 
+	"github.com/parleyim/parley/limit"
 	pb "github.com/parleyim/parley/proto/parleyv1"
 )
 
@@ -406,6 +405,13 @@ func (g *Gateway) sweeper() {
 			}
 			g.mu.RUnlock()
 			for _, c := range auth {
+				if _, ok := c.nc.(*tls.Conn); ok {
+					// Its TLS handshake may never have finished, and a
+					// Disconnect frame would wait for it (as would asking
+					// the conn whether it finished): close the socket.
+					c.abort(pb.DisconnectCode_DISCONNECT_CODE_AUTH_TIMEOUT)
+					continue
+				}
 				c.Close(pb.DisconnectCode_DISCONNECT_CODE_AUTH_TIMEOUT, "auth timeout")
 			}
 			for _, c := range idle {

@@ -26,6 +26,13 @@ type Config struct {
 	// TCPAddr is the raw TCP listen address. Default "127.0.0.1:7070"; "off" disables TCP.
 	TCPAddr string `yaml:"tcp_addr"`
 
+	// TLSCertFile and TLSKeyFile (PEM) turn on TLS for both listeners: HTTPS
+	// and wss:// on HTTPAddr, TLS on TCPAddr (clients use tls://). TLS 1.2
+	// is the minimum. Default "": plaintext (behind a TLS-terminating proxy,
+	// or on loopback).
+	TLSCertFile string `yaml:"tls_cert_file"`
+	TLSKeyFile  string `yaml:"tls_key_file"`
+
 	// MaxFrameBytes is the largest frame accepted from a client. Default 65536.
 	MaxFrameBytes int `yaml:"max_frame_bytes"`
 	// Heartbeat is how often an idle client should ping. Default 30s.
@@ -260,6 +267,7 @@ func (c Config) validate() error {
 	check(c.APIKeyRate >= 0, "api_key_rate must be 0 (unlimited) or positive")
 	_, err = c.exemptPrefixes()
 	check(err == nil, "conn_rate_exempt: %v", err)
+	check((c.TLSCertFile == "") == (c.TLSKeyFile == ""), "tls_cert_file and tls_key_file go together")
 	check(c.WebhookQueue >= 0, "webhook_queue must not be negative")
 	for _, u := range c.WebhookURLs {
 		pu, err := url.Parse(u)

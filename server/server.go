@@ -4,6 +4,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,7 +40,8 @@ type Server struct {
 	hooks  *webhook.Dispatcher
 
 	httpSrv *http.Server
-	started time.Time // when New built it (process_start_time_seconds)
+	tlsCfg  *tls.Config // nil: plaintext
+	started time.Time   // when New built it (process_start_time_seconds)
 
 	mu      sync.Mutex // guards the fields below
 	httpLn  net.Listener
@@ -83,6 +85,16 @@ func New(cfg Config) (*Server, error) {
 		events = s.hooks.Publish
 	}
 	exempt, _ := cfg.exemptPrefixes() // validated
+	if cfg.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			s.hooks.Close()
+			st.Close()
+			return nil, fmt.Errorf("parley: tls: %w", err)
+		}
+		s.tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
+			NextProtos: []string{"http/1.1"}} // WebSocket upgrades need HTTP/1.1
+	}
 
 	policy, _ := session.ParseKickPolicy(cfg.KickPolicy)
 	reg := session.NewRegistry(policy)
@@ -176,6 +188,15 @@ func (s *Server) Start() error {
 		if err != nil {
 			httpLn.Close()
 			return fmt.Errorf("parley: listen tcp: %w", err)
+		}
+	}
+	if s.tlsCfg != nil {
+		// Handshakes happen on the first read: for HTTP under the server's
+		// header timeout, for TCP under the gateway's auth timeout, so a
+		// slow or plaintext client is closed by the same timers as any other.
+		httpLn = tls.NewListener(httpLn, s.tlsCfg)
+		if tcpLn != nil {
+			tcpLn = tls.NewListener(tcpLn, s.tlsCfg)
 		}
 	}
 	s.httpLn, s.tcpLn, s.running = httpLn, tcpLn, true

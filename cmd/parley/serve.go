@@ -80,10 +80,14 @@ func serve(args []string) error {
 		data = "./data"
 	}
 	fmt.Printf("parley %s serving\n", version)
-	fmt.Printf("  HTTP API      http://%s\n", srv.HTTPAddr())
-	fmt.Printf("  WebSocket     ws://%s/ws\n", srv.HTTPAddr())
+	httpS, wsS, tcpS := "http", "ws", "tcp"
+	if cfg.TLSCertFile != "" {
+		httpS, wsS, tcpS = "https", "wss", "tls"
+	}
+	fmt.Printf("  HTTP API      %s://%s   (web client at /, admin page at /admin)\n", httpS, srv.HTTPAddr())
+	fmt.Printf("  WebSocket     %s://%s/ws\n", wsS, srv.HTTPAddr())
 	if a := srv.TCPAddr(); a != "" {
-		fmt.Printf("  TCP           %s\n", a)
+		fmt.Printf("  TCP           %s://%s\n", tcpS, a)
 	}
 	fmt.Printf("  data          %s\n", data)
 	fmt.Printf("  admin API key in %s (mode 0600)\n", filepath.Join(data, auth.SecretsFile))
