@@ -148,9 +148,9 @@ func seqsOf(ms []*pb.Message) []uint64 {
 // Once in the same conversation (A waits on the counter row) and once in
 // another one (A waits on the index entry).
 func TestPGDedupRaceAcrossNodes(t *testing.T) {
+	url := testURL(t)
 	for _, conv := range []string{"c1", "c2"} {
 		t.Run(conv, func(t *testing.T) {
-			url := testURL(t)
 			schema := freshSchema(t, url)
 			a, b := openSchema(t, url, schema), openSchema(t, url, schema)
 			t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
