@@ -256,3 +256,36 @@ func TestOpenUnreachableFailsFast(t *testing.T) {
 		})
 	}
 }
+
+// TestPGReadOnlyDatabaseIsNotReady: a node whose database only accepts
+// reads (a standby, or a primary set read-only during a failover) opens an
+// up-to-date schema, serves reads, and reports Ping and Append as
+// temporarily unavailable rather than ready.
+func TestPGReadOnlyDatabaseIsNotReady(t *testing.T) {
+	raw := testURL(t)
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		t.Skip("PARLEY_TEST_PG is not a postgres:// URL; this test adds a parameter to it")
+	}
+	schema := freshSchema(t, raw)
+	rw := openSchema(t, raw, schema)
+	t.Cleanup(func() { _ = rw.Close() })
+	mustAppend(t, rw, message("c1", "alice", "bob", "1"))
+
+	q := u.Query()
+	q.Set("default_transaction_read_only", "on")
+	u.RawQuery = q.Encode()
+	ro := openSchema(t, u.String(), schema)
+	t.Cleanup(func() { _ = ro.Close() })
+	ctx := context.Background()
+	if got, err := ro.Messages(ctx, "c1", 0, 10); err != nil || len(got) != 1 {
+		t.Fatalf("read on a read-only database = %v, %v", got, err)
+	}
+	start := time.Now()
+	wantUnavailable(t, "Ping", ro.Ping(ctx), start, 5*time.Second)
+	_, err = ro.Append(ctx, []*pb.Message{message("c1", "alice", "bob", "2")})
+	wantUnavailable(t, "Append", err, start, 5*time.Second)
+	if err := rw.Ping(ctx); err != nil {
+		t.Fatalf("Ping of the writable node: %v", err)
+	}
+}

@@ -74,22 +74,26 @@ func (s *Store) migrate(ctx context.Context, schema string) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2))", int32(advisoryClass), schema); err != nil {
 			return err
 		}
-		// IF NOT EXISTS still needs CREATE on the database, so only try
-		// when the schema is missing: a pre-created schema is enough.
-		var exists bool
-		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", schema).Scan(&exists); err != nil {
+		// DDL only when something is missing: a pre-created schema needs
+		// no CREATE on the database, and an up-to-date one opens on a
+		// read-only standby too (Ping then reports it not ready).
+		var hasSchema, hasTable bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1),
+			to_regclass($2) IS NOT NULL`, schema, qs+".schema_migrations").Scan(&hasSchema, &hasTable); err != nil {
 			return err
 		}
-		if !exists {
+		if !hasSchema {
 			if _, err := tx.Exec(ctx, "CREATE SCHEMA "+qs); err != nil {
 				return err
 			}
 		}
-		if _, err := tx.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+qs+`.schema_migrations (
-			version    integer PRIMARY KEY,
-			name       text NOT NULL,
-			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-			return err
+		if !hasTable {
+			if _, err := tx.Exec(ctx, "CREATE TABLE "+qs+`.schema_migrations (
+				version    integer PRIMARY KEY,
+				name       text NOT NULL,
+				applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+				return err
+			}
 		}
 		var current int
 		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+qs+".schema_migrations").Scan(&current); err != nil {
