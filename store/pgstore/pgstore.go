@@ -8,7 +8,7 @@
 // URL: a libpq-style URL or keyword string, as accepted by pgx, for example
 // postgres://parley:secret@db.example.com:5432/parley?sslmode=verify-full.
 // pgx's pool parameters in the URL (pool_max_conns, ...) are honoured unless
-// Options sets them. PostgreSQL 13 or later.
+// Options sets them. Tested with PostgreSQL 15.
 //
 // Migrations: Open creates the schema (Options.Schema, default "parley") if
 // it is missing and applies the numbered migrations in migrations/ that
