@@ -195,9 +195,39 @@ func (s *Service) conversation(ctx context.Context, uid, id string) (*pb.Convers
 		}
 	}
 	if read := max(c.ReadSeq, c.ClearedSeq); c.LastSeq > read {
-		c.UnreadCount = c.LastSeq - read
+		if c.UnreadCount, err = s.unread(ctx, uid, id, read, c.LastSeq); err != nil {
+			return nil, err
+		}
 	}
 	return c, nil
+}
+
+// unreadScan bounds the entries read to count a conversation's unread
+// messages exactly; past it the rest of the gap counts as unread.
+const unreadScan = 100
+
+// unread counts the messages after seq read, up to last, that uid has to
+// read: messages from others, not events (group changes, edits, recalls).
+func (s *Service) unread(ctx context.Context, uid, conv string, read, last uint64) (uint64, error) {
+	msgs, err := s.store.Messages(ctx, conv, read, unreadScan)
+	if err != nil {
+		return 0, storeErr(err)
+	}
+	n := uint64(0)
+	for _, m := range msgs {
+		if m.Seq > last {
+			break
+		}
+		if m.Kind == pb.MessageKind_MESSAGE_KIND_NORMAL && m.From != uid && !m.Recalled {
+			n++
+		}
+	}
+	if len(msgs) == unreadScan {
+		if scanned := msgs[len(msgs)-1].Seq; last > scanned {
+			n += last - scanned
+		}
+	}
+	return n, nil
 }
 
 // compareConversations orders pinned conversations first, then by last

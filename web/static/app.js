@@ -183,10 +183,10 @@ function apply(m, live) {
     c.lastSeq = m.seq;
     c.last = m;
     c.activity = Math.max(c.activity, m.serverTime || Date.now());
-    // Unread counts every entry after the read cursor, as the server's do.
+    // Unread counts messages from others, not events, as the server's do.
     if (live && m.from !== me) {
       if (isVisibleOpen(c.id)) scheduleRead(c);
-      else c.unread++;
+      else if (kind === 'MESSAGE_KIND_NORMAL') c.unread++;
     }
   }
   if (live && m.from) clearTyping(c.id, m.from);
