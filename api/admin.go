@@ -211,16 +211,39 @@ func (a *API) adminKick(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]int{"sessions_closed": n})
 }
 
-// adminOnline: GET /v1/admin/online?limit=N: sessions online on this node (at most N, default 100, max 1000).
-func (a *API) adminOnline(w http.ResponseWriter, r *http.Request) {
+// readBody reads a body of at most MaxBodyBytes; it has answered when false.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "request body too large")
+		} else {
+			writeError(w, http.StatusBadRequest, codeBadRequest, "unreadable body")
+		}
+		return nil, false
+	}
+	return body, true
+}
+
+// listLimit reads ?limit= for a listing: default 100, at most 1000; false (answered) when not a number.
+func listLimit(w http.ResponseWriter, r *http.Request) (int, bool) {
 	limit, ok := queryUint(r, "limit")
 	if !ok {
 		writeError(w, http.StatusBadRequest, codeBadRequest, "limit must be a number")
-		return
+		return 0, false
 	}
-	n := int(min(max(limit, 1), 1000))
 	if limit == 0 {
-		n = 100
+		return 100, true
+	}
+	return int(min(limit, 1000)), true
+}
+
+// adminOnline: GET /v1/admin/online?limit=N: sessions online on this node (at most N, default 100, max 1000).
+func (a *API) adminOnline(w http.ResponseWriter, r *http.Request) {
+	n, ok := listLimit(w, r)
+	if !ok {
+		return
 	}
 	list := make([]sessionJSON, 0, n)
 	a.cfg.Chat.Sessions().ForEach(func(s *session.Session) {
@@ -233,14 +256,9 @@ func (a *API) adminOnline(w http.ResponseWriter, r *http.Request) {
 
 // adminRooms: GET /v1/admin/rooms?limit=N: the rooms with the most listeners on this node.
 func (a *API) adminRooms(w http.ResponseWriter, r *http.Request) {
-	limit, ok := queryUint(r, "limit")
+	n, ok := listLimit(w, r)
 	if !ok {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "limit must be a number")
 		return
-	}
-	n := int(min(max(limit, 1), 1000))
-	if limit == 0 {
-		n = 100
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"rooms": a.cfg.Chat.Rooms(n)})
 }
@@ -299,14 +317,8 @@ func (a *API) writeAnswer(w http.ResponseWriter, out *pb.ServerFrame, err error,
 // protocol's JSON mapping (field names in camelCase or snake_case); unknown
 // fields are refused. An empty body leaves m empty.
 func decodeProto(w http.ResponseWriter, r *http.Request, m proto.Message) bool {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "request body too large")
-		} else {
-			writeError(w, http.StatusBadRequest, codeBadRequest, "unreadable body")
-		}
+	body, ok := readBody(w, r)
+	if !ok {
 		return false
 	}
 	if len(body) == 0 {

@@ -2,8 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
-	"io"
 	"net/http"
 	"time"
 
@@ -18,14 +16,8 @@ import (
 // through the same handlers and checks as a socket session; the answer is the
 // ServerFrame's JSON, or an error body with the frame's code.
 func (a *API) rpc(w http.ResponseWriter, r *http.Request, c auth.Claims, _ string) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "request body too large")
-			return
-		}
-		writeError(w, http.StatusBadRequest, codeBadRequest, "unreadable body")
+	body, ok := readBody(w, r)
+	if !ok {
 		return
 	}
 	var f pb.ClientFrame
