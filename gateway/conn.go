@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"crypto/tls"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -51,8 +52,12 @@ type Conn struct {
 	transport Transport
 	born      int64 // unix ns at attach
 
-	lastRecv atomic.Int64  // unix ns (Gateway clock) of the last complete frame received
-	authed   atomic.Bool   // set by SetAuthenticated; stops the auth timeout
+	lastRecv atomic.Int64 // unix ns (Gateway clock) of the last complete frame received
+	authed   atomic.Bool  // set by SetAuthenticated; stops the auth timeout
+	// heard is set once the client's first bytes were read. On a TLS conn
+	// that means its handshake is done; before that a write would wait for
+	// the handshake, so a close skips the Disconnect frame (see beginClose).
+	heard    atomic.Bool
 	closingF atomic.Bool   // mirrors closing for lock-free checks on hot paths
 	codec    atomic.Uint32 // wire.Codec for replies; written only by the read side
 	value    atomic.Pointer[any]
@@ -188,6 +193,12 @@ func disconnectFrame(code pb.DisconnectCode, reason string) *wire.Outbound {
 // on WebSocket, a close frame are queued after everything already queued.
 // It reports whether this call started the close.
 func (c *Conn) beginClose(code pb.DisconnectCode, reason string, pre *wire.Outbound) bool {
+	if _, isTLS := c.nc.(*tls.Conn); isTLS && !c.heard.Load() {
+		// A TLS client that has sent nothing may not have finished its
+		// handshake (a slow or silent one); writing the frame would block
+		// the flusher on that handshake until the write timeout.
+		return c.abort(code)
+	}
 	frames := make([]*wire.Outbound, 0, 2)
 	if pre != nil {
 		frames = append(frames, pre)

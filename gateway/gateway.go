@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -237,6 +236,8 @@ func (g *Gateway) attach(nc net.Conn, t Transport, initial []byte) error {
 		c.raw = pollable(nc)
 	}
 	c.lastRecv.Store(c.born)
+	// A WebSocket arrives after its HTTP upgrade was read: any TLS handshake is done.
+	c.heard.Store(t == TransportWS)
 	// The attaching goroutine owns the read side until it hands it over.
 	c.readerBusy = true
 
@@ -276,8 +277,13 @@ func (c *Conn) serveGoroutine(initial []byte) {
 		c.waitResume()
 	}
 	buf := make([]byte, 4<<10)
+	heard := false
 	for !c.closingF.Load() {
 		n, err := c.nc.Read(buf)
+		if n > 0 && !heard {
+			heard = true
+			c.heard.Store(true)
+		}
 		if n > 0 && c.consume(buf[:n]) {
 			c.waitResume()
 		}
@@ -405,13 +411,6 @@ func (g *Gateway) sweeper() {
 			}
 			g.mu.RUnlock()
 			for _, c := range auth {
-				if _, ok := c.nc.(*tls.Conn); ok {
-					// Its TLS handshake may never have finished, and a
-					// Disconnect frame would wait for it (as would asking
-					// the conn whether it finished): close the socket.
-					c.abort(pb.DisconnectCode_DISCONNECT_CODE_AUTH_TIMEOUT)
-					continue
-				}
 				c.Close(pb.DisconnectCode_DISCONNECT_CODE_AUTH_TIMEOUT, "auth timeout")
 			}
 			for _, c := range idle {
