@@ -34,29 +34,47 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &c) {
 		return
 	}
-	if !auth.ValidUserID(c.Username) {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "username must be 1-64 characters of A-Z a-z 0-9 _ . @ -")
-		return
-	}
-	if len(c.Password) < minPasswordLen || len(c.Password) > auth.MaxPasswordBytes {
+	if len(c.Password) == 0 {
 		writeError(w, http.StatusBadRequest, codeBadRequest, "password must be 8-256 bytes")
 		return
 	}
-	hash, err := a.hash(r, c.Password)
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
-		return
-	}
-	err = a.cfg.Store.CreateUser(r.Context(), store.User{ID: c.Username, PasswordHash: hash, CreatedAt: time.Now()})
-	if errors.Is(err, store.ErrExists) {
-		writeError(w, http.StatusConflict, codeConflict, "username is taken")
-		return
-	}
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
+	if _, ok := a.createAccount(w, r, "username", c.Username, c.Password); !ok {
 		return
 	}
 	a.issue(w, http.StatusCreated, c.Username, 0, a.cfg.TokenTTL)
+}
+
+// createAccount validates and stores a new user (field names the id in
+// error messages); an empty password makes a token-only user. It has
+// answered when false.
+func (a *API) createAccount(w http.ResponseWriter, r *http.Request, field, id, password string) (store.User, bool) {
+	if !auth.ValidUserID(id) {
+		writeError(w, http.StatusBadRequest, codeBadRequest, field+" must be 1-64 characters of A-Z a-z 0-9 _ . @ -")
+		return store.User{}, false
+	}
+	u := store.User{ID: id, CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
+	if password != "" {
+		if len(password) < minPasswordLen || len(password) > auth.MaxPasswordBytes {
+			writeError(w, http.StatusBadRequest, codeBadRequest, "password must be 8-256 bytes")
+			return u, false
+		}
+		hash, err := a.hash(r, password)
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
+			return u, false
+		}
+		u.PasswordHash = hash
+	}
+	err := a.cfg.Store.CreateUser(r.Context(), u)
+	if errors.Is(err, store.ErrExists) {
+		writeError(w, http.StatusConflict, codeConflict, field+" is taken")
+		return u, false
+	}
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
+		return u, false
+	}
+	return u, true
 }
 
 func (a *API) login(w http.ResponseWriter, r *http.Request) {

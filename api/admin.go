@@ -51,30 +51,8 @@ func (a *API) adminCreateUser(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &c) {
 		return
 	}
-	if !auth.ValidUserID(c.UserID) {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "user_id must be 1-64 characters of A-Z a-z 0-9 _ . @ -")
-		return
-	}
-	u := store.User{ID: c.UserID, CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
-	if c.Password != "" {
-		if len(c.Password) < minPasswordLen || len(c.Password) > auth.MaxPasswordBytes {
-			writeError(w, http.StatusBadRequest, codeBadRequest, "password must be 8-256 bytes")
-			return
-		}
-		hash, err := a.hash(r, c.Password)
-		if err != nil {
-			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
-			return
-		}
-		u.PasswordHash = hash
-	}
-	err := a.cfg.Store.CreateUser(r.Context(), u)
-	if errors.Is(err, store.ErrExists) {
-		writeError(w, http.StatusConflict, codeConflict, "user exists")
-		return
-	}
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
+	u, ok := a.createAccount(w, r, "user_id", c.UserID, c.Password)
+	if !ok {
 		return
 	}
 	writeJSON(w, http.StatusCreated, a.userJSON(u))
