@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -175,17 +174,7 @@ func readPushBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 		}
 		return body, true
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "request body too large")
-		} else {
-			writeError(w, http.StatusBadRequest, codeBadRequest, "unreadable body")
-		}
-		return nil, false
-	}
-	return body, true
+	return readBody(w, r) // length unknown (chunked): read up to the cap
 }
 
 // writePushed answers 200 {"pushed": n}.

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -254,30 +253,14 @@ func (a *Admin) Push(ctx context.Context, to PushTarget, op int32, body []byte) 
 		return 0, fmt.Errorf("parley: push needs a target")
 	}
 	path += "&op=" + strconv.Itoa(int(op))
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(a.HTTP.BaseURL, "/")+path, strings.NewReader(string(body)))
-	if err != nil {
-		return 0, err
+	if body == nil {
+		body = []byte{}
 	}
-	req.Header.Set("X-Api-Key", a.Key)
-	req.Header.Set("Content-Type", "application/octet-stream")
-	hc := a.HTTP.Client
-	if hc == nil {
-		hc = http.DefaultClient
+	var out struct {
+		Pushed int `json:"pushed"`
 	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK {
-		return 0, &HTTPError{Status: resp.StatusCode, Message: strings.TrimSpace(string(b))}
-	}
-	var n int
-	if _, err := fmt.Sscanf(string(b), `{"pushed":%d}`, &n); err != nil {
-		return 0, fmt.Errorf("parley: push: bad response %q", b)
-	}
-	return n, nil
+	err := a.do(ctx, http.MethodPost, path, body, &out)
+	return out.Pushed, err
 }
 
 func retT[T any](v *T, err error) (*T, error) {

@@ -95,12 +95,17 @@ func (h HTTPClient) do(ctx context.Context, path string, hdr http.Header, in, ou
 	return h.doMethod(ctx, http.MethodPost, path, hdr, in, out)
 }
 
-// doMethod sends in as JSON (nil: no body) and decodes a 2xx answer into
+// doMethod sends in as JSON ([]byte: as is; nil: no body) and decodes a 2xx answer into
 // out: a proto.Message is read in the protocol's JSON mapping, anything
 // else with encoding/json.
 func (h HTTPClient) doMethod(ctx context.Context, method, path string, hdr http.Header, in, out any) error {
 	var body io.Reader = http.NoBody
-	if in != nil {
+	contentType := "application/json"
+	switch v := in.(type) {
+	case nil:
+	case []byte: // sent as is (a push body)
+		body, contentType = bytes.NewReader(v), "application/octet-stream"
+	default:
 		b, err := json.Marshal(in)
 		if err != nil {
 			return err
@@ -115,7 +120,7 @@ func (h HTTPClient) doMethod(ctx context.Context, method, path string, hdr http.
 		req.Header[k] = v
 	}
 	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	hc := h.Client
 	if hc == nil {
