@@ -203,8 +203,10 @@ func (s *Service) conversation(ctx context.Context, uid, id string) (*pb.Convers
 }
 
 // unreadScan bounds the entries read to count a conversation's unread
-// messages exactly; past it the rest of the gap counts as unread.
-const unreadScan = 100
+// messages exactly; past it the rest of the gap counts as unread. It is
+// read per unread conversation of a conversation list (after every
+// reconnect), so it stays small.
+const unreadScan = 32
 
 // unread counts the messages after seq read, up to last, that uid has to
 // read: messages from others, not events (group changes, edits, recalls).
