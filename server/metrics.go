@@ -69,23 +69,22 @@ func (s *Server) writeMetrics(out io.Writer) error {
 // counters are totals since start; the page derives rates and the ACK
 // latency percentile from two consecutive samples.
 type adminStats struct {
-	Time           int64            `json:"time"` // unix ms
-	Connections    int              `json:"connections"`
-	ConnectionsWS  int              `json:"connections_ws"`
-	ConnectionsTCP int              `json:"connections_tcp"`
-	Sessions       int              `json:"sessions"`
-	MessagesStored uint64           `json:"messages_stored"`
-	Deliveries     uint64           `json:"deliveries"`
-	SendsFailed    uint64           `json:"sends_failed"`
-	RateLimited    uint64           `json:"rate_limited"`
-	SlowClosed     uint64           `json:"slow_closed"`
-	AckLatency     latencyBuckets   `json:"ack_latency"`
-	Goroutines     int              `json:"goroutines"`
-	HeapBytes      uint64           `json:"heap_bytes"`
-	WebhookQueued  int              `json:"webhook_queued"`
-	WebhookDropped uint64           `json:"webhook_dropped"`
-	Uptime         float64          `json:"uptime_seconds"`
-	Extra          map[string]int64 `json:"extra,omitempty"`
+	Time           int64          `json:"time"` // unix ms
+	Connections    int            `json:"connections"`
+	ConnectionsWS  int            `json:"connections_ws"`
+	ConnectionsTCP int            `json:"connections_tcp"`
+	Sessions       int            `json:"sessions"`
+	MessagesStored uint64         `json:"messages_stored"`
+	Deliveries     uint64         `json:"deliveries"`
+	SendsFailed    uint64         `json:"sends_failed"`
+	RateLimited    uint64         `json:"rate_limited"`
+	SlowClosed     uint64         `json:"slow_closed"`
+	AckLatency     latencyBuckets `json:"ack_latency"`
+	Goroutines     int            `json:"goroutines"`
+	HeapBytes      uint64         `json:"heap_bytes"`
+	WebhookQueued  int            `json:"webhook_queued"`
+	WebhookDropped uint64         `json:"webhook_dropped"`
+	Uptime         float64        `json:"uptime_seconds"`
 }
 
 type latencyBuckets struct {
