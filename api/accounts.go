@@ -7,7 +7,6 @@ import (
 
 	"github.com/parleyim/parley/auth"
 	pb "github.com/parleyim/parley/proto/parleyv1"
-	"github.com/parleyim/parley/session"
 	"github.com/parleyim/parley/store"
 )
 
@@ -114,8 +113,7 @@ func (a *API) logout(w http.ResponseWriter, r *http.Request, c auth.Claims, _ st
 			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
 			return
 		}
-		a.cfg.Chat.Sessions().CloseUser(c.UserID, pb.DisconnectCode_DISCONNECT_CODE_TOKEN_REVOKED, "logged out",
-			func(s *session.Session) bool { return s.TokenID == c.TokenID })
+		a.cfg.Chat.CloseUserSessions(c.UserID, pb.DisconnectCode_DISCONNECT_CODE_TOKEN_REVOKED, "logged out", "", c.TokenID)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -165,7 +163,7 @@ func (a *API) password(w http.ResponseWriter, r *http.Request, c auth.Claims, _ 
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
 		return
 	}
-	a.cfg.Chat.Sessions().CloseUser(u.ID, pb.DisconnectCode_DISCONNECT_CODE_TOKEN_REVOKED, "password changed", nil)
+	a.cfg.Chat.CloseUserSessions(u.ID, pb.DisconnectCode_DISCONNECT_CODE_TOKEN_REVOKED, "password changed", "", "")
 	a.issue(w, http.StatusOK, u.ID, u.TokenEpoch, a.cfg.TokenTTL)
 }
 

@@ -126,7 +126,7 @@ func (a *API) adminUpdateUser(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if revoke {
-		a.cfg.Chat.Sessions().CloseUser(u.ID, pb.DisconnectCode_DISCONNECT_CODE_TOKEN_REVOKED, "account changed", nil)
+		a.cfg.Chat.CloseUserSessions(u.ID, pb.DisconnectCode_DISCONNECT_CODE_TOKEN_REVOKED, "account changed", "", "")
 	}
 	writeJSON(w, http.StatusOK, a.userJSON(u))
 }
@@ -143,7 +143,7 @@ func (a *API) adminRevokeTokens(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
 		return
 	}
-	n := a.cfg.Chat.Sessions().CloseUser(u.ID, pb.DisconnectCode_DISCONNECT_CODE_TOKEN_REVOKED, "tokens revoked", nil)
+	n := a.cfg.Chat.CloseUserSessions(u.ID, pb.DisconnectCode_DISCONNECT_CODE_TOKEN_REVOKED, "tokens revoked", "", "")
 	writeJSON(w, http.StatusOK, map[string]any{"user_id": u.ID, "sessions_closed": n})
 }
 
@@ -181,11 +181,7 @@ func (a *API) adminKick(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, codeBadRequest, "invalid user id")
 		return
 	}
-	var match func(*session.Session) bool
-	if sid != "" {
-		match = func(s *session.Session) bool { return s.ID == sid }
-	}
-	n := a.cfg.Chat.Sessions().CloseUser(id, pb.DisconnectCode_DISCONNECT_CODE_KICKED, "kicked by the server", match)
+	n := a.cfg.Chat.CloseUserSessions(id, pb.DisconnectCode_DISCONNECT_CODE_KICKED, "kicked by the server", sid, "")
 	writeJSON(w, http.StatusOK, map[string]int{"sessions_closed": n})
 }
 

@@ -45,10 +45,14 @@ func (g *groupState) role(uid string) (pb.GroupRole, bool) {
 }
 
 // groupCache holds the groups this node has used. Groups are loaded on first
-// use and updated by the changes this node commits.
+// use, updated by the changes this node commits and dropped when another
+// node reports a change (cluster.go).
 type groupCache struct {
 	mu sync.RWMutex
 	m  map[string]*groupState // guarded by mu
+	// gen counts drops; a load that overlapped one is not cached, as it
+	// may have read the state from before the change. Guarded by mu.
+	gen uint64
 }
 
 // group returns the group's state, loading it from the store on first use.
@@ -60,6 +64,9 @@ func (s *Service) group(ctx context.Context, conv string) (*groupState, error) {
 	if g != nil {
 		return g, nil
 	}
+	s.groups.mu.RLock()
+	gen := s.groups.gen
+	s.groups.mu.RUnlock()
 	info, err := s.store.GetGroup(ctx, conv)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, errDenied
@@ -86,11 +93,16 @@ func (s *Service) group(ctx context.Context, conv string) (*groupState, error) {
 	s.groups.mu.Lock()
 	if cur := s.groups.m[conv]; cur != nil {
 		g = cur // another goroutine loaded it first
+	} else if s.groups.gen != gen {
+		s.groups.mu.Unlock()
+		return g, nil // possibly stale by now: used once, not cached
 	} else {
 		s.groups.m[conv] = g
+		// Under groups.mu, so a concurrent dropGroup cannot leave the
+		// index tracking a group the cache no longer holds.
+		s.online.track(conv, g.members, s.isOnline)
 	}
 	s.groups.mu.Unlock()
-	s.online.track(conv, g.members, s.isOnline)
 	return g, nil
 }
 
@@ -237,6 +249,7 @@ func (s *Service) changeGroup(c Replier, sess *session.Session, reqID uint64, ch
 		conv := ch.Event.ConversationId
 		if !r.Duplicate {
 			s.applyToCache(conv, ch.Group, ch.Members)
+			s.groupChanged(conv, ch.Members)
 		}
 		g, gerr := s.group(context.Background(), conv)
 		if reply != nil && gerr == nil {
@@ -247,10 +260,7 @@ func (s *Service) changeGroup(c Replier, sess *session.Session, reqID uint64, ch
 		if r.Duplicate || gerr != nil {
 			return
 		}
-		users := append(slices.Clone(g.recipients), extra...)
-		if err := s.router.DeliverToUsers(context.Background(), users, newMessageOutbound(r.Msg), ""); err != nil {
-			s.log.Warn("deliver group event failed", "err", err)
-		}
+		s.deliverGroupChange(conv, g, ch.Members, extra, newMessageOutbound(r.Msg))
 	}
 	if !s.submit(p) {
 		return errUnavail

@@ -85,6 +85,25 @@ func (o *onlineIndex) members(conv string, changed []store.Member, isOnline func
 	}
 }
 
+// untrack stops following a group (dropped from the cache; the next load
+// tracks it again); members are those it was tracked with.
+func (o *onlineIndex) untrack(conv string, members map[string]store.Member) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.groups[conv] == nil {
+		return
+	}
+	delete(o.groups, conv)
+	for uid := range members {
+		if gs := o.userGroups[uid]; gs != nil {
+			delete(gs, conv)
+			if len(gs) == 0 {
+				delete(o.userGroups, uid)
+			}
+		}
+	}
+}
+
 // onOpen marks uid online in their tracked groups.
 func (o *onlineIndex) onOpen(uid string) {
 	o.mu.Lock()

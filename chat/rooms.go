@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	pb "github.com/parleyim/parley/proto/parleyv1"
+	"github.com/parleyim/parley/route"
 	"github.com/parleyim/parley/session"
 	"github.com/parleyim/parley/wire"
 )
@@ -43,6 +44,8 @@ func ValidRoom(name string) bool {
 // room, then iterates the room under room.mu (read), so broadcasts to
 // different rooms, or the same one, run in parallel.
 type roomIndex struct {
+	// watch is told when a room appears on (true) or leaves (false) this node. Called under mu.
+	watch  func(name string, on bool)
 	mu     sync.RWMutex
 	rooms  map[string]*room                      // guarded by mu; a room is removed when its last member leaves
 	bySess map[*session.Session]map[string]*room // guarded by mu; the rooms each session is in
@@ -77,6 +80,7 @@ func (x *roomIndex) join(sess *session.Session, name string) (int, bool) {
 		if r == nil {
 			r = &room{members: make(map[*session.Session]struct{})}
 			x.rooms[name] = r
+			x.watch(name, true)
 		}
 		mine[name] = r
 		r.mu.Lock()
@@ -123,6 +127,7 @@ func (x *roomIndex) drop(r *room, name string, sess *session.Session) {
 	r.mu.Unlock()
 	if empty {
 		delete(x.rooms, name)
+		x.watch(name, false)
 	}
 }
 
@@ -211,56 +216,81 @@ func (s *Service) roomSend(c Replier, sess *session.Session, id uint64, m *pb.Ro
 	if len(m.Body) > int(s.cfg.MaxFrameBytes) {
 		return errTooLarge
 	}
-	n := s.rooms.broadcast(m.Room, PushOutbound(m.Op, m.Body, m.Room), sess)
+	out := PushOutbound(m.Op, m.Body, m.Room)
+	n := s.rooms.broadcast(m.Room, out, sess)
+	s.publishFrame(route.TopicRoom, m.Room, out)
 	s.stats.deliveries.Add(uint64(n))
 	s.replyOK(c, id)
 	return nil
 }
 
-// PushUsers queues a Push on every session on this node of the users and
-// returns how many sessions it was queued on. users must be valid ids.
+// PushUsers queues a Push on every session of the users (on every node) and
+// returns how many sessions it was queued on on this node. users must be valid ids.
 func (s *Service) PushUsers(users []string, op int32, body []byte) int {
-	return s.sessions.DeliverLocal(users, PushOutbound(op, body, ""), "", nil) // counted by the registry
+	out := PushOutbound(op, body, "")
+	n := s.sessions.DeliverLocal(users, out, "", nil) // counted by the registry
+	if s.router.Clustered() {
+		for _, u := range users {
+			s.publishFrame(route.TopicUser, u, out)
+		}
+	}
+	return n
 }
 
 // PushSessions queues a Push on the sessions with these ids ("device keys",
-// AuthOk.session_id) that are on this node; it returns how many.
+// AuthOk.session_id), on whichever node holds them; it returns how many it
+// queued on this node.
 func (s *Service) PushSessions(ids []string, op int32, body []byte) int {
-	var out *wire.Outbound
+	out := PushOutbound(op, body, "")
 	n := 0
+	var remote map[string][]string // node id → its session ids
 	for _, id := range ids {
-		sess := s.sessions.ByID(id)
-		if sess == nil {
+		if sess := s.sessions.ByID(id); sess != nil {
+			if sess.Conn.Send(out) {
+				n++
+			}
 			continue
 		}
-		if out == nil {
-			out = PushOutbound(op, body, "")
+		if node := sessionNode(id); s.router.Clustered() && node != s.nodeID {
+			if remote == nil {
+				remote = make(map[string][]string)
+			}
+			remote[node] = append(remote[node], id)
 		}
-		if sess.Conn.Send(out) {
-			n++
-		}
+	}
+	for node, list := range remote {
+		s.publish(&route.Envelope{Topic: route.TopicNode, Key: node, Kind: kindSessions, Keys: list, Data: out.Bytes(wire.Proto)})
 	}
 	s.stats.deliveries.Add(uint64(n))
 	return n
 }
 
-// PushRoom queues a Push (with its room set) on every session in the room.
+// PushRoom queues a Push (with its room set) on every session in the room,
+// on every node; it returns how many on this node.
 func (s *Service) PushRoom(roomName string, op int32, body []byte) int {
-	n := s.rooms.broadcast(roomName, PushOutbound(op, body, roomName), nil)
+	out := PushOutbound(op, body, roomName)
+	n := s.rooms.broadcast(roomName, out, nil)
 	s.stats.deliveries.Add(uint64(n))
+	s.publishFrame(route.TopicRoom, roomName, out)
 	return n
 }
 
-// PushAll queues a Push on every session on this node.
+// PushAll queues a Push on every session of every node; it returns how many on this node.
 func (s *Service) PushAll(op int32, body []byte) int {
 	out := PushOutbound(op, body, "")
+	n := s.pushAllLocal(out)
+	s.stats.deliveries.Add(uint64(n))
+	s.publishFrame(route.TopicAll, "", out)
+	return n
+}
+
+func (s *Service) pushAllLocal(out *wire.Outbound) int {
 	n := 0
 	s.sessions.ForEach(func(sess *session.Session) {
 		if sess.Conn.Send(out) {
 			n++
 		}
 	})
-	s.stats.deliveries.Add(uint64(n))
 	return n
 }
 

@@ -8,8 +8,8 @@ package chat
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -139,9 +139,11 @@ type Service struct {
 	online      onlineIndex // which group members are online here (online.go)
 	social      social      // contacts, blocks, typing limits and presence (social.go)
 	rooms       roomIndex   // chat rooms (rooms.go)
+	cluster     clusterState
 
-	nextSession atomic.Uint64
-	ids         idGen // used by the committer goroutine only
+	nodeID      string        // cfg.NodeID in decimal: the prefix of this node's session ids
+	nextSession atomic.Uint64 // starts at the boot time in µs, so ids stay unique across restarts
+	ids         idGen         // used by the committer goroutine only
 
 	sendLimit, requestLimit *limit.Keyed // per user; nil: unlimited
 	ackLatency              *metrics.Histogram
@@ -190,6 +192,8 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 		stop:        make(chan struct{}),
 	}
 	s.ids.node = uint64(cfg.NodeID & 1023)
+	s.nodeID = strconv.Itoa(int(cfg.NodeID))
+	s.nextSession.Store(uint64(time.Now().UnixMicro()))
 	s.sendLimit, s.requestLimit = limit.NewKeyed(cfg.SendRate), limit.NewKeyed(cfg.RequestRate)
 	s.ackLatency = metrics.NewHistogram(metrics.LatencyBuckets)
 	s.commitLatency = metrics.NewHistogram(metrics.LatencyBuckets)
@@ -198,6 +202,9 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 	s.online.init()
 	s.social.init()
 	s.rooms.init()
+	s.cluster.users = make(map[string]*userInterest)
+	s.rooms.watch = func(name string, on bool) { s.watch(route.TopicRoom, name, on) }
+	s.social.pres.watch = func(uid string, on bool) { s.watch(route.TopicPresence, uid, on) }
 	return s
 }
 
@@ -238,6 +245,14 @@ func (s *Service) Stats() Stats {
 // SendAck written, storage included) and of storage commits (one per batch).
 func (s *Service) Latencies() (ack, commit metrics.Snapshot) {
 	return s.ackLatency.Snapshot(), s.commitLatency.Snapshot()
+}
+
+func (s *Service) watch(t route.Topic, key string, on bool) {
+	if on {
+		s.router.Watch(t, key)
+	} else {
+		s.router.Unwatch(t, key)
+	}
 }
 
 // isOnline reports whether uid has a session on this node.
@@ -449,7 +464,7 @@ func (s *Service) handleAuth(c *gateway.Conn, id uint64, a *pb.Auth) {
 		return
 	}
 	sess := &session.Session{
-		ID:           fmt.Sprintf("%d-%d", s.cfg.NodeID, s.nextSession.Add(1)),
+		ID:           s.nodeID + "-" + strconv.FormatUint(s.nextSession.Add(1), 10),
 		UserID:       claims.UserID,
 		DeviceID:     a.DeviceId,
 		DeviceType:   a.DeviceType,
@@ -460,6 +475,9 @@ func (s *Service) handleAuth(c *gateway.Conn, id uint64, a *pb.Auth) {
 	}
 	c.SetValue(&connState{sess: sess})
 	c.SetAuthenticated()
+	// Before AuthOk: the client syncs right after it, so interests must be
+	// in place by then or a message stored after that sync could miss it.
+	s.clusterOpened(sess)
 	// AuthOk goes out before the registry can route messages to this session,
 	// so it is always the first frame the client reads after its Auth.
 	c.SendFrame(&pb.ServerFrame{Id: id, Body: &pb.ServerFrame_AuthOk{AuthOk: &pb.AuthOk{
@@ -508,6 +526,7 @@ func (s *Service) HandleClose(c *gateway.Conn, _ pb.DisconnectCode) {
 		s.sessions.Remove(st.sess)
 		s.rooms.leaveAll(st.sess)
 		s.online.onClose(st.sess.UserID, s.isOnline)
+		s.clusterClosed(st.sess)
 		s.sessionClosed(st.sess)
 	}
 }
@@ -687,20 +706,26 @@ func (s *Service) deliverMessage(ctx context.Context, m *pb.Message, exceptSessi
 
 // deliverHeld is deliverMessage with flushes deferred to hold.
 func (s *Service) deliverHeld(ctx context.Context, m *pb.Message, exceptSession string, hold *wire.Hold) {
-	var users []string
+	var err error
 	if isGroup(m.ConversationId) {
-		users = s.groupRecipients(m.ConversationId)
+		err = s.router.DeliverGroup(ctx, m.ConversationId, s.groupRecipients(m.ConversationId),
+			newMessageOutbound(m), exceptSession, hold)
 	} else {
-		users = []string{m.To, m.From}
+		err = s.router.DeliverHeld(ctx, []string{m.To, m.From}, newMessageOutbound(m), exceptSession, hold)
 	}
-	if err := s.router.DeliverHeld(ctx, users, newMessageOutbound(m), exceptSession, hold); err != nil {
+	if err != nil {
 		// Stored and ACKed: receivers get it by sync; delivery is best effort.
 		s.log.Warn("deliver failed", "err", err)
 	}
 }
 
-// submit queues a write for the committer; false when the service is stopping.
+// submit queues a write for the committer; false when the service is
+// stopping, or cut off from the cluster (a write others cannot hear of would
+// be acknowledged but not delivered: the sender is told to retry instead).
 func (s *Service) submit(p *pendingSend) bool {
+	if s.router.Ready() != nil {
+		return false
+	}
 	select {
 	case s.sends <- p:
 		return true

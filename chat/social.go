@@ -73,6 +73,7 @@ func (s *social) init() {
 	s.pres.online = make(map[string]struct{})
 	s.pres.subs = make(map[string]map[*session.Session]struct{})
 	s.pres.bySess = make(map[*session.Session]map[string]struct{})
+	s.pres.gen = make(map[string]uint64)
 	s.lastSeen.pending = make(map[string]time.Time)
 }
 
@@ -473,7 +474,12 @@ func (s *Service) typing(ctx context.Context, c Replier, sess *session.Session, 
 	case err == nil && len(users) > 0 && s.social.typing.allow(uid, conv, time.Now()):
 		out := wire.NewOutbound(&pb.ServerFrame{Body: &pb.ServerFrame_Typing{
 			Typing: &pb.TypingEvent{ConversationId: conv, UserId: uid}}})
-		if err := s.router.DeliverToUsers(ctx, users, out, sess.ID); err != nil {
+		if isGroup(conv) {
+			err = s.router.DeliverGroup(ctx, conv, users, out, sess.ID, nil)
+		} else {
+			err = s.router.DeliverToUsers(ctx, users, out, sess.ID)
+		}
+		if err != nil {
 			s.log.Warn("deliver typing failed", "err", err)
 		}
 	}
@@ -496,6 +502,13 @@ type presence struct {
 	// bySess maps a subscribing session to the users it follows (at most
 	// maxPresenceSubs). Guarded by mu.
 	bySess map[*session.Session]map[string]struct{}
+	// gen counts the online transitions published for users with
+	// subscribers, so a slow offline check (cluster) yields to a later
+	// login. Guarded by mu.
+	gen map[string]uint64
+	// watch is told when a user gains (true) or loses (false) their first
+	// or last subscriber here. Set at init; called with mu held.
+	watch func(uid string, on bool)
 }
 
 // publish brings uid's published state in line with on; on a change it
@@ -514,6 +527,9 @@ func (p *presence) publish(uid string, on bool, lastSeen int64) {
 	if len(subs) == 0 {
 		return
 	}
+	if on {
+		p.gen[uid]++
+	}
 	if !on && lastSeen == 0 {
 		lastSeen = time.Now().UnixMilli()
 	}
@@ -527,9 +543,13 @@ func (p *presence) publish(uid string, on bool, lastSeen int64) {
 // unsubscribe removes sess's subscription to target. Called with mu held.
 func (p *presence) unsubscribe(sess *session.Session, target string) {
 	if subs := p.subs[target]; subs != nil {
-		delete(subs, sess)
-		if len(subs) == 0 {
-			delete(p.subs, target)
+		if _, in := subs[sess]; in {
+			delete(subs, sess)
+			if len(subs) == 0 {
+				delete(p.subs, target)
+				delete(p.gen, target)
+				p.watch(target, false)
+			}
 		}
 	}
 	if mine := p.bySess[sess]; mine != nil {
@@ -655,11 +675,84 @@ func (s *Service) sessionClosed(sess *session.Session) {
 		lastSeen = now.UnixMilli()
 		s.recordLastSeen(uid, now)
 	}
+	if lastSeen != 0 && s.router.Clustered() {
+		s.checkOffline(uid, lastSeen) // the user may be online on another node
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	// The registry, not this call, decides: a session opened meanwhile
 	// keeps the user online.
 	p.publish(uid, len(s.sessions.Sessions(uid)) > 0, lastSeen)
+}
+
+// queryOnline asks the other nodes whether the users not online here and
+// not followed here are online there (nil in process).
+func (s *Service) queryOnline(ctx context.Context, users []string) map[string]bool {
+	if !s.router.Clustered() {
+		return nil
+	}
+	p := &s.social.pres
+	var ask []string
+	p.mu.Lock()
+	for _, u := range users {
+		if len(p.subs[u]) == 0 && !s.isOnline(u) {
+			ask = append(ask, u)
+		}
+	}
+	p.mu.Unlock()
+	res := make(map[string]bool, len(ask))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for _, u := range ask {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			on, err := s.router.OnlineElsewhere(ctx, u)
+			mu.Lock()
+			res[u] = on && err == nil
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return res
+}
+
+// remotePresence applies another node's report that uid came online there
+// or has no session left there.
+func (s *Service) remotePresence(uid string, on bool) {
+	if !on {
+		s.checkOffline(uid, 0)
+		return
+	}
+	p := &s.social.pres
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.publish(uid, true, 0)
+}
+
+// checkOffline publishes uid offline unless a session of uid is left here
+// or on another node. The question goes over the network, so it runs on its
+// own goroutine; a login published meanwhile wins.
+func (s *Service) checkOffline(uid string, lastSeen int64) {
+	p := &s.social.pres
+	p.mu.Lock()
+	gen := p.gen[uid]
+	p.mu.Unlock()
+	go func() {
+		elsewhere, err := s.router.OnlineElsewhere(context.Background(), uid)
+		if err != nil {
+			return // cannot tell: leave the state as it is
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.gen[uid] != gen {
+			return
+		}
+		p.publish(uid, elsewhere || s.isOnline(uid), lastSeen)
+	}()
 }
 
 // presenceVisible returns the users of ids (valid, distinct) that uid may see
@@ -752,6 +845,10 @@ func (s *Service) subscribePresence(ctx context.Context, c Replier, sess *sessio
 	if err != nil {
 		return err
 	}
+	// Ask the other nodes about users nobody here follows yet; the answers
+	// (like last seen, read before the lock) may age, the watch then
+	// taken brings every later change.
+	remote := s.queryOnline(ctx, visible)
 	// Read last-seen times before taking the lock: the store is slow next to it.
 	last := make([]int64, len(visible))
 	for i, u := range visible {
@@ -787,6 +884,15 @@ func (s *Service) subscribePresence(ctx context.Context, c Replier, sess *sessio
 		if subs == nil {
 			subs = make(map[*session.Session]struct{})
 			p.subs[u] = subs
+			p.watch(u, true)
+			if queried, ok := remote[u]; ok {
+				// Nobody here followed u: what the other nodes said is the state.
+				if queried || s.isOnline(u) {
+					p.online[u] = struct{}{}
+				} else {
+					delete(p.online, u)
+				}
+			}
 		}
 		subs[sess] = struct{}{}
 		_, on := p.online[u]

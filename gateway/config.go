@@ -50,6 +50,11 @@ type Config struct {
 	// ConnRateExempt lists the networks ConnRate does not apply to (a load
 	// balancer's address, the load generator's loopback). Default none.
 	ConnRateExempt []netip.Prefix
+	// DrainWindow spreads Shutdown's closing of connections over this long
+	// (bounded by Shutdown's context), so clients of a cluster node move to
+	// the other nodes gradually rather than all at once. Default 0: at once.
+	DrainWindow time.Duration
+
 	// Logger receives panics and unexpected socket errors. Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -68,7 +73,7 @@ const (
 // withDefaults validates cfg and fills in its zero fields.
 func (cfg Config) withDefaults() (Config, error) {
 	if cfg.MaxFrameBytes < 0 || cfg.SendQueueFrames < 0 || cfg.SendQueueBytes < 0 ||
-		cfg.WriteTimeout < 0 || cfg.AuthTimeout < 0 || cfg.IdleTimeout < 0 || cfg.Workers < 0 {
+		cfg.WriteTimeout < 0 || cfg.AuthTimeout < 0 || cfg.IdleTimeout < 0 || cfg.Workers < 0 || cfg.DrainWindow < 0 {
 		return cfg, errors.New("gateway: negative Config value")
 	}
 	if cfg.MaxFrameBytes > maxMaxFrameBytes {

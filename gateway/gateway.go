@@ -428,8 +428,44 @@ func (g *Gateway) Len() int { return int(g.stats.open.Load()) }
 // Stats returns a snapshot of the counters.
 func (g *Gateway) Stats() Stats { return g.stats.snapshot() }
 
-// Shutdown stops accepting, closes every connection with
-// DISCONNECT_CODE_SERVER_SHUTDOWN (each flushes what it has queued), waits
+// closeSpread closes conns with SERVER_SHUTDOWN, evenly over DrainWindow
+// (or what is left of ctx, if sooner), in slices of one tick each.
+func (g *Gateway) closeSpread(ctx context.Context, conns []*Conn) {
+	window := g.cfg.DrainWindow
+	if dl, ok := ctx.Deadline(); ok {
+		window = min(window, time.Until(dl)/2) // leave time to flush and close
+	}
+	const tick = 50 * time.Millisecond
+	steps := int(window / tick)
+	if steps < 1 || len(conns) == 0 {
+		for _, c := range conns {
+			c.Close(pb.DisconnectCode_DISCONNECT_CODE_SERVER_SHUTDOWN, "server shutting down")
+		}
+		return
+	}
+	steps = min(steps, len(conns))
+	t := time.NewTicker(window / time.Duration(steps))
+	defer t.Stop()
+	for i := range steps {
+		for _, c := range conns[i*len(conns)/steps : (i+1)*len(conns)/steps] {
+			c.Close(pb.DisconnectCode_DISCONNECT_CODE_SERVER_SHUTDOWN, "server shutting down")
+		}
+		if i == steps-1 {
+			break
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			for _, c := range conns[(i+1)*len(conns)/steps:] {
+				c.Close(pb.DisconnectCode_DISCONNECT_CODE_SERVER_SHUTDOWN, "server shutting down")
+			}
+			return
+		}
+	}
+}
+
+// Shutdown stops accepting, closes every connection (spread over
+// DrainWindow) with DISCONNECT_CODE_SERVER_SHUTDOWN (each flushes what it has queued), waits
 // for them to finish and stops the Gateway's loops. If ctx ends first, the
 // remaining sockets are closed at once and ctx.Err() is returned.
 func (g *Gateway) Shutdown(ctx context.Context) error {
@@ -444,9 +480,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	for _, ln := range lns {
 		_ = ln.Close()
 	}
-	for _, c := range g.snapshot() {
-		c.Close(pb.DisconnectCode_DISCONNECT_CODE_SERVER_SHUTDOWN, "server shutting down")
-	}
+	g.closeSpread(ctx, g.snapshot())
 
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()

@@ -1,11 +1,13 @@
 // Package route delivers frames to users wherever they are connected. The
 // in-process Router (the single-node default) hands frames straight to this
-// node's sessions; a cluster Router carries them between nodes. Chat logic
-// calls only this interface, so it does not change between the two.
+// node's sessions; the NATS Router (cluster mode) also carries them to the
+// other nodes that hold an interest. Chat logic calls only this interface, so
+// it does not change between the two.
 package route
 
 import (
 	"context"
+	"errors"
 
 	"github.com/parleyim/parley/wire"
 )
@@ -14,6 +16,43 @@ import (
 type Local interface {
 	DeliverLocal(users []string, out *wire.Outbound, exceptSession string, hold *wire.Hold) int
 }
+
+// Topic is what an interest or an envelope is about; its key says which one.
+type Topic uint8
+
+const (
+	TopicUser     Topic = iota + 1 // key: user id; the nodes holding a session of the user
+	TopicGroup                     // key: group conversation id; the nodes holding an online member
+	TopicRoom                      // key: room name; the nodes holding a session in the room
+	TopicPresence                  // key: user id; the nodes holding a subscriber to the user's presence
+	TopicNode                      // key: node id; that one node
+	TopicAll                       // no key: every node
+)
+
+// Envelope is what travels between nodes: a frame to deliver (Kind 0) or an
+// event of a Kind the receiving Node defines.
+type Envelope struct {
+	Topic  Topic
+	Key    string
+	Kind   uint8
+	Except string   // a session id not to deliver to
+	Keys   []string // a list the Kind needs (for example session ids)
+	// Data is the frame (protobuf ServerFrame) when Kind is 0, else the event.
+	Data []byte
+}
+
+// Node is this node's side of a cluster Router: where envelopes from other
+// nodes go, on one goroutine, in the order they arrived.
+type Node interface {
+	// Receive handles an envelope from another node. hold defers flushes
+	// until the Router has drained what arrived together.
+	Receive(env *Envelope, hold *wire.Hold)
+	// HasUser reports whether uid has a session on this node (presence queries).
+	HasUser(uid string) bool
+}
+
+// ErrNotConnected is Ready's answer while the Router cannot reach other nodes.
+var ErrNotConnected = errors.New("route: not connected to the cluster")
 
 // Router delivers frames to users' online devices.
 type Router interface {
@@ -24,7 +63,25 @@ type Router interface {
 	// DeliverHeld is DeliverToUsers with this node's flushes deferred to
 	// hold.Release (see wire.Hold), for a goroutine delivering a batch.
 	DeliverHeld(ctx context.Context, users []string, out *wire.Outbound, exceptSession string, hold *wire.Hold) error
-	// Ready reports whether the router can deliver (always nil in-process).
+	// DeliverGroup queues out for the group's online members: local (this
+	// node's online members) directly, and once to every other node with an
+	// interest in TopicGroup conv, which fans it out to its own members.
+	DeliverGroup(ctx context.Context, conv string, local []string, out *wire.Outbound, exceptSession string, hold *wire.Hold) error
+	// Publish sends env to the other nodes with an interest in env.Topic and
+	// env.Key (every other node for TopicAll). Nothing in process.
+	Publish(ctx context.Context, env *Envelope) error
+	// Watch and Unwatch count this node's interest in a topic key (they
+	// nest); other nodes' envelopes reach Node.Receive while it is above 0.
+	Watch(t Topic, key string)
+	Unwatch(t Topic, key string)
+	// Barrier returns once the interests taken so far have reached the
+	// cluster's messaging (nil at once in process).
+	Barrier(ctx context.Context) error
+	// OnlineElsewhere reports whether another node holds a session of uid.
+	OnlineElsewhere(ctx context.Context, uid string) (bool, error)
+	// Clustered reports whether other nodes may exist (false in process).
+	Clustered() bool
+	// Ready reports whether the router can deliver (always nil in process).
 	Ready() error
 	Close() error
 }
@@ -48,6 +105,30 @@ func (r *InProcess) DeliverHeld(_ context.Context, users []string, out *wire.Out
 	r.local.DeliverLocal(users, out, except, hold)
 	return nil
 }
+
+// DeliverGroup implements Router.
+func (r *InProcess) DeliverGroup(_ context.Context, _ string, local []string, out *wire.Outbound, except string, hold *wire.Hold) error {
+	r.local.DeliverLocal(local, out, except, hold)
+	return nil
+}
+
+// Publish implements Router: there is no other node.
+func (r *InProcess) Publish(context.Context, *Envelope) error { return nil }
+
+// Watch implements Router.
+func (r *InProcess) Watch(Topic, string) {}
+
+// Unwatch implements Router.
+func (r *InProcess) Unwatch(Topic, string) {}
+
+// Barrier implements Router.
+func (r *InProcess) Barrier(context.Context) error { return nil }
+
+// OnlineElsewhere implements Router: there is nowhere else.
+func (r *InProcess) OnlineElsewhere(context.Context, string) (bool, error) { return false, nil }
+
+// Clustered implements Router.
+func (r *InProcess) Clustered() bool { return false }
 
 // Ready implements Router.
 func (r *InProcess) Ready() error { return nil }

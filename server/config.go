@@ -128,6 +128,34 @@ type Config struct {
 	// PostgresSchema is the schema holding Parley's tables. Default "parley".
 	PostgresSchema string `yaml:"postgres_schema"`
 
+	// NATSURLs makes this node one of a cluster routed by an external NATS
+	// cluster, e.g. ["nats://nats-1:4222", "nats://nats-2:4222"]
+	// (credentials go in the URL). A cluster needs PostgresURL, the same on
+	// every node, and a distinct NodeID per node. Default none: one node.
+	NATSURLs []string `yaml:"nats_urls"`
+	// NATSClusterListen instead embeds NATS in this node, listening for the
+	// other nodes' routes on this address, e.g. "10.0.0.5:6222". Default "".
+	NATSClusterListen string `yaml:"nats_cluster_listen"`
+	// NATSRoutes are the other nodes' NATSClusterListen addresses, as
+	// "nats://10.0.0.6:6222" (listing this node too is harmless).
+	NATSRoutes []string `yaml:"nats_routes"`
+	// NATSClusterSecret authenticates routes between embedded NATS servers;
+	// the same on every node, at least 16 bytes. Required unless
+	// NATSClusterListen is a loopback address.
+	NATSClusterSecret string `yaml:"nats_cluster_secret"`
+	// NATSClusterName is the embedded NATS cluster's name. Default "parley".
+	NATSClusterName string `yaml:"nats_cluster_name"`
+	// NATSListen opens the embedded NATS to NATS clients (for the nats CLI).
+	// Default "": reachable only from inside this process.
+	NATSListen string `yaml:"nats_listen"`
+	// NATSSubjectPrefix starts every subject Parley uses, so several clusters
+	// can share one NATS. Default "parley".
+	NATSSubjectPrefix string `yaml:"nats_subject_prefix"`
+	// DrainWindow spreads the closing of connections at shutdown (SIGTERM)
+	// over this long, so clients reconnect to the other nodes gradually.
+	// Default 10s in a cluster, 0 (all at once) on a single node.
+	DrainWindow time.Duration `yaml:"drain_window"`
+
 	// NoSync skips fsync after each storage batch: faster, but a machine crash
 	// (not a process crash) can lose acknowledged messages. Default false (durable).
 	NoSync bool `yaml:"no_sync"`
@@ -197,6 +225,9 @@ func (c Config) withDefaults() Config {
 	if c.ConnRateExempt == nil {
 		c.ConnRateExempt = []string{"127.0.0.0/8", "::1/128"}
 	}
+	if c.DrainWindow == 0 && c.clustered() {
+		c.DrainWindow = 10 * time.Second
+	}
 	if c.AppIssuer == "" {
 		c.AppIssuer = "app"
 	}
@@ -205,6 +236,9 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
+
+// clustered reports whether this node is one of several.
+func (c Config) clustered() bool { return len(c.NATSURLs) > 0 || c.NATSClusterListen != "" }
 
 // rate turns a configured per-second figure (-1: unlimited) into a limit with a burst of twice the rate.
 func rate(perSecond float64) limit.Rate {
@@ -273,5 +307,27 @@ func (c Config) validate() error {
 		pu, err := url.Parse(u)
 		check(err == nil && (pu.Scheme == "http" || pu.Scheme == "https") && pu.Host != "", "webhook_urls: %q is not an http(s) URL", u)
 	}
+	if c.clustered() {
+		check(c.PostgresURL != "", "a cluster (nats_urls or nats_cluster_listen) needs postgres_url: the embedded store holds one node's data")
+		// Secrets generated per node would make one node's tokens and keys
+		// worthless on the others.
+		check(c.TokenKey != "" && c.AppSecret != "" && len(c.AdminAPIKeys) > 0,
+			"a cluster needs token_key, app_secret and admin_api_keys set, the same on every node")
+		check(len(c.WebhookURLs) == 0 || c.WebhookSecret != "", "a cluster with webhooks needs webhook_secret set, the same on every node")
+		check(len(c.NATSURLs) == 0 || c.NATSClusterListen == "", "set nats_urls (external NATS) or nats_cluster_listen (embedded), not both")
+		if c.NATSClusterListen != "" {
+			host, _, err := net.SplitHostPort(c.NATSClusterListen)
+			check(err == nil, "nats_cluster_listen %q: %v", c.NATSClusterListen, err)
+			ip, perr := netip.ParseAddr(host)
+			loopback := host == "localhost" || (perr == nil && ip.IsLoopback())
+			check(loopback || len(c.NATSClusterSecret) >= 16,
+				"nats_cluster_secret (at least 16 bytes) is required when nats_cluster_listen is not a loopback address")
+		}
+		for _, r := range c.NATSRoutes {
+			pu, err := url.Parse(r)
+			check(err == nil && pu.Scheme == "nats" && pu.Host != "", "nats_routes: %q is not a nats://host:port URL", r)
+		}
+	}
+	check(c.DrainWindow >= 0, "drain_window must not be negative")
 	return errors.Join(errs...)
 }

@@ -28,6 +28,10 @@ func TestMain(m *testing.M) {
 		runChild(dir)
 		return
 	}
+	if cfg := os.Getenv(clusterChildEnv); cfg != "" {
+		runClusterChild(cfg)
+		return
+	}
 	os.Exit(m.Run())
 }
 

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -36,6 +37,7 @@ type Server struct {
 	gw     *gateway.Gateway
 	chat   *chat.Service
 	router route.Router
+	nats   *route.NATS // the router in a cluster, else nil
 	api    *api.API
 	hooks  *webhook.Dispatcher
 
@@ -47,7 +49,7 @@ type Server struct {
 	httpLn  net.Listener
 	tcpLn   net.Listener
 	running bool
-	closed  bool
+	closed  bool // Shutdown began (/readyz then says the node is draining)
 }
 
 // New validates cfg, opens storage and builds the server. It listens on nothing until Start.
@@ -98,7 +100,22 @@ func New(cfg Config) (*Server, error) {
 
 	policy, _ := session.ParseKickPolicy(cfg.KickPolicy)
 	reg := session.NewRegistry(policy)
-	s.router = route.NewInProcess(reg)
+	var natsRouter *route.NATS
+	if cfg.clustered() {
+		natsRouter, err = route.NewNATS(route.NATSConfig{
+			URLs: cfg.NATSURLs, ClusterListen: cfg.NATSClusterListen, Routes: cfg.NATSRoutes,
+			ClusterName: cfg.NATSClusterName, ClusterSecret: cfg.NATSClusterSecret, ClientListen: cfg.NATSListen,
+			Prefix: cfg.NATSSubjectPrefix, NodeID: strconv.Itoa(int(cfg.NodeID)), Logger: cfg.Logger,
+		}, reg)
+		if err != nil {
+			s.hooks.Close()
+			st.Close()
+			return nil, fmt.Errorf("parley: %w", err)
+		}
+		s.router, s.nats = natsRouter, natsRouter
+	} else {
+		s.router = route.NewInProcess(reg)
+	}
 	s.chat = chat.New(chat.Config{
 		NodeID:           cfg.NodeID,
 		HeartbeatSeconds: uint32(cfg.Heartbeat / time.Second),
@@ -113,6 +130,9 @@ func New(cfg Config) (*Server, error) {
 		Events:           events,
 		Logger:           cfg.Logger,
 	}, st, s.router, reg, tokens)
+	if natsRouter != nil {
+		natsRouter.Start(s.chat)
+	}
 	s.gw, err = gateway.New(gateway.Config{
 		MaxFrameBytes:   cfg.MaxFrameBytes,
 		SendQueueFrames: cfg.SendQueueFrames,
@@ -122,9 +142,11 @@ func New(cfg Config) (*Server, error) {
 		IdleTimeout:     cfg.IdleTimeout,
 		ConnRate:        rate(cfg.ConnRatePerIP),
 		ConnRateExempt:  exempt,
+		DrainWindow:     cfg.DrainWindow,
 		Logger:          cfg.Logger,
 	}, s.chat)
 	if err != nil {
+		s.router.Close()
 		s.hooks.Close()
 		st.Close()
 		return nil, fmt.Errorf("parley: gateway: %w", err)
@@ -140,6 +162,7 @@ func New(cfg Config) (*Server, error) {
 		Logger:              cfg.Logger,
 	})
 	if err != nil {
+		s.router.Close()
 		s.hooks.Close()
 		st.Close()
 		return nil, fmt.Errorf("parley: api: %w", err)
@@ -254,6 +277,12 @@ func (s *Server) Stats() Stats {
 }
 
 func (s *Server) ready(ctx context.Context) error {
+	s.mu.Lock()
+	draining := s.closed
+	s.mu.Unlock()
+	if draining {
+		return errors.New("draining")
+	}
 	if err := s.store.Ping(ctx); err != nil {
 		return err
 	}
@@ -273,6 +302,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	defer s.hooks.Close()
 	if !wasStarted {
+		s.router.Close()
 		return s.store.Close()
 	}
 	var errs []error

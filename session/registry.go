@@ -128,6 +128,34 @@ func (r *Registry) Add(s *Session) (kicked []*Session) {
 	return kicked
 }
 
+// Evict removes and returns the sessions that newcomer, a session opened on
+// another node, replaces under the kick policy; the caller closes them.
+func (r *Registry) Evict(newcomer *Session) (kicked []*Session) {
+	sh := r.shard(newcomer.UserID)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	old := sh.users[newcomer.UserID]
+	next := make([]*Session, 0, len(old))
+	for _, o := range old {
+		if o.ID != newcomer.ID && r.kicks(o, newcomer) {
+			kicked = append(kicked, o)
+			r.unindex(o)
+			continue
+		}
+		next = append(next, o)
+	}
+	if len(kicked) == 0 {
+		return nil
+	}
+	if len(next) == 0 {
+		delete(sh.users, newcomer.UserID)
+	} else {
+		sh.users[newcomer.UserID] = next
+	}
+	r.count.Add(-int64(len(kicked)))
+	return kicked
+}
+
 func (r *Registry) idShard(id string) *idShard {
 	return &r.byID[maphash.String(r.seed, id)%shardCount]
 }

@@ -1,0 +1,328 @@
+package chat
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	pb "github.com/parleyim/parley/proto/parleyv1"
+	"github.com/parleyim/parley/route"
+	"github.com/parleyim/parley/session"
+	"github.com/parleyim/parley/store"
+	"github.com/parleyim/parley/wire"
+)
+
+// Cluster mode: what this node tells the others, and what it does with what
+// they tell it. In process (one node) every Publish is a no-op and no
+// envelope ever arrives, so none of this costs anything.
+
+// Envelope kinds (route.Envelope.Kind); 0 is a frame to deliver.
+const (
+	kindFrame        = 0
+	kindKick         = 1 // TopicUser: a session opened elsewhere; Keys: device type, device id, session id
+	kindClose        = 2 // TopicUser: close sessions; Keys: code, reason, session id ("": any), token id ("": any)
+	kindGroupChanged = 3 // TopicAll: Keys: conv, then "+uid" (joined) or "-uid" (left) per changed member
+	kindPresence     = 4 // TopicPresence: Keys: "1" (online here) or "0" (offline here)
+	kindSessions     = 5 // TopicNode: push Data to the sessions with the ids in Keys
+)
+
+// clusterState is which interests this node holds for its online users.
+type clusterState struct {
+	mu    sync.Mutex
+	users map[string]*userInterest // guarded by mu; users with a session here
+}
+
+type userInterest struct {
+	sessions int
+	groups   map[string]struct{} // the groups watched for this user
+}
+
+// clusterOpened watches sess's user and, for the user's first session here,
+// the user's groups (so group messages cross to this node), and waits until
+// NATS has the interests. It runs before AuthOk.
+func (s *Service) clusterOpened(sess *session.Session) {
+	if !s.router.Clustered() {
+		return
+	}
+	uid := sess.UserID
+	s.router.Watch(route.TopicUser, uid)
+	c := &s.cluster
+	c.mu.Lock()
+	ui := c.users[uid]
+	first := ui == nil
+	if first {
+		ui = &userInterest{groups: make(map[string]struct{})}
+		c.users[uid] = ui
+	}
+	ui.sessions++
+	c.mu.Unlock()
+	// Others replace their sessions this one kicks.
+	s.publish(&route.Envelope{Topic: route.TopicUser, Key: uid, Kind: kindKick,
+		Keys: []string{sess.DeviceType, sess.DeviceID, sess.ID}})
+	if !first {
+		return
+	}
+	s.publish(&route.Envelope{Topic: route.TopicPresence, Key: uid, Kind: kindPresence, Keys: []string{"1"}})
+	convs, err := s.store.Conversations(context.Background(), uid)
+	if err != nil {
+		// The client's sync still brings every message; live group
+		// delivery to this session waits for its next login.
+		s.log.Warn("cluster: user's groups not loaded", "err", err)
+	}
+	c.mu.Lock()
+	if c.users[uid] == ui { // else closed meanwhile
+		for _, conv := range convs {
+			if _, ok := ui.groups[conv]; isGroup(conv) && !ok {
+				ui.groups[conv] = struct{}{}
+				s.router.Watch(route.TopicGroup, conv)
+			}
+		}
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := s.router.Barrier(ctx); err != nil {
+		s.log.Warn("cluster: interests not confirmed", "err", err)
+	}
+}
+
+// clusterClosed drops the interests sess held.
+func (s *Service) clusterClosed(sess *session.Session) {
+	if !s.router.Clustered() {
+		return
+	}
+	uid := sess.UserID
+	s.router.Unwatch(route.TopicUser, uid)
+	c := &s.cluster
+	c.mu.Lock()
+	ui := c.users[uid]
+	if ui == nil {
+		c.mu.Unlock()
+		return
+	}
+	ui.sessions--
+	last := ui.sessions == 0
+	if last {
+		delete(c.users, uid)
+		for conv := range ui.groups {
+			s.router.Unwatch(route.TopicGroup, conv)
+		}
+	}
+	c.mu.Unlock()
+	if last {
+		s.publish(&route.Envelope{Topic: route.TopicPresence, Key: uid, Kind: kindPresence, Keys: []string{"0"}})
+	}
+}
+
+// groupChanged follows a membership change: this node watches the group for
+// its online users who joined and stops for those who left; other nodes are
+// told to drop their cached copy (and do the same).
+func (s *Service) groupChanged(conv string, members []store.Member) {
+	if !s.router.Clustered() {
+		return
+	}
+	s.memberInterests(conv, members)
+	keys := make([]string, 0, 1+len(members))
+	keys = append(keys, conv)
+	for _, m := range members {
+		if m.Left {
+			keys = append(keys, "-"+m.UserID)
+		} else {
+			keys = append(keys, "+"+m.UserID)
+		}
+	}
+	s.publish(&route.Envelope{Topic: route.TopicAll, Kind: kindGroupChanged, Keys: keys})
+}
+
+func (s *Service) memberInterests(conv string, members []store.Member) {
+	c := &s.cluster
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range members {
+		ui := c.users[m.UserID]
+		if ui == nil {
+			continue
+		}
+		_, watched := ui.groups[conv]
+		switch {
+		case m.Left && watched:
+			delete(ui.groups, conv)
+			s.router.Unwatch(route.TopicGroup, conv)
+		case !m.Left && !watched:
+			ui.groups[conv] = struct{}{}
+			s.router.Watch(route.TopicGroup, conv)
+		}
+	}
+}
+
+// dropGroup forgets this node's copy of a group another node changed.
+func (s *Service) dropGroup(conv string) {
+	s.groups.mu.Lock()
+	defer s.groups.mu.Unlock()
+	if old := s.groups.m[conv]; old != nil {
+		s.online.untrack(conv, old.members) // lock order: groups.mu, then online.mu
+	}
+	delete(s.groups.m, conv)
+	s.groups.gen++
+}
+
+// deliverGroupChange delivers a group change's event: the users it concerns
+// (changed members, extra) individually, as nodes may not yet watch the
+// group for them; the other online members through the group.
+func (s *Service) deliverGroupChange(conv string, g *groupState, changed []store.Member, extra []string, out *wire.Outbound) {
+	ctx := context.Background()
+	direct := slices.Clone(extra)
+	for _, m := range changed {
+		direct = append(direct, m.UserID)
+	}
+	slices.Sort(direct)
+	direct = slices.Compact(direct)
+	if !s.router.Clustered() {
+		users := append(slices.Clone(g.recipients), extra...)
+		if err := s.router.DeliverToUsers(ctx, users, out, ""); err != nil {
+			s.log.Warn("deliver group event failed", "err", err)
+		}
+		return
+	}
+	if err := s.router.DeliverToUsers(ctx, direct, out, ""); err != nil {
+		s.log.Warn("deliver group event failed", "err", err)
+	}
+	local, _ := s.online.online(conv)
+	s.sessions.DeliverLocal(without(local, direct), out, "", nil)
+	s.publish(&route.Envelope{Topic: route.TopicGroup, Key: conv, Keys: direct, Data: out.Bytes(wire.Proto)})
+}
+
+// without returns users minus the sorted list skip.
+func without(users, skip []string) []string {
+	if len(skip) == 0 {
+		return users
+	}
+	out := make([]string, 0, len(users))
+	for _, u := range users {
+		if _, found := slices.BinarySearch(skip, u); !found {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// publish sends an envelope to the other nodes; a failure is logged, as
+// what it carries is best effort (clients sync what they missed).
+func (s *Service) publish(env *route.Envelope) {
+	if err := s.router.Publish(context.Background(), env); err != nil {
+		s.log.Warn("cluster publish failed", "kind", env.Kind, "err", err)
+	}
+}
+
+// CloseUserSessions closes the user's sessions on every node, all of them or
+// only the one with sessionID, or only those opened with tokenID. It returns
+// how many it closed on this node.
+func (s *Service) CloseUserSessions(uid string, code pb.DisconnectCode, reason, sessionID, tokenID string) int {
+	n := s.closeLocal(uid, code, reason, sessionID, tokenID)
+	if s.router.Clustered() {
+		s.publish(&route.Envelope{Topic: route.TopicUser, Key: uid, Kind: kindClose,
+			Keys: []string{strconv.Itoa(int(code)), reason, sessionID, tokenID}})
+	}
+	return n
+}
+
+func (s *Service) closeLocal(uid string, code pb.DisconnectCode, reason, sessionID, tokenID string) int {
+	var match func(*session.Session) bool
+	if sessionID != "" || tokenID != "" {
+		match = func(x *session.Session) bool {
+			return (sessionID == "" || x.ID == sessionID) && (tokenID == "" || x.TokenID == tokenID)
+		}
+	}
+	return s.sessions.CloseUser(uid, code, reason, match)
+}
+
+// HasUser implements route.Node.
+func (s *Service) HasUser(uid string) bool { return s.isOnline(uid) }
+
+// Receive implements route.Node: an envelope from another node.
+func (s *Service) Receive(env *route.Envelope, hold *wire.Hold) {
+	switch env.Kind {
+	case kindFrame:
+		s.receiveFrame(env, hold)
+	case kindKick:
+		if len(env.Keys) != 3 {
+			return
+		}
+		newcomer := &session.Session{UserID: env.Key, DeviceType: env.Keys[0], DeviceID: env.Keys[1], ID: env.Keys[2]}
+		for _, old := range s.sessions.Evict(newcomer) {
+			s.stats.kicked.Add(1)
+			old.Conn.Close(pb.DisconnectCode_DISCONNECT_CODE_KICKED, "signed in on another device of the same type")
+		}
+	case kindClose:
+		if len(env.Keys) != 4 {
+			return
+		}
+		code, err := strconv.Atoi(env.Keys[0])
+		if err != nil {
+			return
+		}
+		s.closeLocal(env.Key, pb.DisconnectCode(code), env.Keys[1], env.Keys[2], env.Keys[3])
+	case kindGroupChanged:
+		if len(env.Keys) == 0 {
+			return
+		}
+		conv := env.Keys[0]
+		s.dropGroup(conv)
+		members := make([]store.Member, 0, len(env.Keys)-1)
+		for _, k := range env.Keys[1:] {
+			if len(k) > 1 {
+				members = append(members, store.Member{UserID: k[1:], Left: k[0] == '-'})
+			}
+		}
+		s.memberInterests(conv, members)
+	case kindPresence:
+		if len(env.Keys) == 1 {
+			s.remotePresence(env.Key, env.Keys[0] == "1")
+		}
+	case kindSessions:
+		out := wire.OutboundFromProto(env.Data) // NATS gives each message its own copy
+		n := 0
+		for _, id := range env.Keys {
+			if sess := s.sessions.ByID(id); sess != nil && sess.Conn.Send(out) {
+				n++
+			}
+		}
+		s.stats.deliveries.Add(uint64(n))
+	}
+}
+
+func (s *Service) receiveFrame(env *route.Envelope, hold *wire.Hold) {
+	out := wire.OutboundFromProto(env.Data)
+	switch env.Topic {
+	case route.TopicUser:
+		s.sessions.DeliverLocal([]string{env.Key}, out, env.Except, hold)
+	case route.TopicGroup:
+		users := s.groupRecipients(env.Key)
+		if len(env.Keys) > 0 {
+			skip := slices.Clone(env.Keys)
+			slices.Sort(skip)
+			users = without(users, skip)
+		}
+		s.sessions.DeliverLocal(users, out, env.Except, hold)
+	case route.TopicRoom:
+		s.stats.deliveries.Add(uint64(s.rooms.broadcast(env.Key, out, nil)))
+	case route.TopicAll:
+		s.stats.deliveries.Add(uint64(s.pushAllLocal(out)))
+	}
+}
+
+// publishFrame sends a frame to the other nodes with an interest in t/key.
+func (s *Service) publishFrame(t route.Topic, key string, out *wire.Outbound) {
+	if s.router.Clustered() {
+		s.publish(&route.Envelope{Topic: t, Key: key, Data: out.Bytes(wire.Proto)})
+	}
+}
+
+// sessionNode is the node id a session id ("<node>-<n>") was issued by.
+func sessionNode(id string) string {
+	node, _, _ := strings.Cut(id, "-")
+	return node
+}

@@ -1,0 +1,571 @@
+package route
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/parleyim/parley/wire"
+)
+
+// NATSConfig configures the cluster Router. Either URLs (an external NATS
+// cluster) or ClusterListen (NATS embedded in this node, clustered with the
+// other nodes' through Routes) must be set.
+type NATSConfig struct {
+	// URLs of an external NATS cluster, e.g. "nats://nats-1:4222". Credentials
+	// go in the URL ("nats://user:pass@host:4222").
+	URLs []string
+	// ClusterListen turns on embedded NATS: its route listener, e.g. "10.0.0.5:6222".
+	ClusterListen string
+	// Routes are the other nodes' route listeners ("nats://10.0.0.6:6222").
+	Routes []string
+	// ClusterName must be the same on every node. Default "parley".
+	ClusterName string
+	// ClusterSecret authenticates routes between embedded servers (the same on every node).
+	ClusterSecret string
+	// ClientListen optionally opens the embedded server to NATS clients
+	// (monitoring with the nats CLI). Default "": in-process only.
+	ClientListen string
+	// Prefix starts every subject, so clusters can share a NATS. Default "parley".
+	Prefix string
+	// NodeID names this node (its TopicNode key).
+	NodeID string
+	// QueryTimeout bounds a presence query. Default 500ms.
+	QueryTimeout time.Duration
+	Logger       *slog.Logger
+
+	localToken string // random; authenticates this process to its embedded server
+}
+
+// kindQuery is the envelope kind of a presence query (answered by the router).
+const kindQuery = 255
+
+// inboxCap bounds the envelopes waiting for Node.Receive; past it NATS drops
+// them as a slow consumer (counted; receivers catch up by sync).
+const inboxCap = 1 << 16
+
+// NATS is the cluster Router: it delivers to this node directly and to the
+// other nodes over NATS subjects they subscribe to only while they hold an
+// interest (a user, group, room or presence subscriber).
+type NATS struct {
+	cfg   NATSConfig
+	local Local // this node's sessions
+	node  Node  // set by Start
+	log   *slog.Logger
+	ns    *natsserver.Server // embedded server; nil with external URLs
+	nc    *nats.Conn
+
+	inbox chan *nats.Msg
+	done  chan struct{}
+
+	mu        sync.Mutex
+	interests map[string]*interest // guarded by mu; by subject
+
+	dropped   atomic.Uint64 // envelopes NATS dropped as a slow consumer
+	received  atomic.Uint64
+	published atomic.Uint64
+}
+
+type interest struct {
+	sub   *nats.Subscription
+	topic Topic
+	key   string
+	n     int
+}
+
+// NewNATS starts embedded NATS if configured, connects, and subscribes to the
+// subjects every node listens on; local is where it delivers on this node.
+// It does not wait for a reachable external NATS: until it is, Ready reports
+// an error and the connection keeps retrying. Call Start to receive.
+func NewNATS(cfg NATSConfig, local Local) (*NATS, error) {
+	if cfg.ClusterName == "" {
+		cfg.ClusterName = "parley"
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "parley"
+	}
+	if cfg.QueryTimeout == 0 {
+		cfg.QueryTimeout = 500 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	var tok [16]byte
+	if _, err := rand.Read(tok[:]); err != nil {
+		return nil, err
+	}
+	cfg.localToken = hex.EncodeToString(tok[:])
+	if (len(cfg.URLs) == 0) == (cfg.ClusterListen == "") {
+		return nil, errors.New("route: set either NATS URLs or an embedded cluster listener")
+	}
+	r := &NATS{cfg: cfg, local: local, log: cfg.Logger, inbox: make(chan *nats.Msg, inboxCap),
+		done: make(chan struct{}), interests: make(map[string]*interest)}
+	opts := []nats.Option{
+		nats.Name("parley-node-" + cfg.NodeID),
+		nats.NoEcho(), // this node delivers to itself directly
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.RetryOnFailedConnect(true),
+		nats.PingInterval(5 * time.Second),
+		nats.MaxPingsOutstanding(2),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			r.log.Warn("nats disconnected", "err", err)
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) { r.log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrSlowConsumer) {
+				r.dropped.Add(1)
+				return
+			}
+			r.log.Warn("nats error", "err", err)
+		}),
+	}
+	url := strings.Join(cfg.URLs, ",")
+	if cfg.ClusterListen != "" {
+		ns, err := startEmbedded(cfg)
+		if err != nil {
+			return nil, err
+		}
+		r.ns = ns
+		url = ""
+		opts = append(opts, nats.InProcessServer(ns), nats.Token(clientToken(cfg)))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		r.shutdownEmbedded()
+		return nil, fmt.Errorf("route: nats: %w", err)
+	}
+	r.nc = nc
+	for _, subj := range []string{r.subject(TopicAll, ""), r.subject(TopicNode, cfg.NodeID)} {
+		if _, err := nc.ChanSubscribe(subj, r.inbox); err != nil {
+			r.Close()
+			return nil, fmt.Errorf("route: subscribe: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// Start hands what arrives from other nodes to node (until Close); what
+// arrived before waits in the inbox.
+func (r *NATS) Start(node Node) {
+	r.node = node
+	go r.receiveLoop()
+}
+
+func startEmbedded(cfg NATSConfig) (*natsserver.Server, error) {
+	host, port, err := splitHostPort(cfg.ClusterListen)
+	if err != nil {
+		return nil, fmt.Errorf("route: nats cluster listen: %w", err)
+	}
+	// The client listener cannot be off (routing waits for it to open): a
+	// random loopback port, behind a token only this process (and, given
+	// ClientListen, whoever holds ClusterSecret) knows.
+	o := &natsserver.Options{
+		ServerName:    "parley-" + cfg.NodeID,
+		Host:          "127.0.0.1",
+		Port:          natsserver.RANDOM_PORT,
+		Authorization: clientToken(cfg),
+		NoLog:         true,
+		NoSigs:        true,
+		Cluster: natsserver.ClusterOpts{
+			Name: cfg.ClusterName, Host: host, Port: port,
+			Username: routeUser(cfg), Password: cfg.ClusterSecret,
+		},
+	}
+	if cfg.ClientListen != "" {
+		h, p, err := splitHostPort(cfg.ClientListen)
+		if err != nil {
+			return nil, fmt.Errorf("route: nats client listen: %w", err)
+		}
+		o.Host, o.Port = h, p
+	}
+	for _, s := range cfg.Routes {
+		u, err := url.Parse(s)
+		if err != nil || u.Host == "" {
+			return nil, fmt.Errorf("route: nats route %q is not a nats://host:port URL", s)
+		}
+		if cfg.ClusterSecret != "" {
+			u.User = url.UserPassword(routeUser(cfg), cfg.ClusterSecret)
+		}
+		o.Routes = append(o.Routes, u)
+	}
+	ns, err := natsserver.NewServer(o)
+	if err != nil {
+		return nil, fmt.Errorf("route: embedded nats: %w", err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
+		return nil, fmt.Errorf("route: embedded nats did not start (is %s free?)", cfg.ClusterListen)
+	}
+	return ns, nil
+}
+
+// clientToken authenticates NATS clients of the embedded server.
+func clientToken(cfg NATSConfig) string {
+	if cfg.ClusterSecret != "" {
+		return cfg.ClusterSecret
+	}
+	return cfg.localToken
+}
+
+func routeUser(cfg NATSConfig) string {
+	if cfg.ClusterSecret == "" {
+		return ""
+	}
+	return "parley"
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, err
+	}
+	return h, n, nil
+}
+
+// subject maps a topic key to its subject. Keys that are not safe subject
+// tokens (user ids and room names may hold '.') are hex-encoded behind '~'.
+func (r *NATS) subject(t Topic, key string) string {
+	var b strings.Builder
+	b.Grow(len(r.cfg.Prefix) + 4 + 2*len(key))
+	b.WriteString(r.cfg.Prefix)
+	switch t {
+	case TopicUser:
+		b.WriteString(".u.")
+	case TopicGroup:
+		b.WriteString(".g.")
+	case TopicRoom:
+		b.WriteString(".r.")
+	case TopicPresence:
+		b.WriteString(".p.")
+	case TopicNode:
+		b.WriteString(".n.")
+	case TopicAll:
+		b.WriteString(".all")
+		return b.String()
+	}
+	if safeToken(key) {
+		b.WriteString(key)
+	} else {
+		b.WriteByte('~')
+		b.WriteString(hex.EncodeToString([]byte(key)))
+	}
+	return b.String()
+}
+
+func safeToken(s string) bool {
+	if s == "" || s[0] == '~' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c == '.' || c == '*' || c == '>' || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// encode lays out an envelope: kind, except, keys, then data. Topic and key
+// travel in the subject.
+func encode(env *Envelope) []byte {
+	n := 1 + binary.MaxVarintLen32 + len(env.Except) + binary.MaxVarintLen32 + len(env.Data)
+	for _, k := range env.Keys {
+		n += binary.MaxVarintLen32 + len(k)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, env.Kind)
+	b = appendString(b, env.Except)
+	b = binary.AppendUvarint(b, uint64(len(env.Keys)))
+	for _, k := range env.Keys {
+		b = appendString(b, k)
+	}
+	return append(b, env.Data...)
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+var errBadEnvelope = errors.New("route: malformed envelope")
+
+// decode reads what encode wrote; Data aliases b.
+func decode(b []byte, env *Envelope) error {
+	if len(b) < 1 {
+		return errBadEnvelope
+	}
+	env.Kind = b[0]
+	b = b[1:]
+	var err error
+	if env.Except, b, err = readString(b); err != nil {
+		return err
+	}
+	n, w := binary.Uvarint(b)
+	if w <= 0 || n > uint64(len(b)) {
+		return errBadEnvelope
+	}
+	b = b[w:]
+	env.Keys = nil
+	if n > 0 {
+		env.Keys = make([]string, 0, n)
+	}
+	for range n {
+		var k string
+		if k, b, err = readString(b); err != nil {
+			return err
+		}
+		env.Keys = append(env.Keys, k)
+	}
+	env.Data = b
+	return nil
+}
+
+func readString(b []byte) (string, []byte, error) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 || n > uint64(len(b)-w) {
+		return "", nil, errBadEnvelope
+	}
+	return string(b[w : w+int(n)]), b[w+int(n):], nil
+}
+
+// DeliverToUsers implements Router.
+func (r *NATS) DeliverToUsers(ctx context.Context, users []string, out *wire.Outbound, except string) error {
+	return r.DeliverHeld(ctx, users, out, except, nil)
+}
+
+// DeliverHeld implements Router: local sessions now, and one envelope per
+// user to the nodes holding that user (NATS drops it where none does).
+func (r *NATS) DeliverHeld(_ context.Context, users []string, out *wire.Outbound, except string, hold *wire.Hold) error {
+	r.local.DeliverLocal(users, out, except, hold)
+	data := encode(&Envelope{Except: except, Data: out.Bytes(wire.Proto)})
+	var first error
+	for i, u := range users {
+		if i < 8 && dupBefore(users, i) {
+			continue
+		}
+		if err := r.publish(r.subject(TopicUser, u), data); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func dupBefore(users []string, i int) bool {
+	for j := 0; j < i; j++ {
+		if users[j] == users[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// DeliverGroup implements Router.
+func (r *NATS) DeliverGroup(_ context.Context, conv string, local []string, out *wire.Outbound, except string, hold *wire.Hold) error {
+	r.local.DeliverLocal(local, out, except, hold)
+	return r.publish(r.subject(TopicGroup, conv), encode(&Envelope{Except: except, Data: out.Bytes(wire.Proto)}))
+}
+
+// Publish implements Router.
+func (r *NATS) Publish(_ context.Context, env *Envelope) error {
+	return r.publish(r.subject(env.Topic, env.Key), encode(env))
+}
+
+func (r *NATS) publish(subj string, data []byte) error {
+	if !r.nc.IsConnected() {
+		return ErrNotConnected // not buffered: receivers catch up by sync
+	}
+	r.published.Add(1)
+	return r.nc.Publish(subj, data)
+}
+
+// Watch implements Router.
+func (r *NATS) Watch(t Topic, key string) {
+	subj := r.subject(t, key)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if in := r.interests[subj]; in != nil {
+		in.n++
+		return
+	}
+	sub, err := r.nc.ChanSubscribe(subj, r.inbox)
+	if err != nil {
+		r.log.Warn("nats subscribe failed", "subject", subj, "err", err)
+	}
+	// Counted even when the subscribe failed, so Unwatch stays balanced.
+	r.interests[subj] = &interest{sub: sub, topic: t, key: key, n: 1}
+}
+
+// Unwatch implements Router.
+func (r *NATS) Unwatch(t Topic, key string) {
+	subj := r.subject(t, key)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	in := r.interests[subj]
+	if in == nil {
+		return
+	}
+	if in.n--; in.n > 0 {
+		return
+	}
+	delete(r.interests, subj)
+	if in.sub != nil {
+		_ = in.sub.Unsubscribe()
+	}
+}
+
+// Barrier implements Router: a round trip to the NATS server, which has then
+// processed every subscription sent before it (and passed it on to its routes).
+func (r *NATS) Barrier(ctx context.Context) error {
+	if !r.nc.IsConnected() {
+		return ErrNotConnected
+	}
+	return r.nc.FlushWithContext(ctx)
+}
+
+// Interests is the number of subjects this node subscribes to for interests.
+func (r *NATS) Interests() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.interests)
+}
+
+// OnlineElsewhere implements Router: a query on the user's subject, which
+// only nodes holding one of the user's sessions subscribe to.
+func (r *NATS) OnlineElsewhere(ctx context.Context, uid string) (bool, error) {
+	if !r.nc.IsConnected() {
+		return false, ErrNotConnected
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
+	defer cancel()
+	_, err := r.nc.RequestWithContext(ctx, r.subject(TopicUser, uid), []byte{kindQuery, 0, 0})
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, nats.ErrNoResponders):
+		return false, nil
+	}
+	return false, err
+}
+
+// Clustered implements Router.
+func (r *NATS) Clustered() bool { return true }
+
+// Ready implements Router: connected to NATS and, embedded with routes
+// configured, joined to at least one other node.
+func (r *NATS) Ready() error {
+	if !r.nc.IsConnected() {
+		return ErrNotConnected
+	}
+	if r.ns != nil && len(r.cfg.Routes) > 0 && r.ns.NumRoutes() == 0 {
+		return ErrNotConnected
+	}
+	return nil
+}
+
+// RouterStats are the cluster router's counters.
+type RouterStats struct {
+	Published, Received, Dropped uint64
+	Interests                    int
+}
+
+// Stats returns the router's counters.
+func (r *NATS) Stats() RouterStats {
+	return RouterStats{Published: r.published.Load(), Received: r.received.Load(),
+		Dropped: r.dropped.Load(), Interests: r.Interests()}
+}
+
+// Close implements Router: it flushes what is published, disconnects and
+// stops embedded NATS.
+func (r *NATS) Close() error {
+	select {
+	case <-r.done:
+		return nil
+	default:
+	}
+	close(r.done)
+	if r.nc.IsConnected() {
+		_ = r.nc.FlushTimeout(2 * time.Second)
+	}
+	r.nc.Close()
+	r.shutdownEmbedded()
+	return nil
+}
+
+func (r *NATS) shutdownEmbedded() {
+	if r.ns != nil {
+		r.ns.Shutdown()
+		r.ns.WaitForShutdown()
+	}
+}
+
+// receiveLoop hands envelopes to the node one at a time, in arrival order;
+// flushes are held until the inbox is empty, so a burst costs one write per
+// connection.
+func (r *NATS) receiveLoop() {
+	hold := &wire.Hold{}
+	var env Envelope
+	for {
+		var m *nats.Msg
+		select {
+		case m = <-r.inbox:
+		case <-r.done:
+			hold.Release()
+			return
+		}
+		r.received.Add(1)
+		r.handle(m, &env, hold)
+		if len(r.inbox) == 0 {
+			hold.Release()
+		}
+	}
+}
+
+func (r *NATS) handle(m *nats.Msg, env *Envelope, hold *wire.Hold) {
+	r.mu.Lock()
+	in := r.interests[m.Subject]
+	r.mu.Unlock()
+	var t Topic
+	var key string
+	switch {
+	case in != nil:
+		t, key = in.topic, in.key
+	case m.Subject == r.subject(TopicAll, ""):
+		t = TopicAll
+	case m.Subject == r.subject(TopicNode, r.cfg.NodeID):
+		t, key = TopicNode, r.cfg.NodeID
+	default:
+		return // an interest dropped while this was in flight
+	}
+	if err := decode(m.Data, env); err != nil {
+		r.log.Warn("dropped a malformed envelope", "subject", m.Subject)
+		return
+	}
+	env.Topic, env.Key = t, key
+	if env.Kind == kindQuery {
+		if t == TopicUser && m.Reply != "" && r.node.HasUser(key) {
+			_ = m.Respond([]byte{1})
+		}
+		return
+	}
+	r.node.Receive(env, hold)
+}

@@ -1,0 +1,542 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+
+	"github.com/parleyim/parley/client"
+	pb "github.com/parleyim/parley/proto/parleyv1"
+	"github.com/parleyim/parley/server"
+)
+
+// Cluster tests: several nodes on one PostgreSQL schema, routed by NATS
+// (embedded in each node and clustered through routes, or an external
+// nats-server started here). They skip without PARLEY_TEST_PG.
+
+const testTokenKey = "test-token-key-0123456789abcdef0123456789"
+
+// freePorts finds n free loopback ports (for listeners configured by number).
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports := make([]int, n)
+	lns := make([]net.Listener, n)
+	for i := range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[i], ports[i] = ln, ln.Addr().(*net.TCPAddr).Port
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return ports
+}
+
+// clusterConfig makes c node i of a cluster: shared secrets, its own node id.
+func clusterConfig(c *server.Config, i int) {
+	c.NodeID = uint16(i + 1)
+	c.TokenKey = testTokenKey
+	c.DrainWindow = time.Millisecond // tests close at once
+}
+
+// startCluster starts n nodes with embedded NATS routed to each other and
+// waits until every node reports ready.
+func startCluster(t *testing.T, n int, mod func(i int, c *server.Config)) []*testServer {
+	t.Helper()
+	usePG := pgConfig(t)
+	ports := freePorts(t, n)
+	routes := make([]string, n)
+	for i, p := range ports {
+		routes[i] = fmt.Sprintf("nats://127.0.0.1:%d", p)
+	}
+	nodes := make([]*testServer, n)
+	for i := range n {
+		nodes[i] = startServer(t, func(c *server.Config) {
+			usePG(c)
+			clusterConfig(c, i)
+			c.NATSClusterListen = fmt.Sprintf("127.0.0.1:%d", ports[i])
+			c.NATSRoutes = routes
+			if mod != nil {
+				mod(i, c)
+			}
+		})
+	}
+	for _, ts := range nodes {
+		waitReady(t, ts, true)
+	}
+	return nodes
+}
+
+// readyCode is the node's /readyz status code.
+func readyCode(ts *testServer) int {
+	resp, err := http.Get(ts.httpBase + "/readyz")
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func waitReady(t *testing.T, ts *testServer, ready bool) {
+	t.Helper()
+	want := http.StatusOK
+	if !ready {
+		want = http.StatusServiceUnavailable
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for readyCode(ts) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: /readyz never became %d", ts.httpBase, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// observer records everything pushed to one client.
+type observer struct {
+	mu       sync.Mutex
+	msgs     []*pb.Message
+	pushes   []*pb.Push
+	typing   []*pb.TypingEvent
+	presence []*pb.Presence
+	closeErr error
+	closed   bool
+}
+
+func (o *observer) snapshot() observer {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return observer{msgs: append([]*pb.Message(nil), o.msgs...), pushes: append([]*pb.Push(nil), o.pushes...),
+		typing: append([]*pb.TypingEvent(nil), o.typing...), presence: append([]*pb.Presence(nil), o.presence...),
+		closeErr: o.closeErr, closed: o.closed}
+}
+
+// texts are the payloads of the recorded messages of conv, in arrival order.
+func (o *observer) texts(conv string) []string {
+	var out []string
+	for _, m := range o.snapshot().msgs {
+		if m.ConversationId == conv && m.Kind == pb.MessageKind_MESSAGE_KIND_NORMAL {
+			out = append(out, string(m.Payload))
+		}
+	}
+	return out
+}
+
+// dialObserved connects uid to ts over WebSocket and records what it is pushed.
+func dialObserved(t *testing.T, ts *testServer, uid, deviceID, deviceType string) (*client.Client, *observer) {
+	t.Helper()
+	return dialObservedOpts(t, ts, uid, deviceID, deviceType, 0)
+}
+
+// dialObservedOpts is dialObserved with the SDK's send attempts bounded
+// (0: its default), so a refusal reaches the test instead of a retry.
+func dialObservedOpts(t *testing.T, ts *testServer, uid, deviceID, deviceType string, attempts int) (*client.Client, *observer) {
+	t.Helper()
+	o := &observer{}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Options{
+		Addr: ts.wsURL, Token: ts.mint(t, uid), DeviceID: deviceID, DeviceType: deviceType, MaxSendAttempts: attempts,
+		OnMessage:  func(m *pb.Message) { o.mu.Lock(); o.msgs = append(o.msgs, m); o.mu.Unlock() },
+		OnPush:     func(p *pb.Push) { o.mu.Lock(); o.pushes = append(o.pushes, p); o.mu.Unlock() },
+		OnTyping:   func(e *pb.TypingEvent) { o.mu.Lock(); o.typing = append(o.typing, e); o.mu.Unlock() },
+		OnPresence: func(e *pb.PresenceEvent) { o.mu.Lock(); o.presence = append(o.presence, e.Presence); o.mu.Unlock() },
+		OnClose:    func(err error) { o.mu.Lock(); o.closeErr, o.closed = err, true; o.mu.Unlock() },
+	})
+	if err != nil {
+		t.Fatalf("dial %s on %s: %v", uid, ts.httpBase, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, o
+}
+
+func sendN(t *testing.T, c *client.Client, conv string, n int, prefix string) {
+	t.Helper()
+	ctx := ctx10(t)
+	for i := range n {
+		if _, err := c.SendToConversation(ctx, conv, "text/plain", fmt.Appendf(nil, "%s%d", prefix, i)); err != nil {
+			t.Fatalf("send %d to %s: %v", i, conv, err)
+		}
+	}
+}
+
+func wantTexts(t *testing.T, who string, o *observer, conv, prefix string, n int) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%s receives %d messages of %s", who, n, conv), func() bool {
+		return len(o.texts(conv)) >= n
+	})
+	got := o.texts(conv)
+	if len(got) != n {
+		t.Fatalf("%s: %d messages of %s, want %d: %q", who, len(got), conv, n, got)
+	}
+	for i, s := range got {
+		if want := fmt.Sprintf("%s%d", prefix, i); s != want {
+			t.Fatalf("%s: message %d is %q, want %q (all: %q)", who, i, s, want, got)
+		}
+	}
+}
+
+// 1:1 and group chat between users on different nodes; membership changes
+// made on one node take effect on the others at once.
+func TestClusterChatAcrossNodes(t *testing.T) {
+	nodes := startCluster(t, 3, nil)
+	alice, oa := dialObserved(t, nodes[0], "alice", "a1", "phone")
+	bob, ob := dialObserved(t, nodes[1], "bob", "b1", "phone")
+	_, oc := dialObserved(t, nodes[2], "carol", "c1", "phone")
+	_, od := dialObserved(t, nodes[0], "dave", "d1", "phone") // alice's node
+	_, oe := dialObserved(t, nodes[1], "erin", "e1", "phone")
+
+	sendN(t, alice, "p:alice:bob", 20, "ab")
+	wantTexts(t, "bob", ob, "p:alice:bob", "ab", 20)
+	sendN(t, bob, "p:alice:bob", 5, "ba")
+	eventually(t, "alice receives bob's replies", func() bool { return len(oa.texts("p:alice:bob")) == 5 })
+
+	ctx := ctx10(t)
+	g, err := adminClient(nodes[2]).CreateGroup(ctx, groupSpec("alice", "bob", "carol", "dave"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := g.ConversationId
+	sendN(t, alice, conv, 30, "g")
+	wantTexts(t, "bob", ob, conv, "g", 30)
+	wantTexts(t, "carol", oc, conv, "g", 30)
+	wantTexts(t, "dave", od, conv, "g", 30)
+	if n := len(oa.texts(conv)); n != 0 {
+		t.Fatalf("the sender's own session got %d of its messages pushed back", n)
+	}
+
+	// Changes through node 3's admin API; erin (node 2) joins and gets
+	// what follows, carol (node 3) is removed and gets nothing more.
+	if err := adminClient(nodes[2]).AddMembers(ctx, conv, []string{"erin"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := adminClient(nodes[0]).RemoveMember(ctx, conv, "carol"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "carol sees her removal", func() bool {
+		for _, m := range oc.snapshot().msgs {
+			if m.ConversationId == conv && m.Kind == pb.MessageKind_MESSAGE_KIND_MEMBERS_REMOVED {
+				return true
+			}
+		}
+		return false
+	})
+	sendN(t, bob, conv, 10, "h")
+	wantTexts(t, "erin", oe, conv, "h", 10)
+	eventually(t, "alice and dave get bob's group messages", func() bool {
+		return len(oa.texts(conv)) == 10 && len(od.texts(conv)) == 40
+	})
+	if got := oc.texts(conv); len(got) != 30 {
+		t.Fatalf("carol, removed, has %d group messages, want the 30 before her removal", len(got))
+	}
+	if _, err := oCarolSend(t, nodes[2], conv); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED) {
+		t.Fatalf("a removed member's send on another node: %v, want PERMISSION_DENIED", err)
+	}
+}
+
+// oCarolSend has carol try to send to conv from a new connection to ts.
+func oCarolSend(t *testing.T, ts *testServer, conv string) (*pb.SendAck, error) {
+	c, _ := dialObserved(t, ts, "carol", "c2", "desktop")
+	return c.SendToConversation(ctx10(t), conv, "text/plain", []byte("let me in"))
+}
+
+// Kicks, logouts and admin kicks reach the node that holds the session.
+func TestClusterKickAcrossNodes(t *testing.T) {
+	nodes := startCluster(t, 3, nil)
+	_, old := dialObserved(t, nodes[0], "alice", "a1", "phone")
+	_, desk := dialObserved(t, nodes[2], "alice", "a3", "desktop")
+	dialObserved(t, nodes[1], "alice", "a2", "phone") // same device type, another node
+	eventually(t, "the older phone session on node 1 is kicked", func() bool {
+		s := old.snapshot()
+		return s.closed && isDisconnect(s.closeErr, pb.DisconnectCode_DISCONNECT_CODE_KICKED)
+	})
+	if desk.snapshot().closed {
+		t.Fatal("a desktop session was kicked by a phone login")
+	}
+
+	// An admin kick through node 1 closes the desktop session on node 3.
+	ctx := ctx10(t)
+	c3, o3 := dialObserved(t, nodes[2], "bob", "b1", "phone")
+	if _, err := adminClient(nodes[0]).Kick(ctx, "bob", c3.AuthOk().SessionId); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "bob's session on node 3 is kicked by node 1's admin API", func() bool {
+		s := o3.snapshot()
+		return s.closed && isDisconnect(s.closeErr, pb.DisconnectCode_DISCONNECT_CODE_KICKED)
+	})
+
+	// Revoking tokens on node 2 closes sessions everywhere.
+	if _, err := adminClient(nodes[1]).RevokeTokens(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "revocation on node 2 closes alice's desktop on node 3", func() bool {
+		s := desk.snapshot()
+		return s.closed && isDisconnect(s.closeErr, pb.DisconnectCode_DISCONNECT_CODE_TOKEN_REVOKED)
+	})
+}
+
+// Presence, typing, rooms and every kind of push cross nodes.
+func TestClusterPresenceTypingRoomsPush(t *testing.T) {
+	nodes := startCluster(t, 3, func(_ int, c *server.Config) { c.RoomClientSend = true })
+	ctx := ctx10(t)
+	adm := adminClient(nodes[0])
+	if err := adm.Befriend(ctx, "alice", "bob"); err != nil {
+		t.Fatal(err)
+	}
+	bob, ob := dialObserved(t, nodes[1], "bob", "b1", "phone")
+	list, err := bob.SubscribePresence(ctx, "alice")
+	if err != nil || len(list.Users) != 1 || list.Users[0].Online {
+		t.Fatalf("presence before alice connects: %v %v", list, err)
+	}
+	alice, oa := dialObserved(t, nodes[0], "alice", "a1", "phone")
+	eventually(t, "bob (node 2) sees alice come online on node 1", func() bool {
+		p := ob.snapshot().presence
+		return len(p) > 0 && p[len(p)-1].UserId == "alice" && p[len(p)-1].Online
+	})
+	// A second subscriber on a third node learns the state from the others.
+	carol, _ := dialObserved(t, nodes[2], "carol", "c1", "phone")
+	if err := adm.Befriend(ctx, "alice", "carol"); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := carol.SubscribePresence(ctx, "alice"); err != nil || !list.Users[0].Online {
+		t.Fatalf("carol on node 3 asks about alice, online on node 1: %v %v", list, err)
+	}
+
+	if err := alice.Typing(ctx, "p:alice:bob"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "bob sees alice typing", func() bool { return len(ob.snapshot().typing) == 1 })
+
+	// Rooms: members on two nodes; a client broadcast and an admin push from a third.
+	if _, err := bob.JoinRoom(ctx, "lobby"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.JoinRoom(ctx, "lobby"); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.RoomSend(ctx, "lobby", 7, []byte("hi room")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "bob gets alice's room broadcast", func() bool { return len(ob.snapshot().pushes) == 1 })
+	if _, err := adminClient(nodes[2]).Push(ctx, client.PushTarget{Room: "lobby"}, 8, []byte("room push")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "both room members get node 3's room push", func() bool {
+		return len(ob.snapshot().pushes) == 2 && len(oa.snapshot().pushes) == 1
+	})
+	if _, err := adminClient(nodes[2]).Push(ctx, client.PushTarget{UserIDs: []string{"alice", "bob"}}, 9, []byte("to users")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adminClient(nodes[0]).Push(ctx, client.PushTarget{DeviceKeys: []string{bob.AuthOk().SessionId}}, 10, []byte("to bob's device")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adminClient(nodes[1]).Push(ctx, client.PushTarget{All: true}, 11, []byte("to all")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "user, device and broadcast pushes cross nodes", func() bool {
+		return len(ob.snapshot().pushes) == 5 && len(oa.snapshot().pushes) == 3
+	})
+
+	// Alice leaves: both subscribers see her offline.
+	alice.Close()
+	eventually(t, "bob sees alice go offline", func() bool {
+		p := ob.snapshot().presence
+		return len(p) > 0 && !p[len(p)-1].Online
+	})
+}
+
+// startNATS runs a nats-server (the "external" NATS of a cluster) on port
+// (0: any free one) and returns it with its URL.
+func startNATS(t *testing.T, port int) (*natsserver.Server, string) {
+	t.Helper()
+	if port == 0 {
+		port = freePorts(t, 1)[0]
+	}
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	t.Cleanup(ns.Shutdown)
+	return ns, fmt.Sprintf("nats://127.0.0.1:%d", port)
+}
+
+// BRIEF case 4 (NATS): with NATS gone, sends fail fast with UNAVAILABLE
+// (never an ACK that other nodes cannot hear of) and /readyz says not
+// ready; when NATS is back the nodes recover by themselves.
+func TestClusterNATSOutage(t *testing.T) {
+	usePG := pgConfig(t)
+	ns, url := startNATS(t, 0)
+	port := ns.Addr().(*net.TCPAddr).Port
+	var nodes []*testServer
+	for i := range 2 {
+		nodes = append(nodes, startServer(t, func(c *server.Config) {
+			usePG(c)
+			clusterConfig(c, i)
+			c.NATSURLs = []string{url}
+		}))
+	}
+	alice, _ := dialObservedOpts(t, nodes[0], "alice", "a1", "phone", 1)
+	_, ob := dialObserved(t, nodes[1], "bob", "b1", "phone")
+	sendN(t, alice, "p:alice:bob", 1, "before")
+	wantTexts(t, "bob", ob, "p:alice:bob", "before", 1)
+
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	waitReady(t, nodes[0], false)
+	start := time.Now()
+	_, err := alice.SendToConversation(ctx10(t), "p:alice:bob", "text/plain", []byte("lost?"))
+	if !client.IsCode(err, pb.ErrorCode_ERROR_CODE_UNAVAILABLE) {
+		t.Fatalf("send during the NATS outage: %v, want UNAVAILABLE", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("the refusal took %v: it should be immediate", took)
+	}
+
+	startNATS(t, port) // back on the same address
+	waitReady(t, nodes[0], true)
+	waitReady(t, nodes[1], true)
+	eventually(t, "cross-node delivery resumes", func() bool {
+		_, err := alice.SendToConversation(ctx10(t), "p:alice:bob", "text/plain", []byte("after0"))
+		return err == nil && len(ob.texts("p:alice:bob")) >= 2
+	})
+}
+
+// pgProxy forwards loopback connections to PostgreSQL until cut.
+type pgProxy struct {
+	target string
+	ln     net.Listener
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+func startPGProxy(t *testing.T, target string, port int) *pgProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pgProxy{target: target, ln: ln}
+	t.Cleanup(p.cut)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { io.Copy(up, c); up.Close() }()
+			go func() { io.Copy(c, up); c.Close() }()
+		}
+	}()
+	return p
+}
+
+// cut closes the listener and every forwarded connection: PostgreSQL is gone.
+func (p *pgProxy) cut() {
+	p.ln.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// BRIEF case 4 (PostgreSQL): with the database unreachable, sends fail fast
+// with UNAVAILABLE and /readyz says not ready; they recover when it returns.
+func TestClusterPostgresOutage(t *testing.T) {
+	usePG := pgConfig(t)
+	var probe server.Config
+	usePG(&probe)
+	port := freePorts(t, 1)[0]
+	proxy := startPGProxy(t, "127.0.0.1:5432", port)
+	proxied := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/test?sslmode=disable&connect_timeout=2", port)
+	ns, url := startNATS(t, 0)
+	_ = ns
+	var nodes []*testServer
+	for i := range 2 {
+		nodes = append(nodes, startServer(t, func(c *server.Config) {
+			usePG(c)
+			c.PostgresURL = proxied
+			clusterConfig(c, i)
+			c.NATSURLs = []string{url}
+		}))
+	}
+	alice, _ := dialObservedOpts(t, nodes[0], "alice", "a1", "phone", 1)
+	_, ob := dialObserved(t, nodes[1], "bob", "b1", "phone")
+	sendN(t, alice, "p:alice:bob", 1, "m")
+	wantTexts(t, "bob", ob, "p:alice:bob", "m", 1)
+
+	proxy.cut()
+	waitReady(t, nodes[0], false)
+	start := time.Now()
+	_, err := alice.SendToConversation(ctx10(t), "p:alice:bob", "text/plain", []byte("lost?"))
+	if !client.IsCode(err, pb.ErrorCode_ERROR_CODE_UNAVAILABLE) {
+		t.Fatalf("send during the PostgreSQL outage: %v, want UNAVAILABLE", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("the refusal took %v", took)
+	}
+
+	startPGProxy(t, "127.0.0.1:5432", port)
+	waitReady(t, nodes[0], true)
+	eventually(t, "sends succeed again and reach bob", func() bool {
+		_, err := alice.SendToConversation(ctx10(t), "p:alice:bob", "text/plain", []byte("m1"))
+		return err == nil && len(ob.texts("p:alice:bob")) >= 2
+	})
+	if got := ob.texts("p:alice:bob"); got[1] != "m1" {
+		t.Fatalf("bob got %q: the refused message was stored after all", got)
+	}
+}
+
+func isDisconnect(err error, code pb.DisconnectCode) bool {
+	var d *client.DisconnectError
+	return errors.As(err, &d) && d.Code == code
+}
+
+// clusterChildEnv, when set, makes the test binary run one cluster node
+// from the JSON config in it, so a test can kill -9 a real node process.
+const clusterChildEnv = "PARLEY_TEST_CLUSTER_NODE"
+
+func runClusterChild(cfgJSON string) {
+	var cfg server.Config
+	if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
+		fmt.Println("ERR", err)
+		os.Exit(1)
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := server.New(cfg)
+	if err == nil {
+		err = srv.Start()
+	}
+	if err != nil {
+		fmt.Println("ERR", err)
+		os.Exit(1)
+	}
+	fmt.Printf("ADDRS %s %s\n", srv.HTTPAddr(), srv.TCPAddr())
+	select {} // until killed
+}
