@@ -470,16 +470,22 @@ func (r *NATS) OnlineElsewhere(ctx context.Context, uid string) (bool, error) {
 // Clustered implements Router.
 func (r *NATS) Clustered() bool { return true }
 
-// Ready implements Router: connected to NATS and, embedded with routes
-// configured, joined to at least one other node.
+// Ready implements Router: connected to NATS. Embedded, that is always so:
+// a node whose routes are all down (the last one standing, or cut off) keeps
+// serving the clients it holds, since storage, not NATS, is the record.
 func (r *NATS) Ready() error {
 	if !r.nc.IsConnected() {
 		return ErrNotConnected
 	}
-	if r.ns != nil && len(r.cfg.Routes) > 0 && r.ns.NumRoutes() == 0 {
-		return ErrNotConnected
-	}
 	return nil
+}
+
+// Routes is the number of other nodes the embedded NATS is routed to (0 with external NATS).
+func (r *NATS) Routes() int {
+	if r.ns == nil {
+		return 0
+	}
+	return r.ns.NumRemotes()
 }
 
 // RouterStats are the cluster router's counters.

@@ -81,6 +81,7 @@ func startCluster(t *testing.T, n int, mod func(i int, c *server.Config)) []*tes
 	}
 	for _, ts := range nodes {
 		waitReady(t, ts, true)
+		eventually(t, "the embedded NATS servers route to each other", func() bool { return ts.Stats().ClusterRoutes == n-1 })
 	}
 	return nodes
 }
@@ -95,16 +96,14 @@ func readyCode(ts *testServer) int {
 	return resp.StatusCode
 }
 
+// waitReady waits until /readyz answers 200 (ready) or, for !ready, until
+// it answers anything else (503, or no answer from a node that stopped listening).
 func waitReady(t *testing.T, ts *testServer, ready bool) {
 	t.Helper()
-	want := http.StatusOK
-	if !ready {
-		want = http.StatusServiceUnavailable
-	}
 	deadline := time.Now().Add(20 * time.Second)
-	for readyCode(ts) != want {
+	for (readyCode(ts) == http.StatusOK) != ready {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: /readyz never became %d", ts.httpBase, want)
+			t.Fatalf("%s: /readyz never became ready=%v", ts.httpBase, ready)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -595,8 +594,25 @@ func startClusterChildren(t *testing.T, n int) []*clusterNode {
 	}
 	for _, nd := range nodes {
 		waitReady(t, &testServer{httpBase: nd.http}, true)
+		eventually(t, "the node processes' NATS servers route to each other", func() bool {
+			_, body := adminDoRaw(nd.http + "/metrics")
+			return strings.Contains(body, fmt.Sprintf("parley_cluster_routes %d\n", n-1))
+		})
 	}
 	return nodes
+}
+
+// adminDoRaw GETs url with the admin key and returns the status and body.
+func adminDoRaw(url string) (int, string) {
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("X-Api-Key", testAPIKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 // BRIEF case 3: a node is killed (kill -9) during a send burst. Its clients
@@ -746,5 +762,70 @@ func TestClusterNodeKilledMidBurst(t *testing.T) {
 	}
 	for i := range 3 {
 		check(fmt.Sprint("r", i, " (group)"), receivers[i], group.ConversationId, perSender)
+	}
+}
+
+// Graceful drain: a node shutting down says so on /readyz at once, closes
+// its connections spread over drain_window with SERVER_SHUTDOWN, and its
+// clients carry on on another node.
+func TestClusterDrain(t *testing.T) {
+	const window = time.Second
+	nodes := startCluster(t, 2, func(i int, c *server.Config) {
+		if i == 0 {
+			c.DrainWindow = window
+		}
+	})
+	ctx := ctx10(t)
+	const n = 20
+	var mu sync.Mutex
+	var closes []time.Time
+	sessions := make([]*client.Session, n)
+	for i := range n {
+		opts := client.SessionOptions{Addrs: []string{nodes[0].wsURL, nodes[1].wsURL}, MinBackoff: 10 * time.Millisecond}
+		opts.Token, opts.DeviceID, opts.DeviceType = nodes[0].mint(t, fmt.Sprint("u", i)), "d", "phone"
+		opts.OnDisconnect = func(err error) {
+			if isDisconnect(err, pb.DisconnectCode_DISCONNECT_CODE_SERVER_SHUTDOWN) {
+				mu.Lock()
+				closes = append(closes, time.Now())
+				mu.Unlock()
+			}
+		}
+		s, err := client.NewSession(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		if err := s.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sessions[i] = s
+	}
+	if got := nodes[0].Stats().Sessions; got != n {
+		t.Fatalf("node 0 holds %d sessions, want %d", got, n)
+	}
+	done := make(chan error, 1)
+	go func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		done <- nodes[0].Shutdown(sctx)
+	}()
+	waitReady(t, nodes[0], false) // draining: the load balancer stops sending here
+	if err := <-done; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	mu.Lock()
+	spread := closes[len(closes)-1].Sub(closes[0])
+	count := len(closes)
+	mu.Unlock()
+	if count != n {
+		t.Fatalf("%d clients were told SERVER_SHUTDOWN, want %d", count, n)
+	}
+	if spread < window/2 {
+		t.Fatalf("closes spread over %v: not spread over the %v window", spread, window)
+	}
+	eventually(t, "every client carries on on node 1", func() bool { return nodes[1].Stats().Sessions == n })
+	adm := adminClient(nodes[1])
+	if _, err := adm.Send(ctx, client.Message{From: "u0", To: "u1", ClientMsgID: "drain-1", ContentType: "text", Payload: []byte("still here")}); err != nil {
+		t.Fatal(err)
 	}
 }

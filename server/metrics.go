@@ -49,6 +49,7 @@ func (s *Server) writeMetrics(out io.Writer) error {
 		{Labels: []metrics.Label{{Name: "limit", Value: "user"}}, Value: float64(cs.RateLimited)},
 		{Labels: []metrics.Label{{Name: "limit", Value: "ip_connections"}}, Value: float64(gs.RateLimited)},
 		{Labels: []metrics.Label{{Name: "limit", Value: "api_key"}}, Value: float64(s.api.RateLimited())},
+		{Labels: []metrics.Label{{Name: "limit", Value: "user_sessions"}}, Value: float64(cs.SessionsRefused)},
 	})
 	w.Counter("parley_auth_failures_total", "Failed authentications on sockets.", float64(cs.AuthFailures))
 	w.Counter("parley_sessions_kicked_total", "Sessions replaced by a newer login (kick policy).", float64(cs.SessionsKicked))
@@ -58,6 +59,14 @@ func (s *Server) writeMetrics(out io.Writer) error {
 	w.Counter("parley_webhook_delivered_total", "Webhook events acknowledged by receivers.", float64(wh.Delivered))
 	w.Counter("parley_webhook_dropped_total", "Webhook events dropped (queue full or retries exhausted).", float64(wh.Dropped))
 	w.Counter("parley_webhook_failures_total", "Failed webhook requests (each retry counts).", float64(wh.Failures))
+	if s.nats != nil {
+		rs := s.nats.Stats()
+		w.Gauge("parley_cluster_routes", "Other nodes the embedded NATS is routed to.", float64(s.nats.Routes()))
+		w.Gauge("parley_cluster_interests", "NATS subjects this node subscribes to for its users, groups, rooms and presence subscribers.", float64(rs.Interests))
+		w.Counter("parley_cluster_published_total", "Envelopes published to other nodes.", float64(rs.Published))
+		w.Counter("parley_cluster_received_total", "Envelopes received from other nodes.", float64(rs.Received))
+		w.Counter("parley_cluster_dropped_total", "Envelopes NATS dropped because this node fell behind (receivers catch up by sync).", float64(rs.Dropped))
+	}
 	w.Gauge("go_goroutines", "Goroutines.", float64(runtime.NumGoroutine()))
 	w.Gauge("go_memstats_heap_alloc_bytes", "Heap bytes allocated and in use.", float64(ms.HeapAlloc))
 	w.Gauge("go_memstats_sys_bytes", "Bytes obtained from the OS.", float64(ms.Sys))
@@ -101,7 +110,7 @@ func (s *Server) adminStats() any {
 	return adminStats{
 		Time: time.Now().UnixMilli(), Connections: gs.Open, ConnectionsWS: gs.OpenWS, ConnectionsTCP: gs.OpenTCP,
 		Sessions: s.chat.Sessions().Len(), MessagesStored: cs.SendsAccepted, Deliveries: cs.Deliveries,
-		SendsFailed: cs.SendsFailed, RateLimited: cs.RateLimited + gs.RateLimited + s.api.RateLimited(),
+		SendsFailed: cs.SendsFailed, RateLimited: cs.RateLimited + gs.RateLimited + s.api.RateLimited() + cs.SessionsRefused,
 		SlowClosed: gs.SlowClosed, AckLatency: latencyBuckets{Bounds: ack.Bounds, Counts: ack.Counts},
 		Goroutines: runtime.NumGoroutine(), HeapBytes: ms.HeapAlloc,
 		WebhookQueued: wh.Queued, WebhookDropped: wh.Dropped, Uptime: time.Since(s.started).Seconds(),

@@ -127,6 +127,7 @@ func New(cfg Config) (*Server, error) {
 		RoomClientSend:   cfg.RoomClientSend,
 		SendRate:         rate(cfg.UserSendRate),
 		RequestRate:      rate(cfg.UserRequestRate),
+		MaxUserSessions:  max(cfg.MaxSessionsPerUser, 0), // -1 (unlimited) is 0 there
 		Events:           events,
 		Logger:           cfg.Logger,
 	}, st, s.router, reg, tokens)
@@ -175,7 +176,7 @@ func New(cfg Config) (*Server, error) {
 	mux.Handle("/", web.Handler())
 	s.httpSrv = &http.Server{
 		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: cfg.HTTPHeaderTimeout,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    16 << 10,
@@ -267,13 +268,19 @@ func (s *Server) Routes() []string { return s.api.Routes() }
 type Stats struct {
 	Connections int
 	Sessions    int
+	// ClusterRoutes is the number of other nodes the embedded NATS is routed to.
+	ClusterRoutes int
 	Chat        chat.Stats
 	Gateway     gateway.Stats
 }
 
 // Stats returns current figures.
 func (s *Server) Stats() Stats {
-	return Stats{Connections: s.gw.Len(), Sessions: s.chat.Sessions().Len(), Chat: s.chat.Stats(), Gateway: s.gw.Stats()}
+	st := Stats{Connections: s.gw.Len(), Sessions: s.chat.Sessions().Len(), Chat: s.chat.Stats(), Gateway: s.gw.Stats()}
+	if s.nats != nil {
+		st.ClusterRoutes = s.nats.Routes()
+	}
+	return st
 }
 
 func (s *Server) ready(ctx context.Context) error {
