@@ -270,8 +270,8 @@ type Stats struct {
 	Sessions    int
 	// ClusterRoutes is the number of other nodes the embedded NATS is routed to.
 	ClusterRoutes int
-	Chat        chat.Stats
-	Gateway     gateway.Stats
+	Chat          chat.Stats
+	Gateway       gateway.Stats
 }
 
 // Stats returns current figures.
