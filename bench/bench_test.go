@@ -457,6 +457,30 @@ func TestAddrs(t *testing.T) {
 	}
 }
 
+// A cluster's nodes: -a and --tcp lists; connections go to each node in turn.
+func TestClusterAddrs(t *testing.T) {
+	h, w, tcp, wsAll, tcpAll, err := ClusterAddrs("127.0.0.1:8081,127.0.0.1:8082", "127.0.0.1:7071,127.0.0.1:7072")
+	if err != nil || h != "http://127.0.0.1:8081" || w != "ws://127.0.0.1:8081/ws" || tcp != "tcp://127.0.0.1:7071" ||
+		len(wsAll) != 2 || tcpAll[1] != "tcp://127.0.0.1:7072" {
+		t.Fatalf("%q %q %q %q %q %v", h, w, tcp, wsAll, tcpAll, err)
+	}
+	e := &Env{Cfg: Config{WSAddr: w, TCPAddr: tcp, WSAddrs: wsAll, TCPAddrs: tcpAll}}
+	var got []string
+	for range 4 {
+		ws, _ := e.nodeAddrs()
+		got = append(got, ws)
+	}
+	if got[0] != wsAll[0] || got[1] != wsAll[1] || got[2] != wsAll[0] || got[3] != wsAll[1] {
+		t.Fatalf("connections went to %q", got)
+	}
+	if _, _, _, _, _, err := ClusterAddrs("127.0.0.1:8081,127.0.0.1:8082", "127.0.0.1:7071"); err == nil {
+		t.Fatal("accepted two nodes with one TCP address")
+	}
+	if _, _, _, wsAll, _, _ := ClusterAddrs("127.0.0.1:8081", ""); wsAll != nil {
+		t.Fatal("a single server is not a cluster")
+	}
+}
+
 func TestListenerPID(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -82,6 +82,10 @@ type Config struct {
 	WSAddr string `json:"ws_addr"`
 	// TCPAddr is the raw TCP address, "tcp://host:port".
 	TCPAddr string `json:"tcp_addr"`
+	// WSAddrs and TCPAddrs, when set, are every node of a cluster (WSAddr
+	// and TCPAddr are their first): connections go to them in turn.
+	WSAddrs  []string `json:"ws_addrs,omitempty"`
+	TCPAddrs []string `json:"tcp_addrs,omitempty"`
 	// Transport is "ws" or "tcp"; Codec "proto" or "json" (ws only).
 	Transport string `json:"transport"`
 	Codec     string `json:"codec"`
@@ -184,6 +188,38 @@ func (c Config) share(i, n int) Config {
 		s.Concurrency = 0 // nothing to do for this worker
 	}
 	return s
+}
+
+// ClusterAddrs is Addrs for comma-separated lists (the nodes of a cluster,
+// tcpAddrs empty or as many): the first node's addresses, and every
+// node's WebSocket and TCP addresses.
+func ClusterAddrs(httpAddrs, tcpAddrs string) (httpBase, wsAddr, tcp string, wsAll, tcpAll []string, err error) {
+	hs := strings.Split(httpAddrs, ",")
+	var ts []string
+	if tcpAddrs != "" {
+		ts = strings.Split(tcpAddrs, ",")
+		if len(ts) != len(hs) {
+			return "", "", "", nil, nil, fmt.Errorf("--tcp lists %d addresses, -a %d", len(ts), len(hs))
+		}
+	}
+	for i, h := range hs {
+		t := ""
+		if ts != nil {
+			t = ts[i]
+		}
+		hb, w, tc, err := Addrs(strings.TrimSpace(h), strings.TrimSpace(t))
+		if err != nil {
+			return "", "", "", nil, nil, err
+		}
+		if i == 0 {
+			httpBase, wsAddr, tcp = hb, w, tc
+		}
+		wsAll, tcpAll = append(wsAll, w), append(tcpAll, tc)
+	}
+	if len(hs) == 1 {
+		wsAll, tcpAll = nil, nil
+	}
+	return httpBase, wsAddr, tcp, wsAll, tcpAll, nil
 }
 
 // Addrs derives the three server addresses from -a (HTTP host:port, with or

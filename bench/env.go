@@ -21,12 +21,13 @@ type Env struct {
 	Cfg Config
 	M   *Metrics
 
-	http   client.HTTPClient
-	issued atomic.Uint64 // requests taken from the budget
-	start  time.Time     // when the timed phase began
-	end    atomic.Int64  // unix ns the scenario says its timed work ended (0: when Run returned)
-	ipNext atomic.Uint64
-	notes  sync.Map // string → struct{}
+	http     client.HTTPClient
+	issued   atomic.Uint64 // requests taken from the budget
+	start    time.Time     // when the timed phase began
+	end      atomic.Int64  // unix ns the scenario says its timed work ended (0: when Run returned)
+	ipNext   atomic.Uint64
+	nodeNext atomic.Uint64 // the next cluster node to connect to
+	notes    sync.Map      // string → struct{}
 }
 
 func newEnv(cfg Config) *Env {
@@ -76,20 +77,31 @@ func (e *Env) MintTokens(ctx context.Context, ids []string) ([]string, error) {
 
 // ClientOptions are the SDK options of every connection of the run.
 func (e *Env) ClientOptions(token, deviceID string) client.Options {
+	ws, tcp := e.nodeAddrs()
 	o := client.Options{
-		Addr: e.Cfg.WSAddr, Token: token, DeviceID: deviceID, DeviceType: "bench",
+		Addr: ws, Token: token, DeviceID: deviceID, DeviceType: "bench",
 		// One attempt per request: the bench counts failures instead of
 		// hiding them behind retries.
 		MaxSendAttempts: 1,
 		LocalAddr:       e.localAddr(),
 	}
 	if e.Cfg.Transport == "tcp" {
-		o.Addr = e.Cfg.TCPAddr
+		o.Addr = tcp
 	}
 	if e.Cfg.Codec == "json" {
 		o.Codec = wire.JSON
 	}
 	return o
+}
+
+// nodeAddrs returns the WebSocket and TCP address of the node the next
+// connection goes to: the server's, or each cluster node's in turn.
+func (e *Env) nodeAddrs() (ws, tcp string) {
+	if n := uint64(len(e.Cfg.WSAddrs)); n > 0 {
+		i := (e.nodeNext.Add(1) - 1) % n
+		return e.Cfg.WSAddrs[i], e.Cfg.TCPAddrs[i]
+	}
+	return e.Cfg.WSAddr, e.Cfg.TCPAddr
 }
 
 // Dial opens an authenticated SDK connection.

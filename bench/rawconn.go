@@ -39,8 +39,9 @@ const rawMaxFrame = 16 << 20
 func (e *Env) dialRaw(ctx context.Context, token, deviceID string) (*rawConn, error) {
 	d := &net.Dialer{LocalAddr: e.localAddr(), Timeout: 10 * time.Second}
 	r := &rawConn{}
+	wsAddr, tcpAddr := e.nodeAddrs()
 	if e.Cfg.Transport == "tcp" {
-		u, err := url.Parse(e.Cfg.TCPAddr)
+		u, err := url.Parse(tcpAddr)
 		if err != nil {
 			return nil, err
 		}
@@ -54,7 +55,7 @@ func (e *Env) dialRaw(ctx context.Context, token, deviceID string) (*rawConn, er
 		if e.Cfg.Codec == "json" {
 			r.codec = wire.JSON
 		}
-		c, br, _, err := ws.Dialer{NetDial: d.DialContext}.Dial(ctx, e.Cfg.WSAddr)
+		c, br, _, err := ws.Dialer{NetDial: d.DialContext}.Dial(ctx, wsAddr)
 		if err != nil {
 			return nil, err
 		}

@@ -39,8 +39,8 @@ func benchCmd(args []string) error {
 	fs := flag.NewFlagSet("bench "+name, flag.ContinueOnError)
 	fs.IntVar(&cfg.Count, "c", cfg.Count, countHelp(name))
 	fs.IntVar(&cfg.Concurrency, "t", cfg.Concurrency, concHelp(name))
-	addr := fs.String("a", "127.0.0.1:8080", "server HTTP address host:port (WebSocket at ws://ADDR/ws)")
-	tcpAddr := fs.String("tcp", "", "server TCP address host:port (default: the -a host, port 7070)")
+	addr := fs.String("a", "127.0.0.1:8080", "server HTTP address host:port (WebSocket at ws://ADDR/ws); a cluster's nodes comma-separated, connections spread over them")
+	tcpAddr := fs.String("tcp", "", "server TCP address host:port (default: the -a host, port 7070); for a cluster, one per -a node")
 	fs.StringVar(&cfg.Transport, "transport", cfg.Transport, "ws or tcp")
 	fs.StringVar(&cfg.Codec, "codec", cfg.Codec, "proto or json (json: WebSocket only)")
 	fs.StringVar(&cfg.APIKey, "api-key", "", "admin API key, to mint users' tokens (or --data)")
@@ -140,7 +140,7 @@ func benchCmd(args []string) error {
 		}
 	} else {
 		var err error
-		if cfg.HTTPBase, cfg.WSAddr, cfg.TCPAddr, err = bench.Addrs(*addr, *tcpAddr); err != nil {
+		if cfg.HTTPBase, cfg.WSAddr, cfg.TCPAddr, cfg.WSAddrs, cfg.TCPAddrs, err = bench.ClusterAddrs(*addr, *tcpAddr); err != nil {
 			return err
 		}
 		if cfg.APIKey == "" && *dataDir != "" {
