@@ -57,6 +57,12 @@ type Config struct {
 	// RequestRate limits each user's requests of any kind but ping and
 	// delivered/read ACKs. Zero: unlimited.
 	RequestRate limit.Rate
+	// MaxUserSessions caps the sessions one user holds on this node (this
+	// node only: in a cluster every node counts its own). A login past it
+	// is refused with TOO_MANY_REQUESTS and its connection closed; the
+	// sessions the login replaces under the kick policy do not count.
+	// Zero: unlimited.
+	MaxUserSessions int
 	// Events, when set, is told of stored messages, group changes and
 	// sessions opening and closing. It is called on the delivery path and
 	// must not block (the webhook dispatcher only queues).
@@ -113,6 +119,7 @@ type Stats struct {
 	SessionsKicked  uint64
 	CommitLatencyNs uint64 // sum over batches, for an average
 	RateLimited     uint64 // requests refused by SendRate or RequestRate
+	SessionsRefused uint64 // logins refused by MaxUserSessions
 }
 
 // Service is the messaging service. Create with New, then Start.
@@ -135,7 +142,7 @@ type Service struct {
 	stopped     sync.Once
 
 	groups      groupCache
-	changeLocks keyLocks    // recall/edit/settings read-modify-write locks (changes.go)
+	changeLocks keyLocks    // recall/edit/settings read-modify-write locks (changes.go); logins under MaxUserSessions
 	online      onlineIndex // which group members are online here (online.go)
 	social      social      // contacts, blocks, typing limits and presence (social.go)
 	rooms       roomIndex   // chat rooms (rooms.go)
@@ -150,7 +157,7 @@ type Service struct {
 	commitLatency           *metrics.Histogram
 
 	stats struct {
-		accepted, duplicate, failed, deliveries, batches, authFail, kicked, commitNs, limited atomic.Uint64
+		accepted, duplicate, failed, deliveries, batches, authFail, kicked, commitNs, limited, refused atomic.Uint64
 	}
 }
 
@@ -237,7 +244,7 @@ func (s *Service) Stats() Stats {
 		SendsFailed: s.stats.failed.Load(), Deliveries: s.stats.deliveries.Load() + s.sessions.Delivered(),
 		CommitBatches: s.stats.batches.Load(), AuthFailures: s.stats.authFail.Load(),
 		SessionsKicked: s.stats.kicked.Load(), CommitLatencyNs: s.stats.commitNs.Load(),
-		RateLimited: s.stats.limited.Load(),
+		RateLimited: s.stats.limited.Load(), SessionsRefused: s.stats.refused.Load(),
 	}
 }
 
@@ -473,6 +480,24 @@ func (s *Service) handleAuth(c *gateway.Conn, id uint64, a *pb.Auth) {
 		Conn:         c,
 		Started:      time.Now(),
 	}
+	admitted := func() {}
+	if s.cfg.MaxUserSessions > 0 {
+		// From the count to Add, no other login of this user may pass the
+		// check (Remove and kicks only lower the count meanwhile).
+		k := admitLockKey{uid: sess.UserID}
+		if !s.changeLocks.lock(k, changeLockWait) {
+			fail(pb.ErrorCode_ERROR_CODE_UNAVAILABLE)
+			return
+		}
+		admitted = func() { s.changeLocks.unlock(k) }
+		if s.sessions.Kept(sess) >= s.cfg.MaxUserSessions {
+			admitted()
+			s.stats.refused.Add(1)
+			c.SendFrame(errorFrame(id, pb.ErrorCode_ERROR_CODE_TOO_MANY_REQUESTS))
+			c.Close(pb.DisconnectCode_DISCONNECT_CODE_TOO_MANY_REQUESTS, "too many sessions for this user")
+			return
+		}
+	}
 	c.SetValue(&connState{sess: sess})
 	c.SetAuthenticated()
 	// Before AuthOk: the client syncs right after it, so interests must be
@@ -484,13 +509,19 @@ func (s *Service) handleAuth(c *gateway.Conn, id uint64, a *pb.Auth) {
 		UserId: sess.UserID, SessionId: sess.ID, ServerTime: time.Now().UnixMilli(),
 		HeartbeatSeconds: s.cfg.HeartbeatSeconds, MaxFrameBytes: s.cfg.MaxFrameBytes,
 	}}})
-	for _, old := range s.sessions.Add(sess) {
+	kicked := s.sessions.Add(sess)
+	admitted()
+	for _, old := range kicked {
 		s.stats.kicked.Add(1)
 		old.Conn.Close(pb.DisconnectCode_DISCONNECT_CODE_KICKED, "signed in on another device of the same type")
 	}
 	s.online.onOpen(sess.UserID)
 	s.sessionOpened(sess)
 }
+
+// admitLockKey serializes one user's logins on this node in changeLocks
+// while MaxUserSessions is checked.
+type admitLockKey struct{ uid string }
 
 // Authenticate verifies a token and checks it has not been revoked, that the
 // user is not disabled, and that the token is not older than the user's token epoch.

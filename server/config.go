@@ -48,6 +48,12 @@ type Config struct {
 	SendQueueBytes int `yaml:"send_queue_bytes"`
 	// WriteTimeout closes a connection whose socket accepts nothing this long. Default 10s.
 	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// HTTPHeaderTimeout closes an HTTP (or WebSocket upgrade) connection
+	// whose request header, and TLS handshake on HTTPS, has not fully
+	// arrived this long after the connection opened or its previous request
+	// ended: a client trickling a header byte by byte (slowloris) is cut
+	// off. Default 10s.
+	HTTPHeaderTimeout time.Duration `yaml:"http_header_timeout"`
 
 	// KickPolicy: "device_type" (default: a login kicks the user's older session
 	// with the same device type), "device" (same device id only) or "none".
@@ -103,6 +109,13 @@ type Config struct {
 	// a load balancer, a local load generator. Default ["127.0.0.0/8",
 	// "::1/128"] (loopback); ["none"] exempts nothing.
 	ConnRateExempt []string `yaml:"conn_rate_exempt"`
+	// MaxSessionsPerUser caps the sessions (socket connections past Auth)
+	// one user may hold at once on this node; past it a login is refused
+	// with TOO_MANY_REQUESTS and the connection closed. Sessions a login
+	// replaces under KickPolicy do not count against it. In a cluster each
+	// node counts only its own sessions, so a user may hold up to this many
+	// per node. Default 16; -1: unlimited.
+	MaxSessionsPerUser int `yaml:"max_sessions_per_user"`
 	// APIKeyRate limits requests per second per admin API key (push
 	// included); past it the API answers 429. Default 0: unlimited (the
 	// holder of a key is the app's own backend).
@@ -198,6 +211,9 @@ func (c Config) withDefaults() Config {
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = 10 * time.Second
 	}
+	if c.HTTPHeaderTimeout == 0 {
+		c.HTTPHeaderTimeout = 10 * time.Second
+	}
 	if c.TokenTTL == 0 {
 		c.TokenTTL = 7 * 24 * time.Hour
 	}
@@ -218,6 +234,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.UserRequestRate == 0 {
 		c.UserRequestRate = 2000
+	}
+	if c.MaxSessionsPerUser == 0 {
+		c.MaxSessionsPerUser = 16
 	}
 	if c.ConnRatePerIP == 0 {
 		c.ConnRatePerIP = 1000
@@ -283,6 +302,7 @@ func (c Config) validate() error {
 	check(c.AuthTimeout > 0, "auth_timeout must be positive")
 	check(c.SendQueueFrames > 0 && c.SendQueueBytes >= c.MaxFrameBytes, "send queue caps must be positive and send_queue_bytes >= max_frame_bytes")
 	check(c.WriteTimeout > 0, "write_timeout must be positive")
+	check(c.HTTPHeaderTimeout > 0, "http_header_timeout must be positive")
 	_, ok := session.ParseKickPolicy(c.KickPolicy)
 	check(ok, "kick_policy must be device_type, device or none, got %q", c.KickPolicy)
 	check(c.TokenTTL > 0 && c.MaxTokenTTL >= c.TokenTTL, "token_ttl must be positive and at most max_token_ttl")
@@ -297,15 +317,17 @@ func (c Config) validate() error {
 	check(c.ReceiptListMax > 0, "receipt_list_max must be positive")
 	check(c.UserSendRate > 0 || c.UserSendRate == -1, "user_send_rate must be positive or -1 (unlimited)")
 	check(c.UserRequestRate > 0 || c.UserRequestRate == -1, "user_request_rate must be positive or -1 (unlimited)")
+	check(c.MaxSessionsPerUser > 0 || c.MaxSessionsPerUser == -1, "max_sessions_per_user must be positive or -1 (unlimited), got %d", c.MaxSessionsPerUser)
 	check(c.ConnRatePerIP > 0 || c.ConnRatePerIP == -1, "conn_rate_per_ip must be positive or -1 (unlimited)")
 	check(c.APIKeyRate >= 0, "api_key_rate must be 0 (unlimited) or positive")
 	_, err = c.exemptPrefixes()
 	check(err == nil, "conn_rate_exempt: %v", err)
 	check((c.TLSCertFile == "") == (c.TLSKeyFile == ""), "tls_cert_file and tls_key_file go together")
 	check(c.WebhookQueue >= 0, "webhook_queue must not be negative")
-	for _, u := range c.WebhookURLs {
+	for i, u := range c.WebhookURLs {
 		pu, err := url.Parse(u)
-		check(err == nil && (pu.Scheme == "http" || pu.Scheme == "https") && pu.Host != "", "webhook_urls: %q is not an http(s) URL", u)
+		// Named by position: a webhook URL may carry credentials.
+		check(err == nil && (pu.Scheme == "http" || pu.Scheme == "https") && pu.Host != "", "webhook_urls[%d] is not an http(s) URL", i)
 	}
 	if c.clustered() {
 		check(c.PostgresURL != "", "a cluster (nats_urls or nats_cluster_listen) needs postgres_url: the embedded store holds one node's data")

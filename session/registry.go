@@ -128,6 +128,21 @@ func (r *Registry) Add(s *Session) (kicked []*Session) {
 	return kicked
 }
 
+// Kept is how many of s's user's sessions Add(s) would leave in place (those
+// the kick policy does not replace): with s, the user would hold one more.
+func (r *Registry) Kept(s *Session) int {
+	sh := r.shard(s.UserID)
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	n := 0
+	for _, o := range sh.users[s.UserID] {
+		if !r.kicks(o, s) {
+			n++
+		}
+	}
+	return n
+}
+
 // Evict removes and returns the sessions that newcomer, a session opened on
 // another node, replaces under the kick policy; the caller closes them.
 func (r *Registry) Evict(newcomer *Session) (kicked []*Session) {

@@ -43,3 +43,31 @@ func TestByIDIndex(t *testing.T) {
 		t.Fatal("removed session still indexed")
 	}
 }
+
+// Kept counts the user's sessions a login would leave in place: those the
+// kick policy replaces are not counted, other users' never are.
+func TestKept(t *testing.T) {
+	for _, tc := range []struct {
+		policy KickPolicy
+		want   int
+	}{{KickSameDeviceType, 1}, {KickSameDevice, 2}, {KickNone, 3}} {
+		r := NewRegistry(tc.policy)
+		r.Add(&Session{ID: "0-1", UserID: "alice", DeviceID: "d1", DeviceType: "web", Conn: nopConn{}})
+		r.Add(&Session{ID: "0-2", UserID: "alice", DeviceID: "d2", DeviceType: "ios", Conn: nopConn{}})
+		r.Add(&Session{ID: "0-3", UserID: "alice", DeviceID: "d3", DeviceType: "mac", Conn: nopConn{}})
+		r.Add(&Session{ID: "0-4", UserID: "bob", DeviceID: "d9", DeviceType: "web", Conn: nopConn{}})
+		held := len(r.Sessions("alice"))
+		// A newcomer with d1's id and d2's type: the device_type policy
+		// replaces d1 and d2, the device policy d1 only.
+		n := &Session{ID: "0-5", UserID: "alice", DeviceID: "d1", DeviceType: "ios"}
+		if got := r.Kept(n); got != tc.want {
+			t.Fatalf("policy %d: Kept = %d with %d held, want %d", tc.policy, got, held, tc.want)
+		}
+		if got := held + 1 - len(r.Add(n)); got != tc.want+1 {
+			t.Fatalf("policy %d: Add left %d, Kept said %d + the newcomer", tc.policy, got, tc.want)
+		}
+		if fresh := (&Session{ID: "0-6", UserID: "carol", DeviceID: "d1", DeviceType: "web"}); r.Kept(fresh) != 0 {
+			t.Fatal("Kept counted another user's sessions")
+		}
+	}
+}
