@@ -23,6 +23,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -73,8 +74,9 @@ type Dispatcher struct {
 }
 
 type sink struct {
-	url   string
-	queue chan chat.Event // encoded by the sender, off the delivery path
+	url    string
+	logURL string          // url without credentials, for logs
+	queue  chan chat.Event // encoded by the sender, off the delivery path
 
 	delivered, dropped, failures atomic.Uint64
 }
@@ -112,7 +114,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		}
 	}
 	for _, u := range cfg.URLs {
-		s := &sink{url: u, queue: make(chan chat.Event, cfg.QueueSize)}
+		s := &sink{url: u, logURL: redactURL(u), queue: make(chan chat.Event, cfg.QueueSize)}
 		d.sinks = append(d.sinks, s)
 		d.wg.Add(1)
 		go d.run(s)
@@ -184,11 +186,30 @@ func (d *Dispatcher) run(s *sink) {
 		body := encodeBatch(batch)
 		if !d.sendWithRetry(s, body) {
 			s.dropped.Add(uint64(len(batch)))
-			d.cfg.Logger.Warn("webhook: batch dropped after retries", "url", s.url, "events", len(batch))
+			d.cfg.Logger.Warn("webhook: batch dropped after retries", "url", s.logURL, "events", len(batch))
 			continue
 		}
 		s.delivered.Add(uint64(len(batch)))
 	}
+}
+
+// redactURL is raw fit for a log: its userinfo and query string (either
+// may carry the receiver's credentials) replaced by "REDACTED", its fragment
+// dropped; scheme, host and path stay, so the operator can tell which URL
+// it is.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparseable URL)" // url.Parse's error would quote it
+	}
+	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+	if u.User != nil {
+		r.User = url.User("REDACTED")
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		r.RawQuery = "REDACTED"
+	}
+	return r.String()
 }
 
 func encodeBatch(events []chat.Event) []byte {

@@ -1,12 +1,14 @@
 package webhook
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -152,5 +154,54 @@ func TestSignatureAndFilters(t *testing.T) {
 	}
 	if _, err := New(Config{URLs: []string{"http://x"}, Secret: "s", Events: []string{"message.sent"}}); err == nil {
 		t.Fatal("an unknown event type was accepted")
+	}
+}
+
+// URLs in logs lose their userinfo and query string, where receivers'
+// credentials live, and keep what tells them apart.
+func TestRedactURL(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"https://hooks.example.com/parley", "https://hooks.example.com/parley"},
+		{"https://app:s3cret@hooks.example.com:8443/parley", "https://REDACTED@hooks.example.com:8443/parley"},
+		{"https://app@hooks.example.com/parley", "https://REDACTED@hooks.example.com/parley"},
+		{"https://hooks.example.com/parley?token=s3cret&x=1", "https://hooks.example.com/parley?REDACTED"},
+		{"http://u:p@10.0.0.1/in?k=s3cret#s3cret", "http://REDACTED@10.0.0.1/in?REDACTED"},
+		{"http://[::1]:9000/a%2Fb?sig=s3cret", "http://[::1]:9000/a%2Fb?REDACTED"},
+		{"http://u:s3cret@host/%zz", "(unparseable URL)"},
+	} {
+		if got := redactURL(tc.in); got != tc.want {
+			t.Errorf("redactURL(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// A batch dropped after its retries is logged without the credentials in
+// its URL.
+func TestDroppedBatchLogHoldsNoCredentials(t *testing.T) {
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusInternalServerError) })}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	var logs bytes.Buffer
+	hook := "http://parley:pa55word-in-userinfo@" + ln.Addr().String() + "/hook?token=s3cret-in-query#frag"
+	d, err := New(Config{URLs: []string{hook}, Secret: secret, MaxRetries: 1,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Publish(msgEvent(1))
+	waitFor(t, "the batch dropped", func() bool { return d.Stats().Dropped == 1 })
+	d.Close() // no more log writes
+	out := logs.String()
+	if !strings.Contains(out, "batch dropped") || !strings.Contains(out, ln.Addr().String()+"/hook?REDACTED") {
+		t.Fatalf("the drop is not logged with the redacted URL: %q", out)
+	}
+	for _, leak := range []string{"pa55word", "parley:", "s3cret", "token=", "frag"} {
+		if strings.Contains(out, leak) {
+			t.Fatalf("the log holds %q: %q", leak, out)
+		}
 	}
 }
