@@ -318,6 +318,7 @@ func TestUserRequestRateLimit(t *testing.T) {
 	if !pong {
 		t.Fatal("a ping amid the flood was not answered")
 	}
+	t.Logf("%d of %d requests served, %d refused", served, n, limited)
 	if got := ts.Stats().Chat.RateLimited; got < uint64(limited) {
 		t.Fatalf("rate-limited counter %d, want at least %d", got, limited)
 	}
