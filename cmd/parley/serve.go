@@ -90,7 +90,11 @@ func serve(args []string) error {
 		fmt.Printf("  TCP           %s://%s\n", tcpS, a)
 	}
 	fmt.Printf("  data          %s\n", data)
-	fmt.Printf("  admin API key in %s (mode 0600)\n", filepath.Join(data, auth.SecretsFile))
+	if len(cfg.AdminAPIKeys) > 0 {
+		fmt.Println("  admin API key  as configured (admin_api_keys)")
+	} else {
+		fmt.Printf("  admin API key in %s (mode 0600)\n", filepath.Join(data, auth.SecretsFile))
+	}
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
