@@ -69,8 +69,9 @@ type NATS struct {
 	ns    *natsserver.Server // embedded server; nil with external URLs
 	nc    *nats.Conn
 
-	inbox chan *nats.Msg
-	done  chan struct{}
+	inbox             chan *nats.Msg
+	done              chan struct{}
+	allSubj, nodeSubj string // the subjects every node always subscribes to
 
 	mu        sync.Mutex
 	interests map[string]*interest // guarded by mu; by subject
@@ -150,7 +151,8 @@ func NewNATS(cfg NATSConfig, local Local) (*NATS, error) {
 		return nil, fmt.Errorf("route: nats: %w", err)
 	}
 	r.nc = nc
-	for _, subj := range []string{r.subject(TopicAll, ""), r.subject(TopicNode, cfg.NodeID)} {
+	r.allSubj, r.nodeSubj = r.subject(TopicAll, ""), r.subject(TopicNode, cfg.NodeID)
+	for _, subj := range []string{r.allSubj, r.nodeSubj} {
 		if _, err := nc.ChanSubscribe(subj, r.inbox); err != nil {
 			r.Close()
 			return nil, fmt.Errorf("route: subscribe: %w", err)
@@ -181,6 +183,9 @@ func startEmbedded(cfg NATSConfig) (*natsserver.Server, error) {
 		Authorization: clientToken(cfg),
 		NoLog:         true,
 		NoSigs:        true,
+		// Frames may be up to max_frame_bytes (16 MiB at most), past NATS's
+		// default 1 MiB payload.
+		MaxPayload: 17 << 20,
 		Cluster: natsserver.ClusterOpts{
 			Name: cfg.ClusterName, Host: host, Port: port,
 			Username: routeUser(cfg), Password: cfg.ClusterSecret,
@@ -555,9 +560,9 @@ func (r *NATS) handle(m *nats.Msg, env *Envelope, hold *wire.Hold) {
 	switch {
 	case in != nil:
 		t, key = in.topic, in.key
-	case m.Subject == r.subject(TopicAll, ""):
+	case m.Subject == r.allSubj:
 		t = TopicAll
-	case m.Subject == r.subject(TopicNode, r.cfg.NodeID):
+	case m.Subject == r.nodeSubj:
 		t, key = TopicNode, r.cfg.NodeID
 	default:
 		return // an interest dropped while this was in flight
