@@ -27,12 +27,21 @@ const (
 	kindGroupChanged = 3 // TopicAll: Keys: conv, then "+uid" (joined) or "-uid" (left) per changed member
 	kindPresence     = 4 // TopicPresence: Keys: "1" (online here) or "0" (offline here)
 	kindSessions     = 5 // TopicNode: push Data to the sessions with the ids in Keys
+	kindNodeAlive    = 6 // TopicAll: Keys: the node's id; every peerBeat
+)
+
+// A node says it is alive every peerBeat; one silent for peerTimeout is
+// taken for dead, and the users only it held go offline for their followers.
+const (
+	peerBeat    = 2 * time.Second
+	peerTimeout = 3 * peerBeat
 )
 
 // clusterState is which interests this node holds for its online users.
 type clusterState struct {
 	mu    sync.Mutex
 	users map[string]*userInterest // guarded by mu; users with a session here
+	peers map[string]time.Time     // guarded by mu; other nodes, when last heard of
 }
 
 type userInterest struct {
@@ -65,7 +74,7 @@ func (s *Service) clusterOpened(sess *session.Session) {
 	if !first {
 		return
 	}
-	s.publish(&route.Envelope{Topic: route.TopicPresence, Key: uid, Kind: kindPresence, Keys: []string{"1"}})
+	s.publish(&route.Envelope{Topic: route.TopicPresence, Key: uid, Kind: kindPresence, Keys: []string{"1", s.nodeID}})
 	convs, err := s.store.Conversations(context.Background(), uid)
 	if err != nil {
 		// The client's sync still brings every message; live group
@@ -113,7 +122,7 @@ func (s *Service) clusterClosed(sess *session.Session) {
 	}
 	c.mu.Unlock()
 	if last {
-		s.publish(&route.Envelope{Topic: route.TopicPresence, Key: uid, Kind: kindPresence, Keys: []string{"0"}})
+		s.publish(&route.Envelope{Topic: route.TopicPresence, Key: uid, Kind: kindPresence, Keys: []string{"0", s.nodeID}})
 	}
 }
 
@@ -279,8 +288,13 @@ func (s *Service) Receive(env *route.Envelope, hold *wire.Hold) {
 		}
 		s.memberInterests(conv, members)
 	case kindPresence:
+		if len(env.Keys) == 2 {
+			s.heardFrom(env.Keys[1])
+			s.remotePresence(env.Key, env.Keys[1], env.Keys[0] == "1")
+		}
+	case kindNodeAlive:
 		if len(env.Keys) == 1 {
-			s.remotePresence(env.Key, env.Keys[0] == "1")
+			s.heardFrom(env.Keys[0])
 		}
 	case kindSessions:
 		out := wire.OutboundFromProto(env.Data) // NATS gives each message its own copy
@@ -311,6 +325,65 @@ func (s *Service) receiveFrame(env *route.Envelope, hold *wire.Hold) {
 		s.stats.deliveries.Add(uint64(s.rooms.broadcast(env.Key, out, nil)))
 	case route.TopicAll:
 		s.stats.deliveries.Add(uint64(s.pushAllLocal(out)))
+	}
+}
+
+func (s *Service) heardFrom(node string) {
+	c := &s.cluster
+	c.mu.Lock()
+	c.peers[node] = time.Now()
+	c.mu.Unlock()
+
+}
+
+// peerLoop says this node is alive every peerBeat and writes off the nodes
+// silent for peerTimeout: the users only they held go offline for their
+// followers here (a killed node sends no offline reports).
+func (s *Service) peerLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(peerBeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.publish(&route.Envelope{Topic: route.TopicAll, Kind: kindNodeAlive, Keys: []string{s.nodeID}})
+		s.sweepPeers(time.Now())
+	}
+}
+
+func (s *Service) sweepPeers(now time.Time) {
+	c := &s.cluster
+	var dead []string
+	c.mu.Lock()
+	for node, at := range c.peers {
+		if now.Sub(at) > peerTimeout {
+			dead = append(dead, node)
+			delete(c.peers, node)
+		}
+	}
+	c.mu.Unlock()
+	if len(dead) == 0 {
+		return
+	}
+	s.log.Warn("cluster: nodes silent, taken for dead", "nodes", dead)
+	p := &s.social.pres
+	var check []string
+	p.mu.Lock()
+	for uid, nodes := range p.remote {
+		had := len(nodes)
+		for _, node := range dead {
+			delete(nodes, node)
+		}
+		if had > 0 && len(nodes) == 0 {
+			check = append(check, uid)
+		}
+	}
+	p.mu.Unlock()
+	for _, uid := range check {
+		s.checkOffline(uid, 0)
 	}
 }
 

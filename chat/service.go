@@ -210,6 +210,7 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 	s.social.init()
 	s.rooms.init()
 	s.cluster.users = make(map[string]*userInterest)
+	s.cluster.peers = make(map[string]time.Time)
 	s.rooms.watch = func(name string, on bool) { s.watch(route.TopicRoom, name, on) }
 	s.social.pres.watch = func(uid string, on bool) { s.watch(route.TopicPresence, uid, on) }
 	return s
@@ -221,6 +222,10 @@ func (s *Service) Start() {
 	go s.commitLoop()
 	go s.deliverLoop()
 	go s.cursorLoop()
+	if s.router.Clustered() {
+		s.wg.Add(1)
+		go s.peerLoop()
+	}
 }
 
 // Stop commits what is queued and stops the background loops. Call it after

@@ -74,6 +74,7 @@ func (s *social) init() {
 	s.pres.subs = make(map[string]map[*session.Session]struct{})
 	s.pres.bySess = make(map[*session.Session]map[string]struct{})
 	s.pres.gen = make(map[string]uint64)
+	s.pres.remote = make(map[string]map[string]struct{})
 	s.lastSeen.pending = make(map[string]time.Time)
 }
 
@@ -509,6 +510,10 @@ type presence struct {
 	// watch is told when a user gains (true) or loses (false) their first
 	// or last subscriber here. Set at init; called with mu held.
 	watch func(uid string, on bool)
+	// remote maps a followed user to the other nodes known to hold them
+	// (cluster), so a node that dies without a word can be written off
+	// (cluster.go sweepPeers). Guarded by mu.
+	remote map[string]map[string]struct{}
 }
 
 // publish brings uid's published state in line with on; on a change it
@@ -548,6 +553,7 @@ func (p *presence) unsubscribe(sess *session.Session, target string) {
 			if len(subs) == 0 {
 				delete(p.subs, target)
 				delete(p.gen, target)
+				delete(p.remote, target)
 				p.watch(target, false)
 			}
 		}
@@ -687,8 +693,8 @@ func (s *Service) sessionClosed(sess *session.Session) {
 }
 
 // queryOnline asks the other nodes whether the users not online here and
-// not followed here are online there (nil in process).
-func (s *Service) queryOnline(ctx context.Context, users []string) map[string]bool {
+// not followed here are online there: a node holding each, or "" (nil in process).
+func (s *Service) queryOnline(ctx context.Context, users []string) map[string]string {
 	if !s.router.Clustered() {
 		return nil
 	}
@@ -701,7 +707,7 @@ func (s *Service) queryOnline(ctx context.Context, users []string) map[string]bo
 		}
 	}
 	p.mu.Unlock()
-	res := make(map[string]bool, len(ask))
+	res := make(map[string]string, len(ask))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
@@ -710,9 +716,14 @@ func (s *Service) queryOnline(ctx context.Context, users []string) map[string]bo
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			on, err := s.router.OnlineElsewhere(ctx, u)
+			node, err := s.router.OnlineElsewhere(ctx, u)
+			if err != nil {
+				node = ""
+			} else if node != "" {
+				s.heardFrom(node) // it may die before its first heartbeat reaches us
+			}
 			mu.Lock()
-			res[u] = on && err == nil
+			res[u] = node
 			mu.Unlock()
 		}()
 	}
@@ -720,17 +731,34 @@ func (s *Service) queryOnline(ctx context.Context, users []string) map[string]bo
 	return res
 }
 
-// remotePresence applies another node's report that uid came online there
-// or has no session left there.
-func (s *Service) remotePresence(uid string, on bool) {
+// remotePresence applies node's report that uid came online there or has
+// no session left there.
+func (s *Service) remotePresence(uid, node string, on bool) {
+	p := &s.social.pres
+	p.mu.Lock()
 	if !on {
+		if nodes := p.remote[uid]; nodes != nil {
+			delete(nodes, node)
+		}
+		p.mu.Unlock()
 		s.checkOffline(uid, 0)
 		return
 	}
-	p := &s.social.pres
-	p.mu.Lock()
 	defer p.mu.Unlock()
+	if len(p.subs[uid]) > 0 {
+		p.remoteOn(uid, node)
+	}
 	p.publish(uid, true, 0)
+}
+
+// remoteOn records that node holds uid (a user followed here). Called with mu held.
+func (p *presence) remoteOn(uid, node string) {
+	nodes := p.remote[uid]
+	if nodes == nil {
+		nodes = make(map[string]struct{}, 1)
+		p.remote[uid] = nodes
+	}
+	nodes[node] = struct{}{}
 }
 
 // checkOffline publishes uid offline unless a session of uid is left here
@@ -742,16 +770,22 @@ func (s *Service) checkOffline(uid string, lastSeen int64) {
 	gen := p.gen[uid]
 	p.mu.Unlock()
 	go func() {
-		elsewhere, err := s.router.OnlineElsewhere(context.Background(), uid)
+		node, err := s.router.OnlineElsewhere(context.Background(), uid)
 		if err != nil {
 			return // cannot tell: leave the state as it is
+		}
+		if node != "" {
+			s.heardFrom(node)
 		}
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.gen[uid] != gen {
 			return
 		}
-		p.publish(uid, elsewhere || s.isOnline(uid), lastSeen)
+		if node != "" && len(p.subs[uid]) > 0 {
+			p.remoteOn(uid, node)
+		}
+		p.publish(uid, node != "" || s.isOnline(uid), lastSeen)
 	}()
 }
 
@@ -885,9 +919,12 @@ func (s *Service) subscribePresence(ctx context.Context, c Replier, sess *sessio
 			subs = make(map[*session.Session]struct{})
 			p.subs[u] = subs
 			p.watch(u, true)
-			if queried, ok := remote[u]; ok {
+			if node, ok := remote[u]; ok {
 				// Nobody here followed u: what the other nodes said is the state.
-				if queried || s.isOnline(u) {
+				if node != "" {
+					p.remoteOn(u, node)
+				}
+				if node != "" || s.isOnline(u) {
 					p.online[u] = struct{}{}
 				} else {
 					delete(p.online, u)

@@ -456,20 +456,22 @@ func (r *NATS) Interests() int {
 
 // OnlineElsewhere implements Router: a query on the user's subject, which
 // only nodes holding one of the user's sessions subscribe to.
-func (r *NATS) OnlineElsewhere(ctx context.Context, uid string) (bool, error) {
+func (r *NATS) OnlineElsewhere(ctx context.Context, uid string) (string, error) {
 	if !r.nc.IsConnected() {
-		return false, ErrNotConnected
+		return "", ErrNotConnected
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	defer cancel()
-	_, err := r.nc.RequestWithContext(ctx, r.subject(TopicUser, uid), []byte{kindQuery, 0, 0})
+	m, err := r.nc.RequestWithContext(ctx, r.subject(TopicUser, uid), []byte{kindQuery, 0, 0})
 	switch {
+	case err == nil && len(m.Data) > 0:
+		return string(m.Data), nil // the answering node's id
 	case err == nil:
-		return true, nil
+		return "", errBadEnvelope
 	case errors.Is(err, nats.ErrNoResponders):
-		return false, nil
+		return "", nil
 	}
-	return false, err
+	return "", err
 }
 
 // Clustered implements Router.
@@ -574,7 +576,7 @@ func (r *NATS) handle(m *nats.Msg, env *Envelope, hold *wire.Hold) {
 	env.Topic, env.Key = t, key
 	if env.Kind == kindQuery {
 		if t == TopicUser && m.Reply != "" && r.node.HasUser(key) {
-			_ = m.Respond([]byte{1})
+			_ = m.Respond([]byte(r.cfg.NodeID))
 		}
 		return
 	}

@@ -77,8 +77,9 @@ type Router interface {
 	// Barrier returns once the interests taken so far have reached the
 	// cluster's messaging (nil at once in process).
 	Barrier(ctx context.Context) error
-	// OnlineElsewhere reports whether another node holds a session of uid.
-	OnlineElsewhere(ctx context.Context, uid string) (bool, error)
+	// OnlineElsewhere returns the id of another node holding a session of
+	// uid, or "" when none does.
+	OnlineElsewhere(ctx context.Context, uid string) (node string, err error)
 	// Clustered reports whether other nodes may exist (false in process).
 	Clustered() bool
 	// Ready reports whether the router can deliver (always nil in process).
@@ -125,7 +126,7 @@ func (r *InProcess) Unwatch(Topic, string) {}
 func (r *InProcess) Barrier(context.Context) error { return nil }
 
 // OnlineElsewhere implements Router: there is nowhere else.
-func (r *InProcess) OnlineElsewhere(context.Context, string) (bool, error) { return false, nil }
+func (r *InProcess) OnlineElsewhere(context.Context, string) (string, error) { return "", nil }
 
 // Clustered implements Router.
 func (r *InProcess) Clustered() bool { return false }

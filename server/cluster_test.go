@@ -829,3 +829,36 @@ func TestClusterDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A node killed without a word: the users only it held go offline for
+// their followers on the other nodes once it has been silent a few seconds.
+func TestClusterPresenceAfterNodeCrash(t *testing.T) {
+	nodes := startClusterChildren(t, 3)
+	ts := make([]*testServer, len(nodes))
+	for i, nd := range nodes {
+		ts[i] = &testServer{httpBase: nd.http, wsURL: nd.ws}
+	}
+	ctx := ctx10(t)
+	if err := client.NewAdmin(nodes[1].http, testAPIKey).Befriend(ctx, "alice", "bob"); err != nil {
+		t.Fatal(err)
+	}
+	dialObserved(t, ts[0], "alice", "a1", "phone")
+	bob, ob := dialObserved(t, ts[1], "bob", "b1", "phone")
+	if list, err := bob.SubscribePresence(ctx, "alice"); err != nil || !list.Users[0].Online {
+		t.Fatalf("bob on node 2 asks about alice on node 1: %v %v", list, err)
+	}
+	if err := nodes[0].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		p := ob.snapshot().presence
+		if len(p) > 0 && p[len(p)-1].UserId == "alice" && !p[len(p)-1].Online {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bob still sees alice online 20 s after her node died: %v", p)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
