@@ -2,6 +2,7 @@ package chat
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,6 +43,9 @@ type clusterState struct {
 	mu    sync.Mutex
 	users map[string]*userInterest // guarded by mu; users with a session here
 	peers map[string]time.Time     // guarded by mu; other nodes, when last heard of
+	// twinAt is when another node last said it had this node's id (a
+	// misconfiguration that would mix up session and message ids). Guarded by mu.
+	twinAt time.Time
 }
 
 type userInterest struct {
@@ -293,9 +297,17 @@ func (s *Service) Receive(env *route.Envelope, hold *wire.Hold) {
 			s.remotePresence(env.Key, env.Keys[1], env.Keys[0] == "1")
 		}
 	case kindNodeAlive:
-		if len(env.Keys) == 1 {
-			s.heardFrom(env.Keys[0])
+		if len(env.Keys) != 1 {
+			return
 		}
+		if env.Keys[0] == s.nodeID { // NATS does not echo this node's own
+			s.cluster.mu.Lock()
+			s.cluster.twinAt = time.Now()
+			s.cluster.mu.Unlock()
+			s.log.Error("cluster: another node has this node's node_id; give every node its own", "node_id", s.nodeID)
+			return
+		}
+		s.heardFrom(env.Keys[0])
 	case kindSessions:
 		out := wire.OutboundFromProto(env.Data) // NATS gives each message its own copy
 		n := 0
@@ -326,6 +338,18 @@ func (s *Service) receiveFrame(env *route.Envelope, hold *wire.Hold) {
 	case route.TopicAll:
 		s.stats.deliveries.Add(uint64(s.pushAllLocal(out)))
 	}
+}
+
+// ClusterError reports a cluster misconfiguration this node has seen
+// lately (nil when none): the node is then not ready.
+func (s *Service) ClusterError() error {
+	c := &s.cluster
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.twinAt.IsZero() && time.Since(c.twinAt) < peerTimeout {
+		return errors.New("another node uses this node's node_id")
+	}
+	return nil
 }
 
 func (s *Service) heardFrom(node string) {

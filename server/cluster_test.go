@@ -862,3 +862,22 @@ func TestClusterPresenceAfterNodeCrash(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// Two nodes given the same node_id (which would mix up their session and
+// message ids) notice each other's heartbeats and report not ready.
+func TestClusterDuplicateNodeID(t *testing.T) {
+	usePG := pgConfig(t)
+	_, url := startNATS(t, 0)
+	var nodes []*testServer
+	for range 2 {
+		nodes = append(nodes, startServer(t, func(c *server.Config) {
+			usePG(c)
+			clusterConfig(c, 0) // both node 1
+			c.NATSURLs = []string{url}
+		}))
+		waitReady(t, nodes[len(nodes)-1], true) // ready until the heartbeats meet
+	}
+	for _, ts := range nodes {
+		waitReady(t, ts, false)
+	}
+}

@@ -290,6 +290,9 @@ func (s *Server) ready(ctx context.Context) error {
 	if draining {
 		return errors.New("draining")
 	}
+	if err := s.chat.ClusterError(); err != nil {
+		return err
+	}
 	if err := s.store.Ping(ctx); err != nil {
 		return err
 	}
