@@ -177,7 +177,9 @@ func startEmbedded(cfg NATSConfig) (*natsserver.Server, error) {
 	// random loopback port, behind a token only this process (and, given
 	// ClientListen, whoever holds ClusterSecret) knows.
 	o := &natsserver.Options{
-		ServerName:    "parley-" + cfg.NodeID,
+		// Unique even when two nodes share a node id by mistake, so their
+		// routes still form and the nodes notice (chat's heartbeats).
+		ServerName:    "parley-" + cfg.NodeID + "-" + cfg.localToken[:8],
 		Host:          "127.0.0.1",
 		Port:          natsserver.RANDOM_PORT,
 		Authorization: clientToken(cfg),
