@@ -278,7 +278,9 @@ func (c *Conn) shutSocket() {
 	}
 	c.mu.Unlock()
 	if c.raw != nil {
-		c.g.poll.del(c)
+		// No EPOLL_CTL_DEL: closing the (never duplicated) fd removes it
+		// from epoll, and events already taken are keyed by connection id,
+		// which serveReady finds closed.
 		if idle {
 			// Unread input would make close() send RST and discard the
 			// frames just written; read it away first (non-blocking).

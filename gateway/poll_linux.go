@@ -104,17 +104,6 @@ func (p *poller) arm(c *Conn, first bool) error {
 	return err
 }
 
-func (p *poller) del(c *Conn) {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	if p.closed {
-		return
-	}
-	_ = c.raw.Control(func(fd uintptr) {
-		_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
-	})
-}
-
 // pollable returns the RawConn of connections whose bytes epoll sees as they
 // are (no TLS or other layer in between), else nil.
 func pollable(nc net.Conn) syscall.RawConn {

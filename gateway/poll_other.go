@@ -17,7 +17,6 @@ func (p *poller) wait(func(uint64))     {}
 func (p *poller) wake()                 {}
 func (p *poller) close()                {}
 func (p *poller) arm(*Conn, bool) error { return errors.ErrUnsupported }
-func (p *poller) del(*Conn)             {}
 func pollable(net.Conn) syscall.RawConn { return nil }
 func drain(syscall.RawConn)             {}
 func isWouldBlock(error) bool           { return false }

@@ -194,7 +194,8 @@ type Store interface {
 	// IsBlocked reports whether owner blocked userID.
 	IsBlocked(ctx context.Context, owner, userID string) (bool, error)
 
-	// SetLastSeen records when a user's last session ended.
+	// SetLastSeen records when a user's last session ended. It need not be
+	// durable when it returns (a crash may lose the newest times).
 	SetLastSeen(ctx context.Context, userID string, t time.Time) error
 	// LastSeen returns it (zero when unknown).
 	LastSeen(ctx context.Context, userID string) (time.Time, error)
