@@ -38,6 +38,10 @@ const (
 	peerTimeout = 3 * peerBeat
 )
 
+// simultaneousLogin is how young a session must be for a kick from another
+// node to count as a crossing login (the kicks of both are in flight).
+const simultaneousLogin = 2 * time.Second
+
 // clusterState is which interests this node holds for its online users.
 type clusterState struct {
 	mu    sync.Mutex
@@ -265,7 +269,14 @@ func (s *Service) Receive(env *route.Envelope, hold *wire.Hold) {
 			return
 		}
 		newcomer := &session.Session{UserID: env.Key, DeviceType: env.Keys[0], DeviceID: env.Keys[1], ID: env.Keys[2]}
-		for _, old := range s.sessions.Evict(newcomer) {
+		// Two logins on two nodes at once kick each other's session; of
+		// sessions that young, the one with the greater id stays, so
+		// exactly one survives. An older session always goes.
+		now := time.Now()
+		keep := func(o *session.Session) bool {
+			return now.Sub(o.Started) < simultaneousLogin && o.ID > newcomer.ID
+		}
+		for _, old := range s.sessions.Evict(newcomer, keep) {
 			s.stats.kicked.Add(1)
 			old.Conn.Close(pb.DisconnectCode_DISCONNECT_CODE_KICKED, "signed in on another device of the same type")
 		}

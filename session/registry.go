@@ -145,14 +145,15 @@ func (r *Registry) Kept(s *Session) int {
 
 // Evict removes and returns the sessions that newcomer, a session opened on
 // another node, replaces under the kick policy; the caller closes them.
-func (r *Registry) Evict(newcomer *Session) (kicked []*Session) {
+// keep spares a session that would otherwise go (nil: none).
+func (r *Registry) Evict(newcomer *Session, keep func(*Session) bool) (kicked []*Session) {
 	sh := r.shard(newcomer.UserID)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	old := sh.users[newcomer.UserID]
 	next := make([]*Session, 0, len(old))
 	for _, o := range old {
-		if o.ID != newcomer.ID && r.kicks(o, newcomer) {
+		if o.ID != newcomer.ID && r.kicks(o, newcomer) && (keep == nil || !keep(o)) {
 			kicked = append(kicked, o)
 			r.unindex(o)
 			continue

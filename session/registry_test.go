@@ -71,3 +71,22 @@ func TestKept(t *testing.T) {
 		}
 	}
 }
+
+// Evict removes what a login on another node replaces, except what keep spares.
+func TestEvict(t *testing.T) {
+	r := NewRegistry(KickSameDeviceType)
+	web := &Session{ID: "1-1", UserID: "alice", DeviceID: "d1", DeviceType: "web", Conn: nopConn{}}
+	ios := &Session{ID: "1-2", UserID: "alice", DeviceID: "d2", DeviceType: "ios", Conn: nopConn{}}
+	r.Add(web)
+	r.Add(ios)
+	newcomer := &Session{ID: "2-9", UserID: "alice", DeviceID: "d3", DeviceType: "web"}
+	if kicked := r.Evict(newcomer, func(*Session) bool { return true }); len(kicked) != 0 {
+		t.Fatalf("keep spared nothing: %v", kicked)
+	}
+	if kicked := r.Evict(newcomer, nil); len(kicked) != 1 || kicked[0] != web {
+		t.Fatalf("evicted %v, want the web session", kicked)
+	}
+	if r.ByID("1-1") != nil || r.Len() != 1 || len(r.Sessions("alice")) != 1 {
+		t.Fatal("an evicted session is still registered")
+	}
+}
