@@ -50,8 +50,8 @@ func (g *groupState) role(uid string) (pb.GroupRole, bool) {
 type groupCache struct {
 	mu sync.RWMutex
 	m  map[string]*groupState // guarded by mu
-	// gen counts drops; a load that overlapped one is not cached, as it
-	// may have read the state from before the change. Guarded by mu.
+	// gen counts changes and drops; a load that overlapped one is not
+	// cached, as it may have read the state from before it. Guarded by mu.
 	gen uint64
 }
 
@@ -101,9 +101,34 @@ func (s *Service) group(ctx context.Context, conv string) (*groupState, error) {
 		// Under groups.mu, so a concurrent dropGroup cannot leave the
 		// index tracking a group the cache no longer holds.
 		s.online.track(conv, g.members, s.isOnline)
+		s.shrinkGroups()
 	}
 	s.groups.mu.Unlock()
 	return g, nil
+}
+
+// shrinkGroups drops a tenth of the cache when it is over its size, in map
+// order (no bookkeeping on the hot path); a dropped group is loaded again
+// when next used. Called with groups.mu held.
+func (s *Service) shrinkGroups() {
+	m := s.groups.m
+	if len(m) <= s.cfg.GroupCacheSize {
+		return
+	}
+	target := s.cfg.GroupCacheSize - s.cfg.GroupCacheSize/10
+	for conv, g := range m {
+		if len(m) <= target {
+			break
+		}
+		s.online.untrack(conv, g.members) // lock order: groups.mu, then online.mu
+		delete(m, conv)
+	}
+}
+
+func (s *Service) groupsCached() int {
+	s.groups.mu.RLock()
+	defer s.groups.mu.RUnlock()
+	return len(s.groups.m)
 }
 
 func recipientList(members map[string]store.Member) []string {
@@ -118,6 +143,7 @@ func recipientList(members map[string]store.Member) []string {
 func (s *Service) applyToCache(conv string, info *store.Group, members []store.Member) {
 	s.groups.mu.Lock()
 	defer s.groups.mu.Unlock()
+	s.groups.gen++ // a load of this group in flight may have read the state before this change
 	old := s.groups.m[conv]
 	created := false
 	if old == nil {
@@ -147,6 +173,7 @@ func (s *Service) applyToCache(conv string, info *store.Group, members []store.M
 	s.groups.m[conv] = g
 	if created {
 		s.online.track(conv, g.members, s.isOnline)
+		s.shrinkGroups()
 	} else {
 		s.online.members(conv, members, s.isOnline)
 	}

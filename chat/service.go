@@ -45,6 +45,9 @@ type Config struct {
 	// ReceiptListMax: groups up to this many members list who read a message
 	// (ReadCounts); larger groups get counts only. Default 500.
 	ReceiptListMax int
+	// GroupCacheSize bounds the groups kept in memory; past it a tenth are
+	// dropped (and loaded again when next used). Default 65,536.
+	GroupCacheSize int
 	// DenyStrangers: users may message only their friends (and groups they
 	// are in). Default false: anyone may start a 1:1 conversation.
 	DenyStrangers bool
@@ -93,6 +96,9 @@ func (c *Config) setDefaults() {
 	if c.ReceiptListMax <= 0 {
 		c.ReceiptListMax = 500
 	}
+	if c.GroupCacheSize <= 0 {
+		c.GroupCacheSize = 65536
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -119,6 +125,7 @@ type Stats struct {
 	SessionsKicked  uint64
 	CommitLatencyNs uint64 // sum over batches, for an average
 	RateLimited     uint64 // requests refused by SendRate or RequestRate
+	GroupsCached    int    // groups held in memory now (at most Config.GroupCacheSize)
 	SessionsRefused uint64 // logins refused by MaxUserSessions
 }
 
@@ -250,6 +257,7 @@ func (s *Service) Stats() Stats {
 		CommitBatches: s.stats.batches.Load(), AuthFailures: s.stats.authFail.Load(),
 		SessionsKicked: s.stats.kicked.Load(), CommitLatencyNs: s.stats.commitNs.Load(),
 		RateLimited: s.stats.limited.Load(), SessionsRefused: s.stats.refused.Load(),
+		GroupsCached: s.groupsCached(),
 	}
 }
 

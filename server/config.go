@@ -87,6 +87,10 @@ type Config struct {
 	// ReceiptListMax: in groups up to this size, read counts list who read.
 	// Default 500.
 	ReceiptListMax int `yaml:"receipt_list_max"`
+	// GroupCacheSize bounds the groups each node keeps in memory (members
+	// and roles, for the send path); past it a tenth are dropped and loaded
+	// again from storage when next used. Default 65,536.
+	GroupCacheSize int `yaml:"group_cache_size"`
 	// DenyStrangers lets users message only their friends (groups are
 	// unaffected). Default false: anyone may start a 1:1 conversation.
 	DenyStrangers bool `yaml:"deny_strangers"`
@@ -315,6 +319,7 @@ func (c Config) validate() error {
 	check(c.MaxGroupMembers >= 2, "max_group_members must be at least 2")
 	check(c.RecallWindow > 0, "recall_window must be positive")
 	check(c.ReceiptListMax > 0, "receipt_list_max must be positive")
+	check(c.GroupCacheSize >= 0, "group_cache_size must not be negative")
 	check(c.UserSendRate > 0 || c.UserSendRate == -1, "user_send_rate must be positive or -1 (unlimited)")
 	check(c.UserRequestRate > 0 || c.UserRequestRate == -1, "user_request_rate must be positive or -1 (unlimited)")
 	check(c.MaxSessionsPerUser > 0 || c.MaxSessionsPerUser == -1, "max_sessions_per_user must be positive or -1 (unlimited), got %d", c.MaxSessionsPerUser)

@@ -292,3 +292,64 @@ func TestTenThousandMemberGroup(t *testing.T) {
 		t.Fatalf("member page: %d %v", len(page.GetMembers()), err)
 	}
 }
+
+// The group cache stays within group_cache_size; groups dropped from it are
+// loaded again, with their current members, when next used.
+func TestGroupCacheBounded(t *testing.T) {
+	ts := startServer(t, func(c *server.Config) { c.GroupCacheSize = 8 })
+	alice, _ := ts.connect(t, "alice", "a1", "phone", transports[2])
+	_, recB := ts.connect(t, "bob", "b1", "phone", transports[0])
+	carol, recC := ts.connect(t, "carol", "c1", "phone", transports[1])
+	ctx := ctx10(t)
+	adm := adminClient(ts)
+	const n = 30
+	convs := make([]string, n)
+	for i := range n {
+		g, err := adm.CreateGroup(ctx, groupSpec("alice", "bob", "carol"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		convs[i] = g.ConversationId
+		if _, err := alice.SendToConversation(ctx, g.ConversationId, "text/plain", []byte("hi")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	normal := func(r *recorder) int {
+		k := 0
+		for _, m := range r.messages() {
+			if m.Kind == pb.MessageKind_MESSAGE_KIND_NORMAL {
+				k++
+			}
+		}
+		return k
+	}
+	eventually(t, "bob and carol get a message in each of the 30 groups", func() bool {
+		return normal(recB) == n && normal(recC) == n
+	})
+	if got := ts.Stats().Chat.GroupsCached; got > 8 {
+		t.Fatalf("%d groups cached, cap 8", got)
+	}
+	// The first group was long dropped; a change to it and the sends after
+	// it see its current members.
+	if err := adm.RemoveMember(ctx, convs[0], "carol"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range convs[1:] { // push the first group out again
+		if _, err := alice.SendToConversation(ctx, c, "text/plain", []byte("again")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := alice.SendToConversation(ctx, convs[0], "text/plain", []byte("without carol")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "bob gets every later message", func() bool { return normal(recB) == 2*n })
+	if got := normal(recC); got != 2*n-1 {
+		t.Fatalf("carol got %d messages, want %d (none after her removal from the first group)", got, 2*n-1)
+	}
+	if _, err := carol.SendToConversation(ctx, convs[0], "text/plain", []byte("still here?")); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED) {
+		t.Fatalf("removed carol's send: %v, want PERMISSION_DENIED", err)
+	}
+	if got := ts.Stats().Chat.GroupsCached; got > 8 {
+		t.Fatalf("%d groups cached, cap 8", got)
+	}
+}

@@ -123,6 +123,7 @@ func New(cfg Config) (*Server, error) {
 		MaxGroupMembers:  cfg.MaxGroupMembers,
 		RecallWindow:     cfg.RecallWindow,
 		ReceiptListMax:   cfg.ReceiptListMax,
+		GroupCacheSize:   cfg.GroupCacheSize,
 		DenyStrangers:    cfg.DenyStrangers,
 		RoomClientSend:   cfg.RoomClientSend,
 		SendRate:         rate(cfg.UserSendRate),
