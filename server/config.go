@@ -54,6 +54,10 @@ type Config struct {
 	// ended: a client trickling a header byte by byte (slowloris) is cut
 	// off. Default 10s.
 	HTTPHeaderTimeout time.Duration `yaml:"http_header_timeout"`
+	// HTTPReadTimeout bounds reading a whole HTTP request, header and body
+	// (a body trickled slowly is cut off). WebSocket connections, once
+	// upgraded, are bound by the gateway's timeouts instead. Default 30s.
+	HTTPReadTimeout time.Duration `yaml:"http_read_timeout"`
 
 	// KickPolicy: "device_type" (default: a login kicks the user's older session
 	// with the same device type), "device" (same device id only) or "none".
@@ -218,6 +222,9 @@ func (c Config) withDefaults() Config {
 	if c.HTTPHeaderTimeout == 0 {
 		c.HTTPHeaderTimeout = 10 * time.Second
 	}
+	if c.HTTPReadTimeout == 0 {
+		c.HTTPReadTimeout = 30 * time.Second
+	}
 	if c.TokenTTL == 0 {
 		c.TokenTTL = 7 * 24 * time.Hour
 	}
@@ -307,6 +314,7 @@ func (c Config) validate() error {
 	check(c.SendQueueFrames > 0 && c.SendQueueBytes >= c.MaxFrameBytes, "send queue caps must be positive and send_queue_bytes >= max_frame_bytes")
 	check(c.WriteTimeout > 0, "write_timeout must be positive")
 	check(c.HTTPHeaderTimeout > 0, "http_header_timeout must be positive")
+	check(c.HTTPReadTimeout >= c.HTTPHeaderTimeout, "http_read_timeout must be at least http_header_timeout")
 	_, ok := session.ParseKickPolicy(c.KickPolicy)
 	check(ok, "kick_policy must be device_type, device or none, got %q", c.KickPolicy)
 	check(c.TokenTTL > 0 && c.MaxTokenTTL >= c.TokenTTL, "token_ttl must be positive and at most max_token_ttl")

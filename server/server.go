@@ -178,7 +178,7 @@ func New(cfg Config) (*Server, error) {
 	s.httpSrv = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: cfg.HTTPHeaderTimeout,
-		ReadTimeout:       30 * time.Second,
+		ReadTimeout:       cfg.HTTPReadTimeout,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),

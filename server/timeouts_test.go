@@ -183,3 +183,40 @@ func TestLimitConfigValidation(t *testing.T) {
 		}
 	}
 }
+
+// A request body trickled slowly is cut off at http_read_timeout, while
+// other requests are answered.
+func TestHTTPSlowBody(t *testing.T) {
+	const readTimeout = 1500 * time.Millisecond
+	ts := startServer(t, func(c *server.Config) {
+		c.HTTPHeaderTimeout = time.Second
+		c.HTTPReadTimeout = readTimeout
+	})
+	nc, err := net.Dial("tcp", ts.HTTPAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	start := time.Now()
+	if _, err := nc.Write([]byte("POST /v1/register HTTP/1.1\r\nHost: " + ts.HTTPAddr() +
+		"\r\nContent-Type: application/json\r\nContent-Length: 400\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 400)
+	for i := range body {
+		body[i] = ' '
+	}
+	stopped := trickle(nc, body, 100*time.Millisecond) // ~40 s for the whole body
+	resp, err := http.Get(ts.httpBase + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("healthz during a slow body: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	el := closedWithin(t, nc, start, 4*readTimeout, "a trickled request body")
+	if el < readTimeout-100*time.Millisecond {
+		t.Fatalf("the trickled body was cut after %v, before the %v read timeout", el, readTimeout)
+	}
+	nc.Close()
+	<-stopped
+	t.Logf("trickled body closed after %v (http_read_timeout %v)", el.Round(10*time.Millisecond), readTimeout)
+}
