@@ -700,6 +700,20 @@ func (s *Service) commit(batch []*pendingSend) committedBatch {
 			return
 		}
 		r, err := s.store.Append(context.Background(), run)
+		if errors.Is(err, store.ErrCorrupt) && len(run) > 1 {
+			// Damaged storage under one conversation must not fail the
+			// others batched with it: store them one by one.
+			for i, m := range run {
+				one, err := s.store.Append(context.Background(), []*pb.Message{m})
+				if err != nil {
+					errs[runStart+i] = err
+				} else {
+					res[runStart+i] = one[0]
+				}
+			}
+			run = run[:0]
+			return
+		}
 		for i := runStart; i < end; i++ {
 			if err != nil {
 				errs[i] = err
@@ -794,6 +808,12 @@ func (s *Service) deliverLoop() {
 				s.stats.failed.Add(1)
 				if p.after != nil {
 					p.after(r, err)
+					continue
+				}
+				if errors.Is(err, store.ErrCorrupt) {
+					// Retrying cannot help: say so, and leave it to the operator.
+					s.log.Error("damaged storage; send answered INTERNAL", "conversation", p.msg.ConversationId, "err", err)
+					p.conn.SendFrame(errorFrame(p.reqID, pb.ErrorCode_ERROR_CODE_INTERNAL))
 					continue
 				}
 				s.log.Warn("store failed; send answered UNAVAILABLE", "err", err)
