@@ -50,6 +50,17 @@ type clusterState struct {
 	// twinAt is when another node last said it had this node's id (a
 	// misconfiguration that would mix up session and message ids). Guarded by mu.
 	twinAt time.Time
+	// loading holds, per group being loaded from storage for a delivery
+	// from another node, the frames that arrived meanwhile, in order: the
+	// receive goroutine never waits on storage. Guarded by mu.
+	loading map[string][]remoteGroupFrame
+}
+
+// remoteGroupFrame is a group frame from another node waiting for its group to load.
+type remoteGroupFrame struct {
+	out    *wire.Outbound
+	except string
+	skip   []string // sorted: users it was delivered to individually
 }
 
 type userInterest struct {
@@ -337,13 +348,12 @@ func (s *Service) receiveFrame(env *route.Envelope, hold *wire.Hold) {
 	case route.TopicUser:
 		s.sessions.DeliverLocal([]string{env.Key}, out, env.Except, hold)
 	case route.TopicGroup:
-		users := s.groupRecipients(env.Key)
+		f := remoteGroupFrame{out: out, except: env.Except}
 		if len(env.Keys) > 0 {
-			skip := slices.Clone(env.Keys)
-			slices.Sort(skip)
-			users = without(users, skip)
+			f.skip = slices.Clone(env.Keys)
+			slices.Sort(f.skip)
 		}
-		s.sessions.DeliverLocal(users, out, env.Except, hold)
+		s.receiveGroupFrame(env.Key, f, hold)
 	case route.TopicRoom:
 		s.stats.deliveries.Add(uint64(s.rooms.broadcast(env.Key, out, nil)))
 	case route.TopicAll:
@@ -420,6 +430,55 @@ func (s *Service) sweepPeers(now time.Time) {
 	for _, uid := range check {
 		s.checkOffline(uid, 0)
 	}
+}
+
+// receiveGroupFrame delivers a group frame from another node to this node's
+// online members. A group not in the cache is loaded on its own goroutine,
+// frames for it queueing meanwhile, so the receive goroutine never waits on
+// storage (a large group's members can take many queries).
+func (s *Service) receiveGroupFrame(conv string, f remoteGroupFrame, hold *wire.Hold) {
+	c := &s.cluster
+	c.mu.Lock()
+	if q, busy := c.loading[conv]; busy {
+		c.loading[conv] = append(q, f)
+		c.mu.Unlock()
+		return
+	}
+	s.groups.mu.RLock()
+	cached := s.groups.m[conv] != nil
+	s.groups.mu.RUnlock()
+	if cached {
+		c.mu.Unlock()
+		s.deliverGroupFrame(conv, f, hold)
+		return
+	}
+	c.loading[conv] = []remoteGroupFrame{f}
+	c.mu.Unlock()
+	go func() {
+		_, _ = s.group(context.Background(), conv) // errors: groupRecipients below finds none
+		for {
+			c.mu.Lock()
+			q := c.loading[conv]
+			if len(q) == 0 {
+				delete(c.loading, conv)
+				c.mu.Unlock()
+				return
+			}
+			c.loading[conv] = q[:0:0]
+			c.mu.Unlock()
+			for _, f := range q {
+				s.deliverGroupFrame(conv, f, nil)
+			}
+		}
+	}()
+}
+
+func (s *Service) deliverGroupFrame(conv string, f remoteGroupFrame, hold *wire.Hold) {
+	users := s.groupRecipients(conv)
+	if len(f.skip) > 0 {
+		users = without(users, f.skip)
+	}
+	s.sessions.DeliverLocal(users, f.out, f.except, hold)
 }
 
 // publishFrame sends a frame to the other nodes with an interest in t/key.

@@ -218,6 +218,7 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 	s.rooms.init()
 	s.cluster.users = make(map[string]*userInterest)
 	s.cluster.peers = make(map[string]time.Time)
+	s.cluster.loading = make(map[string][]remoteGroupFrame)
 	s.rooms.watch = func(name string, on bool) { s.watch(route.TopicRoom, name, on) }
 	s.social.pres.watch = func(uid string, on bool) { s.watch(route.TopicPresence, uid, on) }
 	return s
