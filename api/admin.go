@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/parleyim/parley/auth"
+	"github.com/parleyim/parley/chat"
 	pb "github.com/parleyim/parley/proto/parleyv1"
 	"github.com/parleyim/parley/session"
 	"github.com/parleyim/parley/store"
@@ -147,30 +148,21 @@ func (a *API) adminRevokeTokens(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"user_id": u.ID, "sessions_closed": n})
 }
 
-type sessionJSON struct {
-	SessionID   string    `json:"session_id"`
-	UserID      string    `json:"user_id"`
-	DeviceID    string    `json:"device_id"`
-	DeviceType  string    `json:"device_type"`
-	ConnectedAt time.Time `json:"connected_at"`
-}
+type sessionJSON = chat.SessionInfo
 
 func toSessionJSON(s *session.Session) sessionJSON {
 	return sessionJSON{SessionID: s.ID, UserID: s.UserID, DeviceID: s.DeviceID, DeviceType: s.DeviceType, ConnectedAt: s.Started}
 }
 
-// adminSessions: GET /v1/admin/users/{id}/sessions: the user's online devices on this node.
+// adminSessions: GET /v1/admin/users/{id}/sessions: the user's online
+// devices, on every node of a cluster.
 func (a *API) adminSessions(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !auth.ValidUserID(id) {
 		writeError(w, http.StatusBadRequest, codeBadRequest, "invalid user id")
 		return
 	}
-	list := []sessionJSON{}
-	for _, s := range a.cfg.Chat.Sessions().Sessions(id) {
-		list = append(list, toSessionJSON(s))
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"sessions": list})
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": a.cfg.Chat.UserSessions(r.Context(), id)})
 }
 
 // adminKick: DELETE /v1/admin/users/{id}/sessions[/{session}]: closes the

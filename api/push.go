@@ -101,7 +101,7 @@ func (a *API) roomInfo(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, struct {
 		Room   string `json:"room"`
 		Online int    `json:"online"`
-	}{room, a.cfg.Chat.RoomOnline(room)})
+	}{room, a.cfg.Chat.RoomOnlineAll(r.Context(), room)})
 }
 
 func validDeviceKey(k string) bool { return len(k) > 0 && len(k) <= maxDeviceKey }

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strconv"
@@ -29,7 +30,15 @@ const (
 	kindPresence     = 4 // TopicPresence: Keys: "1" (online here) or "0" (offline here)
 	kindSessions     = 5 // TopicNode: push Data to the sessions with the ids in Keys
 	kindNodeAlive    = 6 // TopicAll: Keys: the node's id; every peerBeat
+	kindListSessions = 7 // TopicUser, a question: the user's sessions on the answering node (JSON)
+	kindRoomOnline   = 8 // TopicRoom, a question: the room's sessions on the answering node (decimal)
 )
+
+// gatherWait is how long a question to the other nodes waits for answers.
+// Nobody knows how many will come (only nodes with an interest hear it, and
+// the heartbeats may not have told of every node yet), so it always waits
+// this long: for admin reads only.
+const gatherWait = 100 * time.Millisecond
 
 // A node says it is alive every peerBeat; one silent for peerTimeout is
 // taken for dead, and the users only it held go offline for their followers.
@@ -265,6 +274,73 @@ func (s *Service) closeLocal(uid string, code pb.DisconnectCode, reason, session
 		}
 	}
 	return s.sessions.CloseUser(uid, code, reason, match)
+}
+
+// SessionInfo is one online session, as the admin API lists them.
+type SessionInfo struct {
+	SessionID   string    `json:"session_id"`
+	UserID      string    `json:"user_id"`
+	DeviceID    string    `json:"device_id"`
+	DeviceType  string    `json:"device_type"`
+	ConnectedAt time.Time `json:"connected_at"`
+}
+
+func (s *Service) localSessions(uid string) []SessionInfo {
+	list := []SessionInfo{}
+	for _, x := range s.sessions.Sessions(uid) {
+		list = append(list, SessionInfo{SessionID: x.ID, UserID: x.UserID, DeviceID: x.DeviceID,
+			DeviceType: x.DeviceType, ConnectedAt: x.Started})
+	}
+	return list
+}
+
+// UserSessions lists the user's sessions on every node (in a cluster, the
+// nodes that answer within gatherWait).
+func (s *Service) UserSessions(ctx context.Context, uid string) []SessionInfo {
+	list := s.localSessions(uid)
+	answers, err := s.router.Gather(ctx, &route.Envelope{Topic: route.TopicUser, Key: uid, Kind: kindListSessions}, gatherWait)
+	if err != nil {
+		s.log.Warn("cluster: sessions of other nodes not listed", "err", err)
+	}
+	for _, a := range answers {
+		var more []SessionInfo
+		if json.Unmarshal(a, &more) == nil {
+			list = append(list, more...)
+		}
+	}
+	return list
+}
+
+// RoomOnlineAll is the number of sessions in the room on every node (in a
+// cluster, the nodes that answer within gatherWait).
+func (s *Service) RoomOnlineAll(ctx context.Context, room string) int {
+	n := s.rooms.online(room)
+	answers, err := s.router.Gather(ctx, &route.Envelope{Topic: route.TopicRoom, Key: room, Kind: kindRoomOnline}, gatherWait)
+	if err != nil {
+		s.log.Warn("cluster: room counts of other nodes not read", "err", err)
+	}
+	for _, a := range answers {
+		if k, err := strconv.Atoi(string(a)); err == nil && k > 0 {
+			n += k
+		}
+	}
+	return n
+}
+
+// Answer implements route.Node.
+func (s *Service) Answer(env *route.Envelope) ([]byte, bool) {
+	switch {
+	case env.Kind == kindListSessions && env.Topic == route.TopicUser:
+		list := s.localSessions(env.Key)
+		if len(list) == 0 {
+			return nil, false
+		}
+		b, err := json.Marshal(list)
+		return b, err == nil
+	case env.Kind == kindRoomOnline && env.Topic == route.TopicRoom:
+		return []byte(strconv.Itoa(s.rooms.online(env.Key))), true
+	}
+	return nil, false
 }
 
 // HasUser implements route.Node.

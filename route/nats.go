@@ -456,6 +456,36 @@ func (r *NATS) Interests() int {
 	return len(r.interests)
 }
 
+// Gather implements Router: a request whose replies are collected on an
+// inbox of its own until wait passes.
+func (r *NATS) Gather(ctx context.Context, env *Envelope, wait time.Duration) ([][]byte, error) {
+	if !r.nc.IsConnected() {
+		return nil, ErrNotConnected
+	}
+	inbox := nats.NewInbox()
+	sub, err := r.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Unsubscribe()
+	if err := r.nc.PublishRequest(r.subject(env.Topic, env.Key), inbox, encode(env)); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var out [][]byte
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			break // the wait is over
+		}
+		if len(m.Data) > 0 {
+			out = append(out, m.Data)
+		}
+	}
+	return out, nil
+}
+
 // OnlineElsewhere implements Router: a query on the user's subject, which
 // only nodes holding one of the user's sessions subscribe to.
 func (r *NATS) OnlineElsewhere(ctx context.Context, uid string) (string, error) {
@@ -579,6 +609,12 @@ func (r *NATS) handle(m *nats.Msg, env *Envelope, hold *wire.Hold) {
 	if env.Kind == kindQuery {
 		if t == TopicUser && m.Reply != "" && r.node.HasUser(key) {
 			_ = m.Respond([]byte(r.cfg.NodeID))
+		}
+		return
+	}
+	if m.Reply != "" {
+		if answer, ok := r.node.Answer(env); ok {
+			_ = m.Respond(answer)
 		}
 		return
 	}

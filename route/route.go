@@ -8,6 +8,7 @@ package route
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/parleyim/parley/wire"
 )
@@ -49,6 +50,9 @@ type Node interface {
 	Receive(env *Envelope, hold *wire.Hold)
 	// HasUser reports whether uid has a session on this node (presence queries).
 	HasUser(uid string) bool
+	// Answer answers a question from another node (see Router.Gather);
+	// false: nothing to say.
+	Answer(env *Envelope) ([]byte, bool)
 }
 
 // ErrNotConnected is Ready's answer while the Router cannot reach other nodes.
@@ -77,6 +81,9 @@ type Router interface {
 	// Barrier returns once the interests taken so far have reached the
 	// cluster's messaging (nil at once in process).
 	Barrier(ctx context.Context) error
+	// Gather asks the other nodes with an interest in env's topic and key
+	// and returns the answers that came within wait. Nothing in process.
+	Gather(ctx context.Context, env *Envelope, wait time.Duration) ([][]byte, error)
 	// OnlineElsewhere returns the id of another node holding a session of
 	// uid, or "" when none does.
 	OnlineElsewhere(ctx context.Context, uid string) (node string, err error)
@@ -124,6 +131,11 @@ func (r *InProcess) Unwatch(Topic, string) {}
 
 // Barrier implements Router.
 func (r *InProcess) Barrier(context.Context) error { return nil }
+
+// Gather implements Router: there is nobody to ask.
+func (r *InProcess) Gather(context.Context, *Envelope, time.Duration) ([][]byte, error) {
+	return nil, nil
+}
 
 // OnlineElsewhere implements Router: there is nowhere else.
 func (r *InProcess) OnlineElsewhere(context.Context, string) (string, error) { return "", nil }

@@ -331,6 +331,15 @@ func TestClusterPresenceTypingRoomsPush(t *testing.T) {
 	if _, err := alice.JoinRoom(ctx, "lobby"); err != nil {
 		t.Fatal(err)
 	}
+	// The admin API answers for the whole cluster: node 3 counts the
+	// room's members on nodes 1 and 2, and lists alice's session on node 1.
+	code, body := adminDoRaw(nodes[2].httpBase + "/v1/admin/rooms/lobby")
+	if code != 200 || !strings.Contains(body, `"online":2`) {
+		t.Fatalf("room count through node 3: %d %s", code, body)
+	}
+	if list, err := adminClient(nodes[2]).Sessions(ctx, "alice"); err != nil || len(list) != 1 || list[0].SessionID != alice.AuthOk().SessionId {
+		t.Fatalf("alice's sessions through node 3: %v %v", list, err)
+	}
 	if err := alice.RoomSend(ctx, "lobby", 7, []byte("hi room")); err != nil {
 		t.Fatal(err)
 	}
