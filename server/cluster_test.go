@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -583,23 +582,8 @@ func startClusterChildren(t *testing.T, n int) []*clusterNode {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), clusterChildEnv+"="+string(b))
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		line, err := bufio.NewReader(out).ReadString('\n')
-		if err != nil || !strings.HasPrefix(line, "ADDRS ") {
-			t.Fatalf("node %d did not start: %q %v", i, line, err)
-		}
-		f := strings.Fields(line)
-		nodes[i] = &clusterNode{cmd: cmd, http: "http://" + f[1], ws: "ws://" + f[1] + "/ws", tcp: "tcp://" + f[2]}
+		ch := spawnChild(t, clusterChildEnv+"="+string(b))
+		nodes[i] = &clusterNode{cmd: ch.cmd, http: ch.httpBase, ws: "ws" + strings.TrimPrefix(ch.httpBase, "http") + "/ws", tcp: ch.tcp}
 	}
 	for _, nd := range nodes {
 		waitReady(t, &testServer{httpBase: nd.http}, true)

@@ -65,8 +65,15 @@ type child struct {
 
 func startChild(t *testing.T, dir string) *child {
 	t.Helper()
+	return spawnChild(t, childEnv+"="+dir)
+}
+
+// spawnChild runs this test binary as a server process (env selects which,
+// see TestMain), killed at the end of the test, and waits for its addresses.
+func spawnChild(t *testing.T, env string) *child {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+dir)
+	cmd.Env = append(os.Environ(), env)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
