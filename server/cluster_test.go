@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -540,17 +539,7 @@ func runClusterChild(cfgJSON string) {
 		fmt.Println("ERR", err)
 		os.Exit(1)
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := server.New(cfg)
-	if err == nil {
-		err = srv.Start()
-	}
-	if err != nil {
-		fmt.Println("ERR", err)
-		os.Exit(1)
-	}
-	fmt.Printf("ADDRS %s %s\n", srv.HTTPAddr(), srv.TCPAddr())
-	select {} // until killed
+	serveChild(cfg)
 }
 
 // clusterNode is a node running in a child process.

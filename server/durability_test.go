@@ -40,16 +40,21 @@ func TestMain(m *testing.M) {
 }
 
 func runChild(dir string) {
-	srv, err := server.New(server.Config{
+	serveChild(server.Config{
 		DataDir: dir, HTTPAddr: "127.0.0.1:0", TCPAddr: "127.0.0.1:0",
 		AdminAPIKeys: []string{testAPIKey},
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
-	if err != nil {
-		fmt.Println("ERR", err)
-		os.Exit(1)
+}
+
+// serveChild runs a server in this (child) process until it is killed,
+// after telling its parent (spawnChild) the addresses.
+func serveChild(cfg server.Config) {
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := server.New(cfg)
+	if err == nil {
+		err = srv.Start()
 	}
-	if err := srv.Start(); err != nil {
+	if err != nil {
 		fmt.Println("ERR", err)
 		os.Exit(1)
 	}
