@@ -25,7 +25,7 @@ import (
 const (
 	kindFrame        = 0
 	kindKick         = 1 // TopicUser: a session opened elsewhere; Keys: device type, device id, session id
-	kindClose        = 2 // TopicUser: close sessions; Keys: code, reason, session id ("": any), token id ("": any)
+	kindClose        = 2 // TopicAll: close a user's sessions; Keys: user, code, reason, session id ("": any), token id ("": any)
 	kindGroupChanged = 3 // TopicAll: Keys: conv, then "+uid" (joined) or "-uid" (left) per changed member
 	kindPresence     = 4 // TopicPresence: Keys: "1" (online here) or "0" (offline here)
 	kindSessions     = 5 // TopicNode: push Data to the sessions with the ids in Keys
@@ -260,8 +260,11 @@ func (s *Service) publish(env *route.Envelope) {
 func (s *Service) CloseUserSessions(uid string, code pb.DisconnectCode, reason, sessionID, tokenID string) int {
 	n := s.closeLocal(uid, code, reason, sessionID, tokenID)
 	if s.router.Clustered() {
-		s.publish(&route.Envelope{Topic: route.TopicUser, Key: uid, Kind: kindClose,
-			Keys: []string{strconv.Itoa(int(code)), reason, sessionID, tokenID}})
+		// To every node, not the user's subject: a session that opened a
+		// moment ago may not have its interest known across the cluster
+		// yet, and closes are rare.
+		s.publish(&route.Envelope{Topic: route.TopicAll, Kind: kindClose,
+			Keys: []string{uid, strconv.Itoa(int(code)), reason, sessionID, tokenID}})
 	}
 	return n
 }
@@ -368,14 +371,14 @@ func (s *Service) Receive(env *route.Envelope, hold *wire.Hold) {
 			old.Conn.Close(pb.DisconnectCode_DISCONNECT_CODE_KICKED, "signed in on another device of the same type")
 		}
 	case kindClose:
-		if len(env.Keys) != 4 {
+		if len(env.Keys) != 5 {
 			return
 		}
-		code, err := strconv.Atoi(env.Keys[0])
+		code, err := strconv.Atoi(env.Keys[1])
 		if err != nil {
 			return
 		}
-		s.closeLocal(env.Key, pb.DisconnectCode(code), env.Keys[1], env.Keys[2], env.Keys[3])
+		s.closeLocal(env.Keys[0], pb.DisconnectCode(code), env.Keys[2], env.Keys[3], env.Keys[4])
 	case kindGroupChanged:
 		if len(env.Keys) == 0 {
 			return

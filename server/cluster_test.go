@@ -191,6 +191,22 @@ func wantTexts(t *testing.T, who string, o *observer, conv, prefix string, n int
 	}
 }
 
+// waitKnown waits until every node can reach each user's sessions: a
+// session's interest reaches the other nodes' NATS servers a moment after
+// its login (its own server has it before AuthOk), and a message published
+// in that moment is only synced, not pushed.
+func waitKnown(t *testing.T, nodes []*testServer, users ...string) {
+	t.Helper()
+	for _, ts := range nodes {
+		for _, u := range users {
+			eventually(t, u+"'s session known to "+ts.httpBase, func() bool {
+				list, err := adminClient(ts).Sessions(context.Background(), u)
+				return err == nil && len(list) > 0
+			})
+		}
+	}
+}
+
 // 1:1 and group chat between users on different nodes; membership changes
 // made on one node take effect on the others at once.
 func TestClusterChatAcrossNodes(t *testing.T) {
@@ -200,6 +216,7 @@ func TestClusterChatAcrossNodes(t *testing.T) {
 	_, oc := dialObserved(t, nodes[2], "carol", "c1", "phone")
 	_, od := dialObserved(t, nodes[0], "dave", "d1", "phone") // alice's node
 	_, oe := dialObserved(t, nodes[1], "erin", "e1", "phone")
+	waitKnown(t, nodes, "alice", "bob", "carol", "dave", "erin")
 
 	sendN(t, alice, "p:alice:bob", 20, "ab")
 	wantTexts(t, "bob", ob, "p:alice:bob", "ab", 20)
@@ -331,10 +348,10 @@ func TestClusterPresenceTypingRoomsPush(t *testing.T) {
 	}
 	// The admin API answers for the whole cluster: node 3 counts the
 	// room's members on nodes 1 and 2, and lists alice's session on node 1.
-	code, body := adminDoRaw(nodes[2].httpBase + "/v1/admin/rooms/lobby")
-	if code != 200 || !strings.Contains(body, `"online":2`) {
-		t.Fatalf("room count through node 3: %d %s", code, body)
-	}
+	eventually(t, "node 3 counts the room's members on nodes 1 and 2", func() bool {
+		code, body := adminDoRaw(nodes[2].httpBase + "/v1/admin/rooms/lobby")
+		return code == 200 && strings.Contains(body, `"online":2`)
+	})
 	if list, err := adminClient(nodes[2]).Sessions(ctx, "alice"); err != nil || len(list) != 1 || list[0].SessionID != alice.AuthOk().SessionId {
 		t.Fatalf("alice's sessions through node 3: %v %v", list, err)
 	}
