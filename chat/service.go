@@ -517,13 +517,18 @@ func (s *Service) handleAuth(c *gateway.Conn, id uint64, a *pb.Auth) {
 	// Before AuthOk: the client syncs right after it, so interests must be
 	// in place by then or a message stored after that sync could miss it.
 	s.clusterOpened(sess)
-	// AuthOk goes out before the registry can route messages to this session,
-	// so it is always the first frame the client reads after its Auth.
-	c.SendFrame(&pb.ServerFrame{Id: id, Body: &pb.ServerFrame_AuthOk{AuthOk: &pb.AuthOk{
+	// AuthOk is queued before the registry can route messages to this
+	// session, so it is always the first frame the client reads after its
+	// Auth; its flush waits until the session is registered, so whatever the
+	// client does once it has AuthOk (an admin kicking that session id, a
+	// message to it through another node) finds the session.
+	hold := &wire.Hold{}
+	c.SendHeld(wire.NewOutbound(&pb.ServerFrame{Id: id, Body: &pb.ServerFrame_AuthOk{AuthOk: &pb.AuthOk{
 		UserId: sess.UserID, SessionId: sess.ID, ServerTime: time.Now().UnixMilli(),
 		HeartbeatSeconds: s.cfg.HeartbeatSeconds, MaxFrameBytes: s.cfg.MaxFrameBytes,
-	}}})
+	}}}), hold)
 	kicked := s.sessions.Add(sess)
+	hold.Release()
 	admitted()
 	for _, old := range kicked {
 		s.stats.kicked.Add(1)

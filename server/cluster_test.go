@@ -292,10 +292,7 @@ func TestClusterKickAcrossNodes(t *testing.T) {
 	if _, err := adminClient(nodes[0]).Kick(ctx, "bob", c3.AuthOk().SessionId); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "bob's session on node 3 is kicked by node 1's admin API", func() bool {
-		s := o3.snapshot()
-		return s.closed && isDisconnect(s.closeErr, pb.DisconnectCode_DISCONNECT_CODE_KICKED)
-	})
+	waitClosed(t, "bob's session on node 3, kicked by node 1's admin API", o3, pb.DisconnectCode_DISCONNECT_CODE_KICKED)
 
 	// Revoking tokens on node 2 closes sessions everywhere.
 	if _, err := adminClient(nodes[1]).RevokeTokens(ctx, "alice"); err != nil {
@@ -538,6 +535,23 @@ func TestClusterPostgresOutage(t *testing.T) {
 	})
 	if got := ob.texts("p:alice:bob"); got[1] != "m1" {
 		t.Fatalf("bob got %q: the refused message was stored after all", got)
+	}
+}
+
+// waitClosed waits until the observed client is closed with code, and says
+// how it was closed (or that it was not) if that does not come.
+func waitClosed(t *testing.T, who string, o *observer, code pb.DisconnectCode) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s := o.snapshot()
+		if s.closed && isDisconnect(s.closeErr, code) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: closed %v (%v), want %v", who, s.closed, s.closeErr, code)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
