@@ -354,7 +354,7 @@ func (s *Service) deleteForMe(ctx context.Context, c Replier, sess *session.Sess
 	}
 	out := wire.NewOutbound(&pb.ServerFrame{Body: &pb.ServerFrame_Hidden{Hidden: ev}})
 	if err := s.router.DeliverToUsers(ctx, []string{uid}, out, sess.ID); err != nil {
-		s.log.Warn("deliver hidden event failed", "err", err)
+		s.deliveryFailed("hidden event", err)
 	}
 	s.replyOK(c, id)
 	return nil
@@ -551,7 +551,7 @@ func (s *Service) setConversation(ctx context.Context, c Replier, sess *session.
 	ev := &pb.ConversationEvent{ConversationId: conv, Pinned: cs.Pinned, Muted: cs.Muted, ClearedSeq: cs.ClearedSeq}
 	out := wire.NewOutbound(&pb.ServerFrame{Body: &pb.ServerFrame_ConversationEvent{ConversationEvent: ev}})
 	if err := s.router.DeliverToUsers(ctx, []string{uid}, out, sess.ID); err != nil {
-		s.log.Warn("deliver conversation event failed", "err", err)
+		s.deliveryFailed("conversation event", err)
 	}
 	s.replyOK(c, id)
 	return nil

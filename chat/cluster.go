@@ -220,12 +220,12 @@ func (s *Service) deliverGroupChange(conv string, g *groupState, changed []store
 	if !s.router.Clustered() {
 		users := append(slices.Clone(g.recipients), extra...)
 		if err := s.router.DeliverToUsers(ctx, users, out, ""); err != nil {
-			s.log.Warn("deliver group event failed", "err", err)
+			s.deliveryFailed("group event", err)
 		}
 		return
 	}
 	if err := s.router.DeliverToUsers(ctx, direct, out, ""); err != nil {
-		s.log.Warn("deliver group event failed", "err", err)
+		s.deliveryFailed("group event", err)
 	}
 	local, _ := s.online.online(conv)
 	s.sessions.DeliverLocal(without(local, direct), out, "", nil)
@@ -250,7 +250,16 @@ func without(users, skip []string) []string {
 // what it carries is best effort (clients sync what they missed).
 func (s *Service) publish(env *route.Envelope) {
 	if err := s.router.Publish(context.Background(), env); err != nil {
-		s.log.Warn("cluster publish failed", "kind", env.Kind, "err", err)
+		s.deliveryFailed("cluster event", err)
+	}
+}
+
+// deliveryFailed logs a delivery to other nodes that could not go out,
+// except for a lost NATS connection: the router logs that once and counts
+// what it could not send, where a line per message would flood the log.
+func (s *Service) deliveryFailed(what string, err error) {
+	if !errors.Is(err, route.ErrNotConnected) {
+		s.log.Warn("delivery to other nodes failed", "what", what, "err", err)
 	}
 }
 

@@ -779,7 +779,7 @@ func (s *Service) deliverHeld(ctx context.Context, m *pb.Message, exceptSession 
 	}
 	if err != nil {
 		// Stored and ACKed: receivers get it by sync; delivery is best effort.
-		s.log.Warn("deliver failed", "err", err)
+		s.deliveryFailed("message", err)
 	}
 }
 
@@ -878,7 +878,12 @@ func (s *Service) handleCursor(ctx context.Context, sess *session.Session, conv 
 	if peer, ok := directPeer(conv, sess.UserID); ok {
 		users = append(users, peer)
 	}
-	return s.router.DeliverToUsers(ctx, users, newReceiptOutbound(rc), sess.ID)
+	// The cursor is queued: a receipt that cannot reach another node now
+	// is not the client's error (the peer reads cursors at its next sync).
+	if err := s.router.DeliverToUsers(ctx, users, newReceiptOutbound(rc), sess.ID); err != nil {
+		s.deliveryFailed("receipt", err)
+	}
+	return nil
 }
 
 func (s *Service) queueCursor(c store.Cursor) {

@@ -227,7 +227,7 @@ func (s *Service) pushContact(ctx context.Context, owner string, c store.Contact
 	out := wire.NewOutbound(&pb.ServerFrame{Body: &pb.ServerFrame_ContactEvent{
 		ContactEvent: &pb.ContactEvent{Contact: contactProto(c)}}})
 	if err := s.router.DeliverToUsers(ctx, []string{owner}, out, except); err != nil {
-		s.log.Warn("deliver contact event failed", "err", err)
+		s.deliveryFailed("contact event", err)
 	}
 }
 
@@ -481,7 +481,7 @@ func (s *Service) typing(ctx context.Context, c Replier, sess *session.Session, 
 			err = s.router.DeliverToUsers(ctx, users, out, sess.ID)
 		}
 		if err != nil {
-			s.log.Warn("deliver typing failed", "err", err)
+			s.deliveryFailed("typing", err)
 		}
 	}
 	s.replyOK(c, id)

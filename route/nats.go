@@ -77,6 +77,7 @@ type NATS struct {
 	interests map[string]*interest // guarded by mu; by subject
 
 	dropped   atomic.Uint64 // envelopes NATS dropped as a slow consumer
+	unsent    atomic.Uint64 // envelopes not published: NATS was unreachable
 	received  atomic.Uint64
 	published atomic.Uint64
 }
@@ -399,6 +400,7 @@ func (r *NATS) Publish(_ context.Context, env *Envelope) error {
 
 func (r *NATS) publish(subj string, data []byte) error {
 	if !r.nc.IsConnected() {
+		r.unsent.Add(1)
 		return ErrNotConnected // not buffered: receivers catch up by sync
 	}
 	r.published.Add(1)
@@ -529,14 +531,14 @@ func (r *NATS) Routes() int {
 
 // RouterStats are the cluster router's counters.
 type RouterStats struct {
-	Published, Received, Dropped uint64
-	Interests                    int
+	Published, Received, Dropped, Unsent uint64
+	Interests                            int
 }
 
 // Stats returns the router's counters.
 func (r *NATS) Stats() RouterStats {
 	return RouterStats{Published: r.published.Load(), Received: r.received.Load(),
-		Dropped: r.dropped.Load(), Interests: r.Interests()}
+		Dropped: r.dropped.Load(), Unsent: r.unsent.Load(), Interests: r.Interests()}
 }
 
 // Close implements Router: it flushes what is published, disconnects and
@@ -563,12 +565,17 @@ func (r *NATS) shutdownEmbedded() {
 	}
 }
 
+// holdMax bounds the envelopes whose flushes wait for the inbox to empty,
+// so a steady stream that never empties it still reaches the sockets.
+const holdMax = 256
+
 // receiveLoop hands envelopes to the node one at a time, in arrival order;
-// flushes are held until the inbox is empty, so a burst costs one write per
-// connection.
+// flushes are held until the inbox is empty (or holdMax envelopes), so a
+// burst costs one write per connection.
 func (r *NATS) receiveLoop() {
 	hold := &wire.Hold{}
 	var env Envelope
+	held := 0
 	for {
 		var m *nats.Msg
 		select {
@@ -579,8 +586,9 @@ func (r *NATS) receiveLoop() {
 		}
 		r.received.Add(1)
 		r.handle(m, &env, hold)
-		if len(r.inbox) == 0 {
+		if held++; held >= holdMax || len(r.inbox) == 0 {
 			hold.Release()
+			held = 0
 		}
 	}
 }

@@ -433,6 +433,11 @@ func TestClusterNATSOutage(t *testing.T) {
 	if took := time.Since(start); took > 2*time.Second {
 		t.Fatalf("the refusal took %v: it should be immediate", took)
 	}
+	// A read cursor is stored locally; its receipt to the other node is best
+	// effort, so the client is not told of an error.
+	if err := alice.MarkRead(ctx10(t), "p:alice:bob", 1); err != nil {
+		t.Fatalf("marking read during the NATS outage: %v", err)
+	}
 
 	startNATS(t, port) // back on the same address
 	waitReady(t, nodes[0], true)

@@ -66,6 +66,7 @@ func (s *Server) writeMetrics(out io.Writer) error {
 		w.Counter("parley_cluster_published_total", "Envelopes published to other nodes.", float64(rs.Published))
 		w.Counter("parley_cluster_received_total", "Envelopes received from other nodes.", float64(rs.Received))
 		w.Counter("parley_cluster_dropped_total", "Envelopes NATS dropped because this node fell behind (receivers catch up by sync).", float64(rs.Dropped))
+		w.Counter("parley_cluster_unsent_total", "Envelopes not published while NATS was unreachable (receivers catch up by sync).", float64(rs.Unsent))
 	}
 	w.Gauge("go_goroutines", "Goroutines.", float64(runtime.NumGoroutine()))
 	w.Gauge("go_memstats_heap_alloc_bytes", "Heap bytes allocated and in use.", float64(ms.HeapAlloc))
