@@ -152,9 +152,7 @@ func (c *Conn) SendHeld(o *wire.Outbound, h *wire.Hold) bool {
 	}
 	if len(c.queue) >= cfg.SendQueueFrames || c.queuedBytes+c.inflight+size > cfg.SendQueueBytes {
 		c.mu.Unlock()
-		if c.beginClose(pb.DisconnectCode_DISCONNECT_CODE_SLOW, "send queue full", nil) {
-			c.g.stats.slowClosed.Add(1)
-		}
+		c.beginClose(pb.DisconnectCode_DISCONNECT_CODE_SLOW, "send queue full", nil)
 		return false
 	}
 	c.queue = append(c.queue, o)
@@ -216,9 +214,7 @@ func (c *Conn) closeQueued(code pb.DisconnectCode, frames []*wire.Outbound, wsSt
 		c.mu.Unlock()
 		return false
 	}
-	c.closing = true
-	c.closingF.Store(true)
-	c.closeCode = code
+	c.markClosingLocked(code)
 	c.queue = append(c.queue, frames...)
 	if c.transport == TransportWS && wsStatus != 0 {
 		c.wsCloseDue = true
@@ -246,15 +242,25 @@ func (c *Conn) abort(code pb.DisconnectCode) bool {
 	c.mu.Lock()
 	set := !c.closing
 	if set {
-		c.closing = true
-		c.closingF.Store(true)
-		c.closeCode = code
+		c.markClosingLocked(code)
 	}
 	c.queue, c.ctl, c.queuedBytes = nil, nil, 0
 	c.wsCloseDue = false
 	c.mu.Unlock()
 	c.shutSocket()
 	return set
+}
+
+// markClosingLocked records the close decision. SlowClosed is counted here,
+// before the socket closes, so HandleClose never sees a slow close that
+// Stats does not yet count.
+func (c *Conn) markClosingLocked(code pb.DisconnectCode) {
+	c.closing = true
+	c.closingF.Store(true)
+	c.closeCode = code
+	if code == pb.DisconnectCode_DISCONNECT_CODE_SLOW {
+		c.g.stats.slowClosed.Add(1)
+	}
 }
 
 // shutSocket closes the socket once. Whoever finds the socket closed and the

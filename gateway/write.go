@@ -240,9 +240,7 @@ func (c *Conn) writeBacklog(rem []byte) {
 			if err != nil {
 				var ne net.Error
 				if errors.As(err, &ne) && ne.Timeout() {
-					if c.abort(pb.DisconnectCode_DISCONNECT_CODE_SLOW) {
-						c.g.stats.slowClosed.Add(1)
-					}
+					c.abort(pb.DisconnectCode_DISCONNECT_CODE_SLOW)
 				} else {
 					c.abort(pb.DisconnectCode_DISCONNECT_CODE_UNSPECIFIED)
 				}
