@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -86,5 +87,49 @@ func TestValidIDs(t *testing.T) {
 	}
 	if ValidDeviceField("a@b") || !ValidDeviceField("web-1.2_x") {
 		t.Error("device field rules")
+	}
+}
+
+// A token verified once is remembered, but only until it expires, and the
+// memory of verified tokens stays bounded.
+func TestTokensVerifiedCache(t *testing.T) {
+	tk, err := NewTokens([]byte(strings.Repeat("k", 32)), nil, "app", "parley")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tk.now = func() time.Time { return now }
+	tok, c, err := tk.Issue("alice", 0, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second Verify is answered from memory
+		if got, err := tk.Verify(tok); err != nil || got != c {
+			t.Fatalf("Verify: %+v %v, issued %+v", got, err, c)
+		}
+	}
+	if len(tk.verified) != 1 {
+		t.Fatalf("%d tokens remembered, want 1", len(tk.verified))
+	}
+	// Tampering changes the token, so it is never a remembered one.
+	if _, err := tk.Verify(tok[:len(tok)-2] + "AA"); err != ErrInvalidToken {
+		t.Fatalf("tampered token: %v", err)
+	}
+	now = c.ExpiresAt.Add(leeway + time.Second)
+	if _, err := tk.Verify(tok); err != ErrInvalidToken {
+		t.Fatalf("a remembered token verified after it expired: %v", err)
+	}
+	now = time.Now()
+	for i := range verifiedCap + 10 {
+		tok, _, err := tk.Issue("u"+strconv.Itoa(i), 0, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tk.Verify(tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(tk.verified) > verifiedCap {
+		t.Fatalf("%d tokens remembered, cap %d", len(tk.verified), verifiedCap)
 	}
 }

@@ -2,8 +2,10 @@ package auth
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -38,7 +40,22 @@ type Tokens struct {
 	appIssuer string
 	audience  string
 	parser    *jwt.Parser
+	now       func() time.Time
+
+	// verified remembers tokens whose signature and claims passed, keyed by
+	// the token's SHA-256, so a client reconnecting with the same token (the
+	// common case, and all of a reconnect storm) skips the HMAC and the JSON
+	// decoding. Only expiry can make such a token invalid later (the keys
+	// never change; revocation is the caller's check on every use).
+	mu       sync.Mutex
+	verified map[[sha256.Size]byte]Claims // guarded by mu; at most verifiedCap entries
 }
+
+// verifiedCap bounds Tokens.verified (~150 bytes an entry).
+const verifiedCap = 1 << 16
+
+// leeway is the clock skew allowed on exp, iat and nbf.
+const leeway = 30 * time.Second
 
 // NewTokens builds a signer/verifier. key must be at least 32 bytes.
 func NewTokens(key, appSecret []byte, appIssuer, audience string) (*Tokens, error) {
@@ -54,16 +71,20 @@ func NewTokens(key, appSecret []byte, appIssuer, audience string) (*Tokens, erro
 	if audience == "" {
 		return nil, errors.New("auth: audience must be set")
 	}
-	return &Tokens{
+	t := &Tokens{
 		key: key, appSecret: appSecret, appIssuer: appIssuer, audience: audience,
-		parser: jwt.NewParser(
-			jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
-			jwt.WithAudience(audience),
-			jwt.WithExpirationRequired(),
-			jwt.WithIssuedAt(),
-			jwt.WithLeeway(30*time.Second),
-		),
-	}, nil
+		now:      time.Now,
+		verified: make(map[[sha256.Size]byte]Claims),
+	}
+	t.parser = jwt.NewParser(
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithAudience(audience),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(leeway),
+		jwt.WithTimeFunc(func() time.Time { return t.now() }),
+	)
+	return t, nil
 }
 
 // Issue signs a token for userID valid for ttl.
@@ -95,6 +116,20 @@ func (t *Tokens) Verify(token string) (Claims, error) {
 	if len(token) == 0 || len(token) > 4096 {
 		return Claims{}, ErrInvalidToken
 	}
+	sum := sha256.Sum256([]byte(token))
+	t.mu.Lock()
+	c, ok := t.verified[sum]
+	t.mu.Unlock()
+	if ok {
+		// As the parser judges exp: expired once now is past exp + leeway.
+		if t.now().After(c.ExpiresAt.Add(leeway)) {
+			t.mu.Lock()
+			delete(t.verified, sum)
+			t.mu.Unlock()
+			return Claims{}, ErrInvalidToken
+		}
+		return c, nil
+	}
 	var jc jwtClaims
 	_, err := t.parser.ParseWithClaims(token, &jc, func(tok *jwt.Token) (any, error) {
 		// The issuer picks the key; an unknown issuer has none.
@@ -111,5 +146,15 @@ func (t *Tokens) Verify(token string) (Claims, error) {
 	if err != nil || jc.Subject == "" || jc.ExpiresAt == nil {
 		return Claims{}, ErrInvalidToken
 	}
-	return Claims{UserID: jc.Subject, TokenID: jc.ID, Epoch: jc.Epoch, ExpiresAt: jc.ExpiresAt.Time}, nil
+	c = Claims{UserID: jc.Subject, TokenID: jc.ID, Epoch: jc.Epoch, ExpiresAt: jc.ExpiresAt.Time}
+	t.mu.Lock()
+	if len(t.verified) >= verifiedCap {
+		for k := range t.verified { // drop one, in the map's random order
+			delete(t.verified, k)
+			break
+		}
+	}
+	t.verified[sum] = c
+	t.mu.Unlock()
+	return c, nil
 }
