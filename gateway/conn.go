@@ -86,6 +86,7 @@ type Conn struct {
 	closeCode   pb.DisconnectCode
 	lingerUntil int64         // unix ns: the close flush gives up at this time
 	registered  bool          // added to the epoll set (ADD once, MOD after)
+	readAgain   bool          // an epoll event came while the read side was taken or paused
 	pause       uint8         // pauseNone, pausePaused or pauseDrained
 	resumeCh    chan struct{} // goroutine driver: closed to wake a paused reader
 }
@@ -300,9 +301,11 @@ func (c *Conn) shutSocket() {
 }
 
 // releaseReader gives up the read side. If the socket is already closed the
-// caller finalizes; if the connection is healthy and epoll-driven, it is
-// re-armed.
-func (c *Conn) releaseReader() {
+// caller finalizes. An epoll-driven connection is added to the epoll set
+// the first time, and re-armed if the socket may hold bytes no event will
+// report: unread is true when the caller stopped before draining it (or
+// paused), and an event that came meanwhile (readAgain) counts too.
+func (c *Conn) releaseReader(unread bool) {
 	c.mu.Lock()
 	c.readerBusy = false
 	fin := c.sockClosed && !c.finalized
@@ -313,12 +316,14 @@ func (c *Conn) releaseReader() {
 	if kick {
 		c.pause = pauseNone
 	}
-	rearm := !fin && !kick && !c.closing && c.raw != nil && c.pause == pauseNone
 	first := !c.registered
+	rearm := !fin && !kick && !c.closing && c.raw != nil && c.pause == pauseNone &&
+		(first || unread || c.readAgain)
 	if rearm {
 		// Written under mu: the next reader's Lock orders it (the race
 		// detector cannot see the ordering epoll gives).
 		c.registered = true
+		c.readAgain = false
 	}
 	c.mu.Unlock()
 	switch {
@@ -381,7 +386,9 @@ func (c *Conn) resume() {
 	c.readerBusy = true
 	c.mu.Unlock()
 	c.consume(nil)
-	c.releaseReader()
+	// While paused the socket was not read, and the events of what arrived
+	// meanwhile are spent: re-arm so epoll reports what is there.
+	c.releaseReader(true)
 }
 
 // waitResume blocks the goroutine driver's reader while it is paused.

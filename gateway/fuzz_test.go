@@ -120,7 +120,7 @@ func FuzzConnStream(f *testing.F) {
 				t.Fatalf("partial %d", len(c.partial))
 			}
 			c.abort(pb.DisconnectCode_DISCONNECT_CODE_UNSPECIFIED)
-			c.releaseReader()
+			c.releaseReader(false)
 		}
 	})
 }

@@ -266,7 +266,7 @@ func (g *Gateway) attach(nc net.Conn, t Transport, initial []byte) error {
 	if len(initial) > 0 {
 		c.consume(initial)
 	}
-	c.releaseReader() // arms epoll
+	c.releaseReader(false) // adds it to the epoll set
 	return nil
 }
 
@@ -292,7 +292,7 @@ func (c *Conn) serveGoroutine(initial []byte) {
 			break
 		}
 	}
-	c.releaseReader()
+	c.releaseReader(false)
 }
 
 // worker reads epoll-ready connections and runs their handlers.
@@ -305,23 +305,32 @@ func (g *Gateway) worker() {
 }
 
 // maxReadsPerTurn bounds how much one connection is read before the worker
-// moves on; level-triggered epoll reports the rest.
+// moves on; re-arming makes epoll report the rest.
 const maxReadsPerTurn = 4
 
 func (g *Gateway) serveReady(c *Conn, buf []byte) {
 	c.mu.Lock()
-	if c.closing || c.readerBusy || c.finalized {
+	if c.closing || c.finalized {
+		c.mu.Unlock()
+		return
+	}
+	if c.readerBusy || c.pause != pauseNone {
+		// Edge-triggered: this event is not repeated, so whoever holds the
+		// read side (or resumes it) re-arms.
+		c.readAgain = true
 		c.mu.Unlock()
 		return
 	}
 	c.readerBusy = true
 	c.mu.Unlock()
+	unread := true
 	for range maxReadsPerTurn {
 		n, err := readRaw(c.raw, buf)
 		if n > 0 && (c.consume(buf[:n]) || c.closingF.Load()) {
-			break // paused for backpressure, or closing
+			break // paused for backpressure (resume re-arms), or closing
 		}
 		if err != nil && isWouldBlock(err) {
+			unread = false
 			break
 		}
 		if err != nil || n == 0 { // n == 0: the peer closed
@@ -329,10 +338,12 @@ func (g *Gateway) serveReady(c *Conn, buf []byte) {
 			break
 		}
 		if n < len(buf) {
+			// A short read emptied the socket: anything later is a new edge.
+			unread = false
 			break
 		}
 	}
-	c.releaseReader()
+	c.releaseReader(unread)
 }
 
 // pollLoop runs the epoll wait loop, handing ready connections to workers.

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -77,6 +78,75 @@ func TestRoundTripAndOrder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A client that pipelines far more than its reply queue holds, and reads
+// only later, is paused rather than dropped; once it reads, every reply
+// comes, in order. The bytes it sent while paused sit in the socket with
+// their epoll events spent, so this fails if resuming does not re-arm. One
+// burst of more than maxReadsPerTurn buffers also crosses a worker's turn.
+func TestPipelinedBurstResumes(t *testing.T) {
+	queues := map[string]Config{
+		"paused":   {SendQueueFrames: 64},
+		"unpaused": {SendQueueFrames: 1 << 20, SendQueueBytes: 1 << 30},
+	}
+	for _, d := range drivers {
+		for qname, cfg := range queues {
+			t.Run(d.name+"/"+qname, func(t *testing.T) {
+				tg := startGW(t, cfg, d.goroutine)
+				for _, name := range []string{"tcp", "ws-bin"} { // ws-json takes the same read path
+					t.Run(name, func(t *testing.T) {
+						c := dialers(tg)[name](t)
+						auth(t, c, "u-"+name)
+						const n = 60000 // ~500 KB of pings
+						var burst []byte
+						for i := uint64(2); i < n+2; i++ {
+							b, err := wire.EncodeClient(wire.Proto, pingFrame(i))
+							if err != nil {
+								t.Fatal(err)
+							}
+							if name == "tcp" {
+								burst = wire.AppendTCPFrame(burst, b)
+							} else {
+								burst = appendMaskedWS(burst, b)
+							}
+						}
+						sent := make(chan struct{})
+						go func() {
+							defer close(sent)
+							c.sendRaw(burst)
+						}()
+						time.Sleep(200 * time.Millisecond) // let the replies pile up
+						for i := uint64(2); i < n+2; i++ {
+							f, err := c.recv()
+							if err != nil {
+								t.Fatalf("reply %d of %d: %v", i-1, n, err)
+							}
+							if f.Id != i || f.GetPong() == nil {
+								t.Fatalf("reply %d: %v", i, f)
+							}
+						}
+						<-sent
+						if st := tg.g.Stats(); st.SlowClosed != 0 {
+							t.Fatalf("closed as slow instead of paused: %+v", st)
+						}
+					})
+				}
+			})
+		}
+	}
+}
+
+// appendMaskedWS appends p as one masked binary WebSocket frame, as a client sends it.
+func appendMaskedWS(b, p []byte) []byte {
+	var hdr bytes.Buffer
+	h := ws.Header{Fin: true, OpCode: ws.OpBinary, Length: int64(len(p)), Masked: true, Mask: ws.NewMask()}
+	_ = ws.WriteHeader(&hdr, h)
+	b = append(b, hdr.Bytes()...)
+	start := len(b)
+	b = append(b, p...)
+	ws.Cipher(b[start:], h.Mask, 0)
+	return b
 }
 
 func TestWSJSONRawText(t *testing.T) {

@@ -11,11 +11,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// poller is one epoll set over the connections' fds. Each fd is armed with
-// EPOLLONESHOT, so an event hands the connection to exactly one worker, and
-// the worker re-arms it when done. The event data carries the connection id
-// (never reused), not the fd, so a stale event for a closed and reused fd
-// finds no connection.
+// poller is one epoll set over the connections' fds, edge-triggered: an fd
+// is added once and reports each arrival of data, so a read costs no
+// epoll_ctl. A worker reads until the socket is drained; an event for a
+// connection whose read side is taken (or paused) is remembered on the
+// connection (Conn.readAgain), and the reader then re-arms with
+// EPOLL_CTL_MOD, which reports the fd again if it is still readable. The
+// event data carries the connection id (never reused), not the fd, so a
+// stale event for a closed and reused fd finds no connection.
 type poller struct {
 	epfd int
 	evfd int // eventfd with id 0: wakes the loop to stop
@@ -24,7 +27,7 @@ type poller struct {
 	closed bool // guarded by mu: after close, epfd may be another file
 }
 
-const pollEvents = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT
+const pollEvents = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET
 
 func newPoller() (*poller, error) {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
@@ -81,7 +84,8 @@ func (p *poller) close() {
 	}
 }
 
-// arm adds (first) or re-arms c's fd for one readable event.
+// arm adds c's fd (first), or re-arms it: a MOD reports it again at once if
+// it is readable.
 func (p *poller) arm(c *Conn, first bool) error {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
