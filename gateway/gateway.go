@@ -324,23 +324,34 @@ func (g *Gateway) serveReady(c *Conn, buf []byte) {
 	c.readerBusy = true
 	c.mu.Unlock()
 	unread := true
-	for range maxReadsPerTurn {
+	for reads := 0; reads < maxReadsPerTurn; {
+		reads++
 		n, err := readRaw(c.raw, buf)
 		if n > 0 && (c.consume(buf[:n]) || c.closingF.Load()) {
 			break // paused for backpressure (resume re-arms), or closing
 		}
 		if err != nil && isWouldBlock(err) {
 			unread = false
-			break
-		}
-		if err != nil || n == 0 { // n == 0: the peer closed
+		} else if err != nil || n == 0 { // n == 0: the peer closed
 			c.abort(pb.DisconnectCode_DISCONNECT_CODE_UNSPECIFIED)
 			break
-		}
-		if n < len(buf) {
+		} else if n < len(buf) {
 			// A short read emptied the socket: anything later is a new edge.
 			unread = false
-			break
+		}
+		if !unread {
+			// Bytes that came during this turn: read them now, cheaper
+			// than re-arming for them.
+			c.mu.Lock()
+			again := c.readAgain && reads < maxReadsPerTurn
+			if again {
+				c.readAgain = false
+				unread = true
+			}
+			c.mu.Unlock()
+			if !again {
+				break
+			}
 		}
 	}
 	c.releaseReader(unread)
