@@ -899,6 +899,12 @@ func (s *Service) queueCursor(c store.Cursor) {
 // would otherwise cost a storage write per burst each.
 const cursorFlushEvery = 100 * time.Millisecond
 
+// groupDeliveredFlushTicks: a group member's delivered-only move is written
+// every this many cursorFlushEvery ticks (1 s). Nobody else reads a group
+// delivered cursor (read counts use read cursors), and in a big group every
+// online member moves it with every burst.
+const groupDeliveredFlushTicks = 10
+
 // cursorLoop coalesces cursor moves and writes them every few milliseconds, so
 // a client ACKing every message costs one write per batch, not per ACK.
 //
@@ -908,44 +914,65 @@ func (s *Service) cursorLoop() {
 	defer s.wg.Done()
 	defer close(s.cursorsDone)
 	pending := make(map[[2]string]store.Cursor)
+	slow := make(map[[2]string]store.Cursor) // group delivered-only moves
 	tick := time.NewTicker(cursorFlushEvery)
 	defer tick.Stop()
-	flush := func() {
-		if len(pending) == 0 {
+	flush := func(m map[[2]string]store.Cursor) {
+		if len(m) == 0 {
 			return
 		}
-		list := make([]store.Cursor, 0, len(pending))
-		for _, c := range pending {
+		list := make([]store.Cursor, 0, len(m))
+		for _, c := range m {
 			list = append(list, c)
 		}
-		clear(pending)
+		clear(m)
 		if err := s.store.SetCursors(context.Background(), list); err != nil {
 			s.log.Warn("cursor write failed", "n", len(list), "err", err)
 		}
 	}
-	add := func(c store.Cursor) {
-		k := [2]string{c.ConversationID, c.UserID}
-		old := pending[k]
+	merge := func(m map[[2]string]store.Cursor, k [2]string, c store.Cursor) store.Cursor {
+		old := m[k]
 		c.Delivered = max(c.Delivered, old.Delivered)
 		c.Read = max(c.Read, old.Read)
-		pending[k] = c
+		return c
+	}
+	add := func(c store.Cursor) {
+		k := [2]string{c.ConversationID, c.UserID}
+		if _, ok := pending[k]; !ok && c.Read == 0 && isGroup(c.ConversationID) {
+			slow[k] = merge(slow, k, c)
+			if len(slow) >= 1<<16 {
+				flush(slow)
+			}
+			return
+		}
+		if _, ok := slow[k]; ok {
+			c = merge(slow, k, c)
+			delete(slow, k)
+		}
+		pending[k] = merge(pending, k, c)
 		if len(pending) >= 4096 {
-			flush()
+			flush(pending)
 		}
 	}
+	ticks := 0
 	for {
 		select {
 		case c := <-s.cursors:
 			add(c)
 		case <-tick.C:
-			flush()
+			ticks++
+			flush(pending)
+			if ticks%groupDeliveredFlushTicks == 0 {
+				flush(slow)
+			}
 		case <-s.delivered:
 			for {
 				select {
 				case c := <-s.cursors:
 					add(c)
 				default:
-					flush()
+					flush(pending)
+					flush(slow)
 					return
 				}
 			}
