@@ -225,6 +225,20 @@ func TestRestartKeepsHistoryCursorsAndAccounts(t *testing.T) {
 		convs, err := alice.AllConversations(ctx)
 		return err == nil && len(convs) == 1 && convs[0].PeerReadSeq == 3
 	})
+	// A group delivered cursor, written lazily (once a second), moved just
+	// before the shutdown: the shutdown writes it.
+	g, err := alice.CreateGroup(ctx, &pb.CreateGroup{Name: "g", UserIds: []string{"bob"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 4; i++ {
+		if _, err := alice.Send(ctx, &pb.Send{ConversationId: g.ConversationId, ContentType: "text", Payload: []byte("hi")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := bob.MarkDelivered(ctx, g.ConversationId, 4); err != nil {
+		t.Fatal(err)
+	}
 	shutdown(t, ts)
 
 	ts2 := startServer(t, func(c *server.Config) { c.DataDir = dir })
@@ -237,8 +251,19 @@ func TestRestartKeepsHistoryCursorsAndAccounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(convs) != 1 || convs[0].LastSeq != 5 || convs[0].ReadSeq != 3 || convs[0].UnreadCount != 2 {
+	var direct, group *pb.Conversation
+	for _, c := range convs {
+		if c.Type == pb.ConversationType_CONVERSATION_TYPE_GROUP {
+			group = c
+		} else {
+			direct = c
+		}
+	}
+	if len(convs) != 2 || direct == nil || direct.LastSeq != 5 || direct.ReadSeq != 3 || direct.UnreadCount != 2 {
 		t.Fatalf("after restart: %v", convs)
+	}
+	if group == nil || group.DeliveredSeq != 4 {
+		t.Fatalf("group delivered cursor after restart: %v", group)
 	}
 	alice2, _ := ts2.connectToken(t, creds.Token, "a1", "phone", transports[2])
 	ack, err := alice2.SendText(ctx, "bob", "after restart")
