@@ -21,6 +21,13 @@ type tokenResponse struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
+// codeUserDisabled: the admin API was asked for a token of a disabled user
+// (an HTTP API code of its own, like those in api.go).
+const codeUserDisabled = "user_disabled"
+
+// usernameRule follows the field name in the answer to a refused name.
+const usernameRule = " must be 1-64 characters of A-Z a-z 0-9 _ . @ -, start and end with a letter or digit, and not have two of _ . @ - in a row"
+
 // Passwords shorter than this are refused at registration.
 const minPasswordLen = 8
 
@@ -34,7 +41,7 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(c.Password) == 0 {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "password must be 8-256 bytes")
+		writeCode(w, codeBadRequest, "password must be 8-256 bytes")
 		return
 	}
 	if _, ok := a.createAccount(w, r, "username", c.Username, c.Password); !ok {
@@ -45,32 +52,35 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) {
 
 // createAccount validates and stores a new user (field names the id in
 // error messages); an empty password makes a token-only user. It has
-// answered when false.
+// answered when false. The id is stored as given (the display form); its
+// normalized form must be free (409 otherwise), so "alice" and "Alice"
+// cannot both exist.
 func (a *API) createAccount(w http.ResponseWriter, r *http.Request, field, id, password string) (store.User, bool) {
-	if !auth.ValidUserID(id) {
-		writeError(w, http.StatusBadRequest, codeBadRequest, field+" must be 1-64 characters of A-Z a-z 0-9 _ . @ -")
+	key, ok := auth.NormalizeUsername(id)
+	if !ok || !auth.ValidNewUsername(id) {
+		writeCode(w, codeBadRequest, field+usernameRule)
 		return store.User{}, false
 	}
-	u := store.User{ID: id, CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
+	u := store.User{ID: id, NameKey: key, CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
 	if password != "" {
 		if len(password) < minPasswordLen || len(password) > auth.MaxPasswordBytes {
-			writeError(w, http.StatusBadRequest, codeBadRequest, "password must be 8-256 bytes")
+			writeCode(w, codeBadRequest, "password must be 8-256 bytes")
 			return u, false
 		}
 		hash, err := a.hash(r, password)
 		if err != nil {
-			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
+			writeCode(w, codeUnavailable, "try again")
 			return u, false
 		}
 		u.PasswordHash = hash
 	}
 	err := a.cfg.Store.CreateUser(r.Context(), u)
 	if errors.Is(err, store.ErrExists) {
-		writeError(w, http.StatusConflict, codeConflict, field+" is taken")
+		writeCode(w, codeConflict, field+" is taken")
 		return u, false
 	}
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
+		writeCode(w, codeUnavailable, "try again")
 		return u, false
 	}
 	return u, true
@@ -85,9 +95,9 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, codeBadCreds, "invalid username or password")
 		return
 	}
-	u, err := a.cfg.Store.GetUser(r.Context(), c.Username)
+	u, err := a.findLogin(r, c.Username)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
+		writeCode(w, codeUnavailable, "try again")
 		return
 	}
 	hash := u.PasswordHash
@@ -96,7 +106,7 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 	}
 	ok, cerr := a.check(r, hash, c.Password)
 	if cerr != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
+		writeCode(w, codeUnavailable, "try again")
 		return
 	}
 	if !ok || err != nil || u.PasswordHash == "" || u.Disabled {
@@ -106,11 +116,24 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 	a.issue(w, http.StatusOK, u.ID, u.TokenEpoch, a.cfg.TokenTTL)
 }
 
+// findLogin finds the account a login names: the user with exactly that id
+// first (so an account from before names were unique, whose look-alike
+// keeps the name, still logs in by its exact id), else the user holding the
+// name's normalized form ("ALICE" finds "Alice").
+func (a *API) findLogin(r *http.Request, name string) (store.User, error) {
+	u, err := a.cfg.Store.GetUser(r.Context(), name)
+	if !errors.Is(err, store.ErrNotFound) {
+		return u, err
+	}
+	key, _ := auth.NormalizeUsername(name) // valid: checked by the caller
+	return a.cfg.Store.UserByName(r.Context(), key)
+}
+
 // logout revokes the presented token and closes the sessions opened with it.
 func (a *API) logout(w http.ResponseWriter, r *http.Request, c auth.Claims, _ string) {
 	if c.TokenID != "" {
 		if err := a.cfg.Store.RevokeToken(r.Context(), c.TokenID, c.ExpiresAt); err != nil {
-			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
+			writeCode(w, codeUnavailable, "try again")
 			return
 		}
 		a.cfg.Chat.CloseUserSessions(c.UserID, pb.DisconnectCode_DISCONNECT_CODE_TOKEN_REVOKED, "logged out", "", c.TokenID)
@@ -131,21 +154,21 @@ func (a *API) password(w http.ResponseWriter, r *http.Request, c auth.Claims, _ 
 		return
 	}
 	if len(p.NewPassword) < minPasswordLen || len(p.NewPassword) > auth.MaxPasswordBytes || len(p.OldPassword) > auth.MaxPasswordBytes {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "password must be 8-256 bytes")
+		writeCode(w, codeBadRequest, "password must be 8-256 bytes")
 		return
 	}
 	u, err := a.cfg.Store.GetUser(r.Context(), c.UserID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && u.PasswordHash == "") {
-		writeError(w, http.StatusForbidden, codeDenied, "this account has no password")
+		writeCode(w, codeDenied, "this account has no password")
 		return
 	}
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
+		writeCode(w, codeUnavailable, "try again")
 		return
 	}
 	ok, cerr := a.check(r, u.PasswordHash, p.OldPassword)
 	if cerr != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
+		writeCode(w, codeUnavailable, "try again")
 		return
 	}
 	if !ok {
@@ -154,13 +177,13 @@ func (a *API) password(w http.ResponseWriter, r *http.Request, c auth.Claims, _ 
 	}
 	hash, err := a.hash(r, p.NewPassword)
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
+		writeCode(w, codeUnavailable, "try again")
 		return
 	}
 	u.PasswordHash = hash
 	u.TokenEpoch++
 	if err := a.cfg.Store.UpdateUser(r.Context(), u); err != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
+		writeCode(w, codeUnavailable, "try again")
 		return
 	}
 	a.cfg.Chat.CloseUserSessions(u.ID, pb.DisconnectCode_DISCONNECT_CODE_TOKEN_REVOKED, "password changed", "", "")
@@ -179,7 +202,7 @@ func (a *API) mintToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !auth.ValidUserID(m.UserID) {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "user_id must be 1-64 characters of A-Z a-z 0-9 _ . @ -")
+		writeCode(w, codeBadRequest, "user_id must be 1-64 characters of A-Z a-z 0-9 _ . @ -")
 		return
 	}
 	ttl := a.cfg.TokenTTL
@@ -187,18 +210,34 @@ func (a *API) mintToken(w http.ResponseWriter, r *http.Request) {
 		ttl = time.Duration(m.TTLSeconds) * time.Second
 	}
 	if m.TTLSeconds < 0 || ttl > a.cfg.MaxTokenTTL {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "ttl_seconds out of range")
+		writeCode(w, codeBadRequest, "ttl_seconds out of range")
 		return
 	}
 	// A record (without password) lets the user's tokens be revoked later.
-	err := a.cfg.Store.CreateUser(r.Context(), store.User{ID: m.UserID, CreatedAt: time.Now()})
-	if err != nil && !errors.Is(err, store.ErrExists) {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
+	// It takes the id's normalized name like any account, so the admin API
+	// cannot mint "Alice" while "alice" exists (409); an existing record is
+	// used as it is, whatever its name.
+	u, err := a.cfg.Store.GetUser(r.Context(), m.UserID)
+	if errors.Is(err, store.ErrNotFound) {
+		key, _ := auth.NormalizeUsername(m.UserID)
+		err = a.cfg.Store.CreateUser(r.Context(), store.User{ID: m.UserID, NameKey: key, CreatedAt: time.Now()})
+		if err == nil || errors.Is(err, store.ErrExists) {
+			// ErrExists: the id was created meanwhile, or the name is taken.
+			u, err = a.cfg.Store.GetUser(r.Context(), m.UserID)
+			if errors.Is(err, store.ErrNotFound) {
+				writeCode(w, codeConflict, "another user has this name in another case")
+				return
+			}
+		}
+	}
+	if err != nil {
+		writeCode(w, codeUnavailable, "try again")
 		return
 	}
-	u, err := a.cfg.Store.GetUser(r.Context(), m.UserID)
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
+	if u.Disabled {
+		// A token for a disabled user would be refused at every use anyway;
+		// saying so here tells the app why.
+		writeError(w, http.StatusForbidden, codeUserDisabled, "the user is disabled")
 		return
 	}
 	a.issue(w, http.StatusOK, u.ID, u.TokenEpoch, ttl)
@@ -207,7 +246,7 @@ func (a *API) mintToken(w http.ResponseWriter, r *http.Request) {
 func (a *API) issue(w http.ResponseWriter, status int, uid string, epoch uint64, ttl time.Duration) {
 	tok, c, err := a.cfg.Tokens.Issue(uid, epoch, ttl)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, codeInternal, "internal error")
+		writeCode(w, codeInternal, "internal error")
 		return
 	}
 	writeJSON(w, status, tokenResponse{UserID: uid, Token: tok, ExpiresAt: c.ExpiresAt})

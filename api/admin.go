@@ -63,16 +63,16 @@ func (a *API) adminCreateUser(w http.ResponseWriter, r *http.Request) {
 func (a *API) loadUser(w http.ResponseWriter, r *http.Request) (store.User, bool) {
 	id := r.PathValue("id")
 	if !auth.ValidUserID(id) {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "invalid user id")
+		writeCode(w, codeBadRequest, "invalid user id")
 		return store.User{}, false
 	}
 	u, err := a.cfg.Store.GetUser(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, "not_found", "no such user")
+		writeError(w, http.StatusNotFound, codeNotFound, "no such user")
 		return u, false
 	}
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
+		writeCode(w, codeUnavailable, "try again")
 		return u, false
 	}
 	return u, true
@@ -99,7 +99,7 @@ func (a *API) adminUpdateUser(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if p.Password != nil && (len(*p.Password) < minPasswordLen || len(*p.Password) > auth.MaxPasswordBytes) {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "password must be 8-256 bytes")
+		writeCode(w, codeBadRequest, "password must be 8-256 bytes")
 		return
 	}
 	u, ok := a.loadUser(w, r)
@@ -110,7 +110,7 @@ func (a *API) adminUpdateUser(w http.ResponseWriter, r *http.Request) {
 	if p.Password != nil {
 		hash, err := a.hash(r, *p.Password)
 		if err != nil {
-			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
+			writeCode(w, codeUnavailable, "try again")
 			return
 		}
 		u.PasswordHash, revoke = hash, true
@@ -123,7 +123,7 @@ func (a *API) adminUpdateUser(w http.ResponseWriter, r *http.Request) {
 		u.TokenEpoch++
 	}
 	if err := a.cfg.Store.UpdateUser(r.Context(), u); err != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
+		writeCode(w, codeUnavailable, "try again")
 		return
 	}
 	if revoke {
@@ -141,7 +141,7 @@ func (a *API) adminRevokeTokens(w http.ResponseWriter, r *http.Request) {
 	}
 	u.TokenEpoch++
 	if err := a.cfg.Store.UpdateUser(r.Context(), u); err != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "try again")
+		writeCode(w, codeUnavailable, "try again")
 		return
 	}
 	n := a.cfg.Chat.CloseUserSessions(u.ID, pb.DisconnectCode_DISCONNECT_CODE_TOKEN_REVOKED, "tokens revoked", "", "")
@@ -159,7 +159,7 @@ func toSessionJSON(s *session.Session) sessionJSON {
 func (a *API) adminSessions(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !auth.ValidUserID(id) {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "invalid user id")
+		writeCode(w, codeBadRequest, "invalid user id")
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"sessions": a.cfg.Chat.UserSessions(r.Context(), id)})
@@ -170,7 +170,7 @@ func (a *API) adminSessions(w http.ResponseWriter, r *http.Request) {
 func (a *API) adminKick(w http.ResponseWriter, r *http.Request) {
 	id, sid := r.PathValue("id"), r.PathValue("session")
 	if !auth.ValidUserID(id) {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "invalid user id")
+		writeCode(w, codeBadRequest, "invalid user id")
 		return
 	}
 	n := a.cfg.Chat.CloseUserSessions(id, pb.DisconnectCode_DISCONNECT_CODE_KICKED, "kicked by the server", sid, "")
@@ -185,7 +185,7 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 		if errors.As(err, &tooBig) {
 			writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "request body too large")
 		} else {
-			writeError(w, http.StatusBadRequest, codeBadRequest, "unreadable body")
+			writeCode(w, codeBadRequest, "unreadable body")
 		}
 		return nil, false
 	}
@@ -196,7 +196,7 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 func listLimit(w http.ResponseWriter, r *http.Request) (int, bool) {
 	limit, ok := queryUint(r, "limit")
 	if !ok {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "limit must be a number")
+		writeCode(w, codeBadRequest, "limit must be a number")
 		return 0, false
 	}
 	if limit == 0 {
@@ -235,13 +235,13 @@ func (a *API) adminRooms(w http.ResponseWriter, r *http.Request) {
 // answer's body; the user need not exist as a record (app-minted users).
 func (a *API) asUser(w http.ResponseWriter, r *http.Request, uid string, f *pb.ClientFrame, status int) {
 	if !auth.ValidUserID(uid) {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "invalid user id")
+		writeCode(w, codeBadRequest, "invalid user id")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
 	out, err := a.cfg.Chat.Call(ctx, auth.Claims{UserID: uid}, f)
-	a.writeAnswer(w, out, err, status)
+	a.writeAnswer(w, r, out, err, status)
 }
 
 // asSystem runs f as the system (group management, system messages, recall).
@@ -249,18 +249,17 @@ func (a *API) asSystem(w http.ResponseWriter, r *http.Request, f *pb.ClientFrame
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
 	out, err := a.cfg.Chat.CallSystem(ctx, f)
-	a.writeAnswer(w, out, err, status)
+	a.writeAnswer(w, r, out, err, status)
 }
 
 // writeAnswer writes a ServerFrame's body (its one-of) as JSON, or its error.
-func (a *API) writeAnswer(w http.ResponseWriter, out *pb.ServerFrame, err error, status int) {
+func (a *API) writeAnswer(w http.ResponseWriter, r *http.Request, out *pb.ServerFrame, err error, status int) {
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "no answer in time, retry")
+		writeCode(w, codeUnavailable, "no answer in time, retry")
 		return
 	}
 	if e := out.GetError(); e != nil {
-		st, code := httpStatus(e.Code)
-		writeError(w, st, code, e.Message)
+		writeCode(w, e.Code, e.Message)
 		return
 	}
 	m := out.ProtoReflect()
@@ -269,9 +268,14 @@ func (a *API) writeAnswer(w http.ResponseWriter, out *pb.ServerFrame, err error,
 	if fd != nil {
 		body = m.Get(fd).Message().Interface()
 	}
+	release, ok := a.holdForWrite(w, r, body)
+	if !ok {
+		return
+	}
+	defer release()
 	b, err := protoJSON.Marshal(body)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, codeInternal, "internal error")
+		writeCode(w, codeInternal, "internal error")
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -291,7 +295,7 @@ func decodeProto(w http.ResponseWriter, r *http.Request, m proto.Message) bool {
 		return true
 	}
 	if err := (protojson.UnmarshalOptions{}).Unmarshal(body, m); err != nil {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "malformed JSON body: "+protoErrText(err))
+		writeCode(w, codeBadRequest, "malformed JSON body: "+protoErrText(err))
 		return false
 	}
 	return true
@@ -321,7 +325,7 @@ func (a *API) adminUserRPC(w http.ResponseWriter, r *http.Request) {
 func (a *API) adminConversations(w http.ResponseWriter, r *http.Request) {
 	limit, ok := queryUint(r, "limit")
 	if !ok || limit > 1000 {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "limit must be a number up to 1000")
+		writeCode(w, codeBadRequest, "limit must be a number up to 1000")
 		return
 	}
 	a.asUser(w, r, r.PathValue("id"), &pb.ClientFrame{Body: &pb.ClientFrame_SyncConversations{
@@ -347,7 +351,7 @@ func (a *API) adminBefriend(w http.ResponseWriter, r *http.Request) {
 	}
 	uid := r.PathValue("id")
 	if !auth.ValidUserID(uid) || !auth.ValidUserID(b.UserID) || uid == b.UserID {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "two different valid user ids are required")
+		writeCode(w, codeBadRequest, "two different valid user ids are required")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
@@ -355,7 +359,7 @@ func (a *API) adminBefriend(w http.ResponseWriter, r *http.Request) {
 	out, err := a.cfg.Chat.Call(ctx, auth.Claims{UserID: uid}, &pb.ClientFrame{Body: &pb.ClientFrame_FriendRequest{
 		FriendRequest: &pb.FriendRequest{UserId: b.UserID}}})
 	if err != nil || out.GetError() != nil {
-		a.writeAnswer(w, out, err, http.StatusOK)
+		a.writeAnswer(w, r, out, err, http.StatusOK)
 		return
 	}
 	a.asUser(w, r, b.UserID, &pb.ClientFrame{Body: &pb.ClientFrame_RespondFriend{
@@ -377,7 +381,18 @@ type createGroupReq struct {
 	Announcement string   `json:"announcement"`
 	OpenJoin     bool     `json:"open_join"`
 	UserIDs      []string `json:"user_ids"`
+	// "admins" (the default) or "everyone".
+	AddPolicy string `json:"add_policy"`
+	// "since_join" (the default) or "all".
+	HistoryVisibility string `json:"history_visibility"`
 }
+
+var (
+	addPolicies = map[string]pb.GroupAddPolicy{"": pb.GroupAddPolicy_GROUP_ADD_POLICY_UNSPECIFIED,
+		"admins": pb.GroupAddPolicy_GROUP_ADD_POLICY_ADMINS, "everyone": pb.GroupAddPolicy_GROUP_ADD_POLICY_EVERYONE}
+	visibilities = map[string]pb.HistoryVisibility{"": pb.HistoryVisibility_HISTORY_VISIBILITY_UNSPECIFIED,
+		"since_join": pb.HistoryVisibility_HISTORY_VISIBILITY_SINCE_JOIN, "all": pb.HistoryVisibility_HISTORY_VISIBILITY_ALL}
+)
 
 // adminCreateGroup: POST /v1/admin/groups {"owner", "name", "user_ids", ...}: created by the owner.
 func (a *API) adminCreateGroup(w http.ResponseWriter, r *http.Request) {
@@ -385,8 +400,15 @@ func (a *API) adminCreateGroup(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &c) {
 		return
 	}
+	policy, ok1 := addPolicies[c.AddPolicy]
+	vis, ok2 := visibilities[c.HistoryVisibility]
+	if !ok1 || !ok2 {
+		writeCode(w, codeBadRequest, `add_policy must be "admins" or "everyone", history_visibility "since_join" or "all"`)
+		return
+	}
 	a.asUser(w, r, c.Owner, &pb.ClientFrame{Body: &pb.ClientFrame_CreateGroup{CreateGroup: &pb.CreateGroup{
-		Name: c.Name, AvatarUrl: c.AvatarURL, Announcement: c.Announcement, OpenJoin: c.OpenJoin, UserIds: c.UserIDs}}},
+		Name: c.Name, AvatarUrl: c.AvatarURL, Announcement: c.Announcement, OpenJoin: c.OpenJoin, UserIds: c.UserIDs,
+		AddPolicy: policy, HistoryVisibility: vis}}},
 		http.StatusCreated)
 }
 
@@ -412,7 +434,7 @@ func (a *API) adminDissolveGroup(w http.ResponseWriter, r *http.Request) {
 func (a *API) adminMembers(w http.ResponseWriter, r *http.Request) {
 	limit, ok := queryUint(r, "limit")
 	if !ok || limit > 1000 {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "limit must be a number up to 1000")
+		writeCode(w, codeBadRequest, "limit must be a number up to 1000")
 		return
 	}
 	a.asSystem(w, r, &pb.ClientFrame{Body: &pb.ClientFrame_ListMembers{ListMembers: &pb.ListMembers{
@@ -448,7 +470,7 @@ func (a *API) adminSetRole(w http.ResponseWriter, r *http.Request) {
 	}
 	role := map[string]pb.GroupRole{"admin": pb.GroupRole_GROUP_ROLE_ADMIN, "member": pb.GroupRole_GROUP_ROLE_MEMBER}[q.Role]
 	if role == 0 {
-		writeError(w, http.StatusBadRequest, codeBadRequest, `role must be "admin" or "member"`)
+		writeCode(w, codeBadRequest, `role must be "admin" or "member"`)
 		return
 	}
 	a.asSystem(w, r, &pb.ClientFrame{Body: &pb.ClientFrame_SetRole{SetRole: &pb.SetRole{
@@ -499,7 +521,7 @@ func (a *API) adminSendMessage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if m.Text != "" && len(m.Payload) > 0 {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "give payload or text, not both")
+		writeCode(w, codeBadRequest, "give payload or text, not both")
 		return
 	}
 	if m.Text != "" {
@@ -512,7 +534,7 @@ func (a *API) adminSendMessage(w http.ResponseWriter, r *http.Request) {
 	f := &pb.ClientFrame{Body: &pb.ClientFrame_Send{Send: send}}
 	if m.From == "" {
 		if m.ConversationID == "" || m.To != "" {
-			writeError(w, http.StatusBadRequest, codeBadRequest, "a system message (no from) goes to a group's conversation_id; to message a user, send from your app's system account")
+			writeCode(w, codeBadRequest, "a system message (no from) goes to a group's conversation_id; to message a user, send from your app's system account")
 			return
 		}
 		a.asSystem(w, r, f, http.StatusCreated)
@@ -527,27 +549,27 @@ func (a *API) adminMessages(w http.ResponseWriter, r *http.Request) {
 	before, ok2 := queryUint(r, "before")
 	limit, ok3 := queryUint(r, "limit")
 	if !ok1 || !ok2 || !ok3 || limit > 1000 || (after != 0 && before != 0) {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "after, before and limit must be numbers; give after or before, not both")
+		writeCode(w, codeBadRequest, "after, before and limit must be numbers; give after or before, not both")
 		return
 	}
 	conv := r.PathValue("id")
 	if conv == "" || len(conv) > 200 {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "invalid conversation id")
+		writeCode(w, codeBadRequest, "invalid conversation id")
 		return
 	}
-	page, err := a.cfg.Chat.AdminMessages(r.Context(), conv, after, before, uint32(limit), r.URL.Query().Has("after"))
+	page, err := a.cfg.Chat.AdminMessages(readCtx(r), conv, after, before, uint32(limit), r.URL.Query().Has("after"))
 	if err != nil {
 		writeChatError(w, err)
 		return
 	}
-	writeProto(w, page)
+	a.writePage(w, r, page)
 }
 
 // adminRecall: POST /v1/admin/conversations/{id}/messages/{seq}/recall.
 func (a *API) adminRecall(w http.ResponseWriter, r *http.Request) {
 	seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
 	if err != nil || seq == 0 {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "seq must be a positive number")
+		writeCode(w, codeBadRequest, "seq must be a positive number")
 		return
 	}
 	a.asSystem(w, r, &pb.ClientFrame{Body: &pb.ClientFrame_Recall{Recall: &pb.Recall{

@@ -22,8 +22,11 @@ import (
 
 	"github.com/parleyim/parley/auth"
 	"github.com/parleyim/parley/chat"
+	"github.com/parleyim/parley/errcode"
 	"github.com/parleyim/parley/limit"
 	"github.com/parleyim/parley/store"
+
+	pb "github.com/parleyim/parley/proto/parleyv1"
 )
 
 // MaxBodyBytes bounds every request body.
@@ -171,29 +174,52 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mux.ServeHTTP(w, r)
 }
 
-// Error codes of the HTTP API (the "code" field of an error body).
+// Wire codes the HTTP API answers with; their status, "code" string and
+// temporary flag come from the error table (package errcode).
 const (
-	codeBadRequest  = "bad_request"
-	codeUnauth      = "unauthenticated"
-	codeDenied      = "permission_denied"
-	codeConflict    = "conflict"
-	codeUnavailable = "unavailable"
-	codeInternal    = "internal"
+	codeBadRequest  = pb.ErrorCode_ERROR_CODE_BAD_REQUEST
+	codeUnauth      = pb.ErrorCode_ERROR_CODE_UNAUTHENTICATED
+	codeDenied      = pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED
+	codeConflict    = pb.ErrorCode_ERROR_CODE_CONFLICT
+	codeUnavailable = pb.ErrorCode_ERROR_CODE_UNAVAILABLE
+	codeInternal    = pb.ErrorCode_ERROR_CODE_INTERNAL
+	codeTooMany     = pb.ErrorCode_ERROR_CODE_TOO_MANY_REQUESTS
+)
+
+// Codes of the HTTP API alone: they describe an endpoint's answer (a login's
+// wrong password, a request body over MaxBodyBytes) rather than a wire
+// error, so their status is chosen here and none of them is temporary.
+const (
 	codeTooLarge    = "body_too_large"
 	codeRegisterOff = "registration_disabled"
 	codeBadCreds    = "invalid_credentials"
+	codeNotFound    = "not_found"
 )
 
 type errorBody struct {
 	Error struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
+		// Temporary: the same request may succeed later.
+		Temporary bool `json:"temporary"`
 	} `json:"error"`
 }
 
+// writeCode answers with wire code c in its HTTP form (from the error
+// table) and msg.
+func writeCode(w http.ResponseWriter, c pb.ErrorCode, msg string) {
+	i := errcode.Of(c)
+	writeErrorBody(w, i.HTTPStatus, i.APICode, msg, i.Temporary)
+}
+
+// writeError answers with one of the HTTP API's own codes (see above).
 func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeErrorBody(w, status, code, msg, false)
+}
+
+func writeErrorBody(w http.ResponseWriter, status int, code, msg string, temporary bool) {
 	var b errorBody
-	b.Error.Code, b.Error.Message = code, msg
+	b.Error.Code, b.Error.Message, b.Error.Temporary = code, msg, temporary
 	writeJSON(w, status, b)
 }
 
@@ -208,7 +234,7 @@ var protoJSON = protojson.MarshalOptions{}
 func writeProto(w http.ResponseWriter, m proto.Message) {
 	b, err := protoJSON.Marshal(m)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, codeInternal, "internal error")
+		writeCode(w, codeInternal, "internal error")
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -225,12 +251,12 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 		if errors.As(err, &tooBig) {
 			writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "request body too large")
 		} else {
-			writeError(w, http.StatusBadRequest, codeBadRequest, "malformed JSON body")
+			writeCode(w, codeBadRequest, "malformed JSON body")
 		}
 		return false
 	}
 	if dec.More() {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "malformed JSON body")
+		writeCode(w, codeBadRequest, "malformed JSON body")
 		return false
 	}
 	return true
@@ -240,11 +266,10 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 func writeChatError(w http.ResponseWriter, err error) {
 	var ce *chat.Error
 	if !errors.As(err, &ce) {
-		writeError(w, http.StatusInternalServerError, codeInternal, "internal error")
+		writeCode(w, codeInternal, "internal error")
 		return
 	}
-	status, code := httpStatus(ce.Code)
-	writeError(w, status, code, ce.Error())
+	writeCode(w, ce.Code, ce.Error())
 }
 
 // user wraps a handler that needs a user's bearer token.
@@ -252,7 +277,7 @@ func (a *API) user(h func(http.ResponseWriter, *http.Request, auth.Claims, strin
 	return func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || tok == "" {
-			writeError(w, http.StatusUnauthorized, codeUnauth, "missing bearer token")
+			writeCode(w, codeUnauth, "missing bearer token")
 			return
 		}
 		claims, err := a.cfg.Chat.Authenticate(r.Context(), tok)
@@ -273,12 +298,12 @@ func (a *API) admin(h http.HandlerFunc) http.HandlerFunc {
 			key, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		}
 		if !a.adminKeyOK(key) {
-			writeError(w, http.StatusUnauthorized, codeUnauth, "missing or invalid API key")
+			writeCode(w, codeUnauth, "missing or invalid API key")
 			return
 		}
 		if !a.keyLimit.Allow(key) {
 			a.limited.Add(1)
-			writeError(w, http.StatusTooManyRequests, "too_many_requests", "request rate of this API key exceeded")
+			writeCode(w, codeTooMany, "request rate of this API key exceeded")
 			return
 		}
 		h(w, r)
@@ -290,7 +315,7 @@ func (a *API) RateLimited() uint64 { return a.limited.Load() }
 
 func (a *API) metrics(w http.ResponseWriter, r *http.Request) {
 	if a.cfg.Metrics == nil {
-		writeError(w, http.StatusNotFound, "not_found", "metrics are off")
+		writeError(w, http.StatusNotFound, codeNotFound, "metrics are off")
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
@@ -301,7 +326,7 @@ func (a *API) metrics(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) adminStats(w http.ResponseWriter, r *http.Request) {
 	if a.cfg.Stats == nil {
-		writeError(w, http.StatusNotFound, "not_found", "stats are off")
+		writeError(w, http.StatusNotFound, codeNotFound, "stats are off")
 		return
 	}
 	writeJSON(w, http.StatusOK, a.cfg.Stats())
@@ -329,7 +354,13 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 		err = a.cfg.Store.Ping(ctx)
 	}
 	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready"})
+		body := map[string]string{"status": "not ready"}
+		// Disk space is the one cause an operator must act on outside
+		// Parley; its text holds only sizes, so it is safe to show.
+		if errors.Is(err, store.ErrNoSpace) {
+			body["reason"] = err.Error()
+		}
+		writeJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

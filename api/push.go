@@ -13,8 +13,9 @@ import (
 )
 
 // The push API (goim's semantics): an opaque body with an operation code,
-// pushed to users' devices, to sessions, to a room or to every session on
-// this node. Pushes are not stored. These handlers are on the hot path of the
+// pushed to users' devices, to sessions, to a room or to every session.
+// Pushes are best effort and not stored: the answer counts the sessions on
+// this node that took the push and those that refused it (send queue backed up). These handlers are on the hot path of the
 // push benchmark: they read the query without building url.Values, allocate
 // the body and one Outbound, and touch no storage.
 
@@ -42,17 +43,17 @@ func (a *API) pushDevices(w http.ResponseWriter, r *http.Request) {
 // pushTargets runs a push to the comma-separated targets in query parameter
 // param (1-1000 of them, each valid, repeats counted once).
 func (a *API) pushTargets(w http.ResponseWriter, r *http.Request, param, what string,
-	valid func(string) bool, push func([]string, int32, []byte) int) {
+	valid func(string) bool, push func([]string, int32, []byte) chat.PushResult) {
 	raw, ok := queryParam(r.URL.RawQuery, param)
 	op, okOp := pushOp(r)
 	if !ok || !okOp {
-		writeError(w, http.StatusBadRequest, codeBadRequest, param+" (comma-separated "+what+") and op (int32) are required")
+		writeCode(w, codeBadRequest, param+" (comma-separated "+what+") and op (int32) are required")
 		return
 	}
 	var buf [16]string
 	targets, ok := splitTargets(buf[:0], raw, valid)
 	if !ok {
-		writeError(w, http.StatusBadRequest, codeBadRequest, param+" must be 1-1000 valid "+what+", comma-separated")
+		writeCode(w, codeBadRequest, param+" must be 1-1000 valid "+what+", comma-separated")
 		return
 	}
 	body, ok := readPushBody(w, r)
@@ -67,7 +68,7 @@ func (a *API) pushRoom(w http.ResponseWriter, r *http.Request) {
 	room, ok := queryParam(r.URL.RawQuery, "room")
 	op, okOp := pushOp(r)
 	if !ok || !okOp || !chat.ValidRoom(room) {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "room (1-128 chars [A-Za-z0-9_.:-]) and op (int32) are required")
+		writeCode(w, codeBadRequest, "room (1-128 chars [A-Za-z0-9_.:-]) and op (int32) are required")
 		return
 	}
 	body, ok := readPushBody(w, r)
@@ -81,7 +82,7 @@ func (a *API) pushRoom(w http.ResponseWriter, r *http.Request) {
 func (a *API) pushAll(w http.ResponseWriter, r *http.Request) {
 	op, ok := pushOp(r)
 	if !ok {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "op (int32) is required")
+		writeCode(w, codeBadRequest, "op (int32) is required")
 		return
 	}
 	body, ok := readPushBody(w, r)
@@ -95,7 +96,7 @@ func (a *API) pushAll(w http.ResponseWriter, r *http.Request) {
 func (a *API) roomInfo(w http.ResponseWriter, r *http.Request) {
 	room := r.PathValue("room")
 	if !chat.ValidRoom(room) {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "room must be 1-128 chars [A-Za-z0-9_.:-]")
+		writeCode(w, codeBadRequest, "room must be 1-128 chars [A-Za-z0-9_.:-]")
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {
@@ -169,7 +170,7 @@ func readPushBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	if r.ContentLength > 0 {
 		body := make([]byte, r.ContentLength)
 		if _, err := io.ReadFull(r.Body, body); err != nil {
-			writeError(w, http.StatusBadRequest, codeBadRequest, "unreadable body")
+			writeCode(w, codeBadRequest, "unreadable body")
 			return nil, false
 		}
 		return body, true
@@ -177,12 +178,19 @@ func readPushBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	return readBody(w, r) // length unknown (chunked): read up to the cap
 }
 
-// writePushed answers 200 {"pushed": n}.
-func writePushed(w http.ResponseWriter, n int) {
+// writePushed answers 200 {"pushed": taken, "refused": refused, "forwarded": bool}:
+// the sessions on this node that took the push, those that refused it
+// because their send queue was backed up, and whether it also went to other
+// nodes (whose sessions are not counted here).
+func writePushed(w http.ResponseWriter, r chat.PushResult) {
 	w.Header()["Content-Type"] = jsonContentType
-	var b [32]byte
+	var b [80]byte
 	out := append(b[:0], `{"pushed":`...)
-	out = strconv.AppendInt(out, int64(n), 10)
+	out = strconv.AppendInt(out, int64(r.Taken), 10)
+	out = append(out, `,"refused":`...)
+	out = strconv.AppendInt(out, int64(r.Refused), 10)
+	out = append(out, `,"forwarded":`...)
+	out = strconv.AppendBool(out, r.Forwarded)
 	out = append(out, "}\n"...)
 	_, _ = w.Write(out)
 }

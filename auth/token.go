@@ -31,6 +31,47 @@ type jwtClaims struct {
 	Epoch uint64 `json:"ver,omitempty"`
 }
 
+// verifyClaims are the claims as Verify decodes them: the registered
+// claims of jwt.RegisteredClaims, but exp, iat and nbf must be JSON numbers
+// (RFC 7519 NumericDate). The jwt library also takes a numeric string
+// ("exp":"1700000000"), which no conforming issuer sends.
+type verifyClaims struct {
+	Issuer    string           `json:"iss"`
+	Subject   string           `json:"sub"`
+	Audience  jwt.ClaimStrings `json:"aud"`
+	ExpiresAt *numericDate     `json:"exp"`
+	NotBefore *numericDate     `json:"nbf"`
+	IssuedAt  *numericDate     `json:"iat"`
+	ID        string           `json:"jti"`
+	Epoch     uint64           `json:"ver"`
+}
+
+// numericDate is a jwt.NumericDate that only decodes from a JSON number.
+type numericDate struct{ jwt.NumericDate }
+
+var errNotNumericDate = errors.New("auth: a date claim is not a JSON number")
+
+func (d *numericDate) UnmarshalJSON(b []byte) error {
+	if len(b) == 0 || (b[0] != '-' && (b[0] < '0' || b[0] > '9')) {
+		return errNotNumericDate
+	}
+	return d.NumericDate.UnmarshalJSON(b)
+}
+
+func (d *numericDate) date() *jwt.NumericDate {
+	if d == nil {
+		return nil
+	}
+	return &d.NumericDate
+}
+
+func (c *verifyClaims) GetExpirationTime() (*jwt.NumericDate, error) { return c.ExpiresAt.date(), nil }
+func (c *verifyClaims) GetIssuedAt() (*jwt.NumericDate, error)       { return c.IssuedAt.date(), nil }
+func (c *verifyClaims) GetNotBefore() (*jwt.NumericDate, error)      { return c.NotBefore.date(), nil }
+func (c *verifyClaims) GetIssuer() (string, error)                   { return c.Issuer, nil }
+func (c *verifyClaims) GetSubject() (string, error)                  { return c.Subject, nil }
+func (c *verifyClaims) GetAudience() (jwt.ClaimStrings, error)       { return c.Audience, nil }
+
 // Tokens signs and verifies HS256 JWTs. Tokens it issues carry iss "parley";
 // tokens an app mints with the app secret carry iss AppIssuer. Both must name
 // Audience and carry an expiry.
@@ -135,7 +176,7 @@ func (t *Tokens) Verify(token string) (Claims, error) {
 		}
 		return c, nil
 	}
-	var jc jwtClaims
+	var jc verifyClaims
 	_, err := t.parser.ParseWithClaims(token, &jc, func(tok *jwt.Token) (any, error) {
 		// The issuer picks the key; an unknown issuer has none.
 		switch jc.Issuer {

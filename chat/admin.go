@@ -109,32 +109,26 @@ func (s *Service) systemRecall(ctx context.Context, c Replier, sess *session.Ses
 }
 
 // AdminMessages reads any conversation for the admin API: forward from after
-// (forward true) or backward before `before` (0: newest). Recalled messages
-// come without their content, as they do for users; nothing is hidden.
+// (forward true) or backward before `before` (0: newest), a page bounded by
+// count and by bytes like a user's. Recalled messages come without their
+// content, as they do for users; nothing is hidden.
 func (s *Service) AdminMessages(ctx context.Context, conv string, after, before uint64, limit uint32, forward bool) (*pb.MessagePage, error) {
 	last, err := s.store.LastSeq(ctx, conv)
 	if err != nil {
 		return nil, storeErr(err)
 	}
 	n := pageLimit(limit)
-	var raw []*pb.Message
-	if forward {
-		raw, err = s.store.Messages(ctx, conv, after, n+1)
-	} else {
-		raw, err = s.store.History(ctx, conv, before, n+1)
-	}
-	if err != nil {
-		return nil, storeErr(err)
-	}
-	more := len(raw) > n
-	if more && forward {
-		raw = raw[:n]
-	} else if more {
-		raw = raw[1:]
-	}
-	raw, err = s.scrubEdits(ctx, conv, raw, false)
+	release, err := s.ReserveRead(ctx, s.readWeight(n))
 	if err != nil {
 		return nil, err
 	}
-	return &pb.MessagePage{ConversationId: conv, Messages: raw, HasMore: more, LastSeq: last}, nil
+	defer release()
+	msgs, more, err := s.readPage(ctx, pageSpec{
+		conv: conv, forward: forward, after: after, before: before, n: n,
+		visible: func(raw []*pb.Message) ([]*pb.Message, error) { return s.scrubEdits(ctx, conv, raw, false) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.MessagePage{ConversationId: conv, Messages: msgs, HasMore: more, LastSeq: last}, nil
 }

@@ -163,6 +163,9 @@ func (s *Service) recall(ctx context.Context, c Replier, sess *session.Session, 
 	if err != nil {
 		return err
 	}
+	if g != nil && r.Seq <= g.readsAfter(g.members[uid]) {
+		return errDenied // not a message uid may read
+	}
 	unlock, err := s.lockMessage(conv, r.Seq)
 	if err != nil {
 		return err
@@ -212,6 +215,9 @@ func (s *Service) edit(ctx context.Context, c Replier, sess *session.Session, id
 	g, peer, err := s.changeTarget(ctx, uid, conv)
 	if err != nil {
 		return err
+	}
+	if g != nil && r.Seq <= g.readsAfter(g.members[uid]) {
+		return errDenied // not a message uid may read
 	}
 	if g != nil {
 		err = s.maySendToGroup(ctx, uid, conv)
@@ -353,7 +359,7 @@ func (s *Service) deleteForMe(ctx context.Context, c Replier, sess *session.Sess
 		ev.Seqs = seqs
 	}
 	out := wire.NewOutbound(&pb.ServerFrame{Body: &pb.ServerFrame_Hidden{Hidden: ev}})
-	if err := s.router.DeliverToUsers(ctx, []string{uid}, out, sess.ID); err != nil {
+	if err := s.router.DeliverToUsers(ctx, []string{uid}, out, sess.ID, nil); err != nil {
 		s.deliveryFailed("hidden event", err)
 	}
 	s.replyOK(c, id)
@@ -444,7 +450,7 @@ func (s *Service) readCounts(ctx context.Context, c Replier, sess *session.Sessi
 	if len(r.Seqs) > maxReadCountSeqs {
 		return errTooLarge
 	}
-	upTo, err := s.readLimit(ctx, uid, conv)
+	since, upTo, err := s.readRange(ctx, uid, conv)
 	if err != nil {
 		return err
 	}
@@ -466,7 +472,7 @@ func (s *Service) readCounts(ctx context.Context, c Replier, sess *session.Sessi
 		if seq == 0 {
 			return errBadRequest
 		}
-		if upTo > 0 && seq > upTo {
+		if upTo > 0 && seq > upTo || seq <= since {
 			return errDenied
 		}
 		m, err := s.store.GetMessage(ctx, conv, seq)
@@ -506,7 +512,8 @@ func (s *Service) readCounts(ctx context.Context, c Replier, sess *session.Sessi
 			return strings.Compare(a.UserID, b.UserID)
 		})
 	}
-	out := &pb.ReadCountList{ConversationId: conv, Counts: make([]*pb.ReadCount, len(r.Seqs))}
+	out := &pb.ReadCountList{ConversationId: conv, Counts: make([]*pb.ReadCount, 0, len(r.Seqs))}
+	encoded := 0
 	for i, seq := range r.Seqs {
 		from, _ := slices.BinarySearch(reads, seq)
 		n := len(reads) - from
@@ -521,7 +528,13 @@ func (s *Service) readCounts(ctx context.Context, c Replier, sess *session.Sessi
 				}
 			}
 		}
-		out.Counts[i] = rc
+		// With reader lists (up to ReceiptListMax user ids per seq) an
+		// answer for many seqs can pass the page budget: it then covers
+		// the seqs asked first, and the client asks again for the rest.
+		if encoded += proto.Size(rc); list && i > 0 && encoded > s.cfg.PageBytes {
+			break
+		}
+		out.Counts = append(out.Counts, rc)
 	}
 	c.SendFrame(&pb.ServerFrame{Id: id, Body: &pb.ServerFrame_ReadCounts{ReadCounts: out}})
 	return nil
@@ -550,7 +563,7 @@ func (s *Service) setConversation(ctx context.Context, c Replier, sess *session.
 	}
 	ev := &pb.ConversationEvent{ConversationId: conv, Pinned: cs.Pinned, Muted: cs.Muted, ClearedSeq: cs.ClearedSeq}
 	out := wire.NewOutbound(&pb.ServerFrame{Body: &pb.ServerFrame_ConversationEvent{ConversationEvent: ev}})
-	if err := s.router.DeliverToUsers(ctx, []string{uid}, out, sess.ID); err != nil {
+	if err := s.router.DeliverToUsers(ctx, []string{uid}, out, sess.ID, nil); err != nil {
 		s.deliveryFailed("conversation event", err)
 	}
 	s.replyOK(c, id)

@@ -24,7 +24,7 @@ import (
 // Envelope kinds (route.Envelope.Kind); 0 is a frame to deliver.
 const (
 	kindFrame        = 0
-	kindKick         = 1 // TopicUser: a session opened elsewhere; Keys: device type, device id, session id
+	kindKick         = 1 // TopicAll: a session opened elsewhere; Keys: user, device type, device id, session id, start (Unix ns). (TopicUser, without the user key: from older nodes)
 	kindClose        = 2 // TopicAll: close a user's sessions; Keys: user, code, reason, session id ("": any), token id ("": any)
 	kindGroupChanged = 3 // TopicAll: Keys: conv, then "+uid" (joined) or "-uid" (left) per changed member
 	kindPresence     = 4 // TopicPresence: Keys: "1" (online here) or "0" (offline here)
@@ -48,7 +48,8 @@ const (
 )
 
 // simultaneousLogin is how young a session must be for a kick from another
-// node to count as a crossing login (the kicks of both are in flight).
+// node to count as a crossing login (the kicks of both may be in flight);
+// an older session always yields to the newcomer.
 const simultaneousLogin = 2 * time.Second
 
 // clusterState is which interests this node holds for its online users.
@@ -96,9 +97,6 @@ func (s *Service) clusterOpened(sess *session.Session) {
 	}
 	ui.sessions++
 	c.mu.Unlock()
-	// Others replace their sessions this one kicks.
-	s.publish(&route.Envelope{Topic: route.TopicUser, Key: uid, Kind: kindKick,
-		Keys: []string{sess.DeviceType, sess.DeviceID, sess.ID}})
 	if !first {
 		return
 	}
@@ -123,6 +121,57 @@ func (s *Service) clusterOpened(sess *session.Session) {
 	defer cancel()
 	if err := s.router.Barrier(ctx); err != nil {
 		s.log.Warn("cluster: interests not confirmed", "err", err)
+	}
+}
+
+// clusterKick tells the other nodes that sess opened, so they close the
+// user's sessions it replaces under the kick policy. It runs once sess is in
+// the registry, so a kick crossing it from another node finds it: of two
+// crossing logins, each node then hears the other's kick while holding its
+// own session, and both rank the two the same way (receiveKick).
+func (s *Service) clusterKick(sess *session.Session) {
+	if s.router.Clustered() {
+		s.publish(kickEnvelope(sess))
+	}
+}
+
+// kickEnvelope goes to every node, not to the user's subject: a node's
+// interest in a user it just subscribed to reaches the other NATS servers
+// over their routes a moment later, so two logins crossing on two nodes
+// could each miss the other's kick. Every node has long subscribed to
+// TopicAll.
+func kickEnvelope(sess *session.Session) *route.Envelope {
+	return &route.Envelope{Topic: route.TopicAll, Kind: kindKick,
+		Keys: []string{sess.UserID, sess.DeviceType, sess.DeviceID, sess.ID, strconv.FormatInt(sess.Started.UnixNano(), 10)}}
+}
+
+// receiveKick closes this node's sessions that newcomer, a session opened on
+// another node, replaces (session.Registry.Evict has the rule), and
+// announces again those that rank after it: the newcomer's node may not have
+// heard of them (their kick went out before that node subscribed to the
+// user), and closes the newcomer when it hears.
+func (s *Service) receiveKick(uid string, keys []string) {
+	if len(keys) != 3 && len(keys) != 4 {
+		s.malformedEnvelope()
+		return
+	}
+	now := time.Now()
+	newcomer := &session.Session{UserID: uid, DeviceType: keys[0], DeviceID: keys[1], ID: keys[2], Started: now}
+	if len(keys) == 4 { // else from a node that predates start times: it ranks as new
+		ns, err := strconv.ParseInt(keys[3], 10, 64)
+		if err != nil {
+			s.malformedEnvelope()
+			return
+		}
+		newcomer.Started = time.Unix(0, ns)
+	}
+	kicked, stayed := s.sessions.Evict(newcomer, now, simultaneousLogin)
+	for _, old := range kicked {
+		s.stats.kicked.Add(1)
+		old.Conn.Close(pb.DisconnectCode_DISCONNECT_CODE_KICKED, "signed in on another device of the same type")
+	}
+	for _, o := range stayed {
+		s.publish(kickEnvelope(o))
 	}
 }
 
@@ -219,12 +268,12 @@ func (s *Service) deliverGroupChange(conv string, g *groupState, changed []store
 	direct = slices.Compact(direct)
 	if !s.router.Clustered() {
 		users := append(slices.Clone(g.recipients), extra...)
-		if err := s.router.DeliverToUsers(ctx, users, out, ""); err != nil {
+		if err := s.router.DeliverToUsers(ctx, users, out, "", nil); err != nil {
 			s.deliveryFailed("group event", err)
 		}
 		return
 	}
-	if err := s.router.DeliverToUsers(ctx, direct, out, ""); err != nil {
+	if err := s.router.DeliverToUsers(ctx, direct, out, "", nil); err != nil {
 		s.deliveryFailed("group event", err)
 	}
 	local, _ := s.online.online(conv)
@@ -364,32 +413,29 @@ func (s *Service) Receive(env *route.Envelope, hold *wire.Hold) {
 	case kindFrame:
 		s.receiveFrame(env, hold)
 	case kindKick:
-		if len(env.Keys) != 3 {
-			return
+		uid, keys := env.Key, env.Keys
+		if env.Topic == route.TopicAll {
+			if len(keys) == 0 {
+				s.malformedEnvelope()
+				return
+			}
+			uid, keys = keys[0], keys[1:]
 		}
-		newcomer := &session.Session{UserID: env.Key, DeviceType: env.Keys[0], DeviceID: env.Keys[1], ID: env.Keys[2]}
-		// Two logins on two nodes at once kick each other's session; of
-		// sessions that young, the one with the greater id stays, so
-		// exactly one survives. An older session always goes.
-		now := time.Now()
-		keep := func(o *session.Session) bool {
-			return now.Sub(o.Started) < simultaneousLogin && o.ID > newcomer.ID
-		}
-		for _, old := range s.sessions.Evict(newcomer, keep) {
-			s.stats.kicked.Add(1)
-			old.Conn.Close(pb.DisconnectCode_DISCONNECT_CODE_KICKED, "signed in on another device of the same type")
-		}
+		s.receiveKick(uid, keys)
 	case kindClose:
 		if len(env.Keys) != 5 {
+			s.malformedEnvelope()
 			return
 		}
 		code, err := strconv.Atoi(env.Keys[1])
 		if err != nil {
+			s.malformedEnvelope()
 			return
 		}
 		s.closeLocal(env.Keys[0], pb.DisconnectCode(code), env.Keys[2], env.Keys[3], env.Keys[4])
 	case kindGroupChanged:
 		if len(env.Keys) == 0 {
+			s.malformedEnvelope()
 			return
 		}
 		conv := env.Keys[0]
@@ -402,12 +448,15 @@ func (s *Service) Receive(env *route.Envelope, hold *wire.Hold) {
 		}
 		s.memberInterests(conv, members)
 	case kindPresence:
-		if len(env.Keys) == 2 {
-			s.heardFrom(env.Keys[1])
-			s.remotePresence(env.Key, env.Keys[1], env.Keys[0] == "1")
+		if len(env.Keys) != 2 {
+			s.malformedEnvelope()
+			return
 		}
+		s.heardFrom(env.Keys[1])
+		s.remotePresence(env.Key, env.Keys[1], env.Keys[0] == "1")
 	case kindNodeAlive:
 		if len(env.Keys) != 1 {
+			s.malformedEnvelope()
 			return
 		}
 		if env.Keys[0] == s.nodeID { // NATS does not echo this node's own
@@ -427,8 +476,15 @@ func (s *Service) Receive(env *route.Envelope, hold *wire.Hold) {
 			}
 		}
 		s.stats.deliveries.Add(uint64(n))
+	default:
+		s.malformedEnvelope() // a kind this node does not know
 	}
 }
+
+// malformedEnvelope counts an envelope from another node that decoded but
+// does not hold what its kind needs: dropped, counted, never logged one by
+// one (a faulty node would flood the log).
+func (s *Service) malformedEnvelope() { s.stats.malformed.Add(1) }
 
 func (s *Service) receiveFrame(env *route.Envelope, hold *wire.Hold) {
 	out := wire.OutboundFromProto(env.Data)

@@ -1,30 +1,15 @@
 package chat
 
-import pb "github.com/parleyim/parley/proto/parleyv1"
+import (
+	"github.com/parleyim/parley/errcode"
+	pb "github.com/parleyim/parley/proto/parleyv1"
+)
 
-// errorText is the fixed, client-facing description of each code. Internal
-// error strings never reach clients.
-var errorText = map[pb.ErrorCode]string{
-	pb.ErrorCode_ERROR_CODE_BAD_REQUEST:          "bad request",
-	pb.ErrorCode_ERROR_CODE_UNAUTHENTICATED:      "not authenticated",
-	pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED:    "permission denied",
-	pb.ErrorCode_ERROR_CODE_TOO_MANY_REQUESTS:    "too many requests",
-	pb.ErrorCode_ERROR_CODE_UNAVAILABLE:          "temporarily unavailable, retry",
-	pb.ErrorCode_ERROR_CODE_MALFORMED_FRAME:      "malformed frame",
-	pb.ErrorCode_ERROR_CODE_FRAME_TOO_LARGE:      "frame too large",
-	pb.ErrorCode_ERROR_CODE_UNKNOWN_FRAME:        "unknown frame",
-	pb.ErrorCode_ERROR_CODE_INTERNAL:             "internal error",
-	pb.ErrorCode_ERROR_CODE_TOO_LARGE:            "field too large",
-	pb.ErrorCode_ERROR_CODE_MUTED:                "muted",
-	pb.ErrorCode_ERROR_CODE_RECALL_WINDOW_PASSED: "recall window passed",
-	pb.ErrorCode_ERROR_CODE_GROUP_FULL:           "group is full",
-	pb.ErrorCode_ERROR_CODE_CONFLICT:             "not allowed in this state",
-}
-
-// Error is a failure with a client-facing code.
+// Error is a failure with a client-facing code; its text, HTTP form and
+// whether it is temporary come from the error table (package errcode).
 type Error struct{ Code pb.ErrorCode }
 
-func (e *Error) Error() string { return errorText[e.Code] }
+func (e *Error) Error() string { return errcode.Of(e.Code).Text }
 
 func errCode(c pb.ErrorCode) *Error { return &Error{Code: c} }
 
@@ -40,11 +25,12 @@ var (
 	errGroupFull  = errCode(pb.ErrorCode_ERROR_CODE_GROUP_FULL)
 	errConflict   = errCode(pb.ErrorCode_ERROR_CODE_CONFLICT)
 	errTooMany    = errCode(pb.ErrorCode_ERROR_CODE_TOO_MANY_REQUESTS)
+	errQuota      = errCode(pb.ErrorCode_ERROR_CODE_QUOTA_EXCEEDED)
 	// errUnknownFrame: a frame without a body this server knows; a socket
 	// session is closed for it.
 	errUnknownFrame = errCode(pb.ErrorCode_ERROR_CODE_UNKNOWN_FRAME)
 )
 
-func errorFrame(id uint64, code pb.ErrorCode) *pb.ServerFrame {
-	return &pb.ServerFrame{Id: id, Body: &pb.ServerFrame_Error{Error: &pb.Error{Code: code, Message: errorText[code]}}}
-}
+// errorFrame answers request id with code: the table's text and temporary
+// flag, never an internal error string.
+func errorFrame(id uint64, code pb.ErrorCode) *pb.ServerFrame { return errcode.Frame(id, code) }

@@ -215,34 +215,83 @@ func (s *Service) maySendToGroup(ctx context.Context, uid, conv string) error {
 	return nil
 }
 
-// readLimit says how far uid may read conv: ok false means not at all
-// (errDenied, whether or not it exists); upTo 0 means no limit, otherwise the
-// last readable seq (a member who left reads up to their leaving).
+// readLimit says how far uid may read conv: errDenied means not at all
+// (whether or not it exists); upTo 0 means no limit, otherwise the last
+// readable seq (a member who left reads up to their leaving). See readRange
+// for the lower bound.
 func (s *Service) readLimit(ctx context.Context, uid, conv string) (upTo uint64, err error) {
+	_, upTo, err = s.readRange(ctx, uid, conv)
+	return upTo, err
+}
+
+// readRange is readLimit with a lower bound: uid reads only seqs > since.
+// In a group whose history visibility is since-join, since is the seq
+// before the event that last added uid, so a member added later does not
+// read what was said before, and one removed and added again does not read
+// what was said while they were out (nor, then, their earlier period).
+func (s *Service) readRange(ctx context.Context, uid, conv string) (since, upTo uint64, err error) {
 	if !isGroup(conv) {
 		if _, ok := directPeer(conv, uid); !ok {
-			return 0, errDenied
+			return 0, 0, errDenied
 		}
-		return 0, nil
+		return 0, 0, nil
 	}
 	g, err := s.group(ctx, conv)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	if _, ok := g.members[uid]; ok {
-		return 0, nil
+	if m, ok := g.members[uid]; ok {
+		return g.readsAfter(m), 0, nil
 	}
 	m, err := s.store.GetMember(ctx, conv, uid)
 	if errors.Is(err, store.ErrNotFound) {
-		return 0, errDenied
+		return 0, 0, errDenied
 	}
 	if err != nil {
-		return 0, storeErr(err)
+		return 0, 0, storeErr(err)
 	}
 	if !m.Left || m.LeftSeq == 0 {
-		return 0, errDenied
+		return 0, 0, errDenied
 	}
-	return m.LeftSeq, nil
+	return g.readsAfter(m), m.LeftSeq, nil
+}
+
+// readsAfter is the seq after which member m reads the group: 0 (the whole
+// history) under visibility ALL and for members added before JoinSeq was
+// recorded, else the seq before their latest addition.
+func (g *groupState) readsAfter(m store.Member) uint64 {
+	if g.info.HistoryVisibility == pb.HistoryVisibility_HISTORY_VISIBILITY_ALL || m.JoinSeq == 0 {
+		return 0
+	}
+	return m.JoinSeq - 1
+}
+
+// addPolicy and historyVisibility are a group's settings as in force:
+// unset (every group stored before they existed) is the safe default.
+func addPolicy(g store.Group) pb.GroupAddPolicy {
+	if g.AddPolicy == pb.GroupAddPolicy_GROUP_ADD_POLICY_UNSPECIFIED {
+		return pb.GroupAddPolicy_GROUP_ADD_POLICY_ADMINS
+	}
+	return g.AddPolicy
+}
+
+func historyVisibility(g store.Group) pb.HistoryVisibility {
+	if g.HistoryVisibility == pb.HistoryVisibility_HISTORY_VISIBILITY_UNSPECIFIED {
+		return pb.HistoryVisibility_HISTORY_VISIBILITY_SINCE_JOIN
+	}
+	return g.HistoryVisibility
+}
+
+// validAddPolicy and validVisibility accept the values a client may set
+// (UNSPECIFIED only where it means "the default", at creation).
+func validAddPolicy(p pb.GroupAddPolicy, unsetOK bool) bool {
+	return p == pb.GroupAddPolicy_GROUP_ADD_POLICY_ADMINS || p == pb.GroupAddPolicy_GROUP_ADD_POLICY_EVERYONE ||
+		unsetOK && p == pb.GroupAddPolicy_GROUP_ADD_POLICY_UNSPECIFIED
+}
+
+func validVisibility(v pb.HistoryVisibility, unsetOK bool) bool {
+	return v == pb.HistoryVisibility_HISTORY_VISIBILITY_SINCE_JOIN || v == pb.HistoryVisibility_HISTORY_VISIBILITY_ALL ||
+		unsetOK && v == pb.HistoryVisibility_HISTORY_VISIBILITY_UNSPECIFIED
 }
 
 func groupInfo(g *groupState) *pb.GroupInfo {
@@ -251,6 +300,7 @@ func groupInfo(g *groupState) *pb.GroupInfo {
 		ConversationId: i.ConversationID, Name: i.Name, AvatarUrl: i.AvatarURL, Announcement: i.Announcement,
 		Owner: i.Owner, OpenJoin: i.OpenJoin, MuteAll: i.MuteAll, MemberCount: uint32(len(g.members)),
 		Dissolved: i.Dissolved, CreatedAt: i.CreatedAt.UnixMilli(),
+		AddPolicy: addPolicy(i), HistoryVisibility: historyVisibility(i),
 	}
 }
 
@@ -275,6 +325,13 @@ func (s *Service) changeGroup(c Replier, sess *session.Session, reqID uint64, ch
 		}
 		conv := ch.Event.ConversationId
 		if !r.Duplicate {
+			if ch.Joined { // as the store filled them in
+				for i := range ch.Members {
+					if m := &ch.Members[i]; !m.Left && m.JoinSeq == 0 {
+						m.JoinSeq = r.Msg.Seq
+					}
+				}
+			}
 			s.applyToCache(conv, ch.Group, ch.Members)
 			s.groupChanged(conv, ch.Members)
 		}
@@ -332,15 +389,21 @@ func (s *Service) createGroup(ctx context.Context, c Replier, sess *session.Sess
 	if err != nil {
 		return err
 	}
+	if !validAddPolicy(r.AddPolicy, true) || !validVisibility(r.HistoryVisibility, true) {
+		return errBadRequest
+	}
 	ids = slices.DeleteFunc(ids, func(u string) bool { return u == sess.UserID })
 	if len(ids)+1 > s.cfg.MaxGroupMembers {
 		return errGroupFull
 	}
 	now := time.Now()
+	// The settings are stored as in force, so a later change of the
+	// defaults does not change existing groups.
 	info := store.Group{
 		ConversationID: groupPrefix + randomID(), Name: r.Name, AvatarURL: r.AvatarUrl,
 		Announcement: r.Announcement, Owner: sess.UserID, OpenJoin: r.OpenJoin, CreatedAt: now.Truncate(time.Millisecond),
 	}
+	info.AddPolicy, info.HistoryVisibility = addPolicy(store.Group{AddPolicy: r.AddPolicy}), historyVisibility(store.Group{HistoryVisibility: r.HistoryVisibility})
 	members := []store.Member{{UserID: sess.UserID, Role: pb.GroupRole_GROUP_ROLE_OWNER, JoinedAt: now}}
 	for _, u := range ids {
 		members = append(members, store.Member{UserID: u, Role: pb.GroupRole_GROUP_ROLE_MEMBER, JoinedAt: now})
@@ -351,7 +414,7 @@ func (s *Service) createGroup(ctx context.Context, c Replier, sess *session.Sess
 	}
 	ev := event(info.ConversationID, pb.MessageKind_MESSAGE_KIND_GROUP_CREATED,
 		&pb.MessageEvent{UserIds: append([]string{sess.UserID}, ids...), Group: groupInfo(g)})
-	return s.changeGroup(c, sess, id, store.Change{Event: ev, Group: &info, Members: members}, nil,
+	return s.changeGroup(c, sess, id, store.Change{Event: ev, Group: &info, Members: members, Joined: true}, nil,
 		func(g *groupState) { c.SendFrame(groupFrame(id, g)) })
 }
 
@@ -422,6 +485,18 @@ func (s *Service) updateGroup(ctx context.Context, c Replier, sess *session.Sess
 	if r.MuteAll != nil {
 		info.MuteAll = *r.MuteAll
 	}
+	if r.AddPolicy != nil {
+		if !validAddPolicy(*r.AddPolicy, false) {
+			return errBadRequest
+		}
+		info.AddPolicy = *r.AddPolicy
+	}
+	if r.HistoryVisibility != nil {
+		if !validVisibility(*r.HistoryVisibility, false) {
+			return errBadRequest
+		}
+		info.HistoryVisibility = *r.HistoryVisibility
+	}
 	if len(info.Name) > maxGroupName || len(info.AvatarURL) > maxAvatarURL || len(info.Announcement) > maxAnnouncement {
 		return errTooLarge
 	}
@@ -436,7 +511,9 @@ func (s *Service) addMembers(ctx context.Context, c Replier, sess *session.Sessi
 	if err != nil {
 		return err
 	}
-	if g.info.MuteAll && !isAdmin(role) {
+	// Plain members add only when the group lets everyone add, and not
+	// while it is muted.
+	if !isAdmin(role) && (addPolicy(g.info) != pb.GroupAddPolicy_GROUP_ADD_POLICY_EVERYONE || g.info.MuteAll) {
 		return errDenied
 	}
 	ids, err := s.validMembers(r.UserIds)
@@ -457,7 +534,7 @@ func (s *Service) addMembers(ctx context.Context, c Replier, sess *session.Sessi
 		members[i] = store.Member{UserID: u, Role: pb.GroupRole_GROUP_ROLE_MEMBER, JoinedAt: now}
 	}
 	ev := event(r.ConversationId, pb.MessageKind_MESSAGE_KIND_MEMBERS_ADDED, &pb.MessageEvent{UserIds: ids})
-	return s.changeGroup(c, sess, id, store.Change{Event: ev, Members: members}, nil, nil)
+	return s.changeGroup(c, sess, id, store.Change{Event: ev, Members: members, Joined: true}, nil, nil)
 }
 
 // outranks reports whether a may act on a member with role b.
@@ -503,7 +580,7 @@ func (s *Service) joinGroup(ctx context.Context, c Replier, sess *session.Sessio
 	}
 	m := store.Member{UserID: sess.UserID, Role: pb.GroupRole_GROUP_ROLE_MEMBER, JoinedAt: time.Now()}
 	ev := event(r.ConversationId, pb.MessageKind_MESSAGE_KIND_MEMBERS_ADDED, &pb.MessageEvent{UserIds: []string{sess.UserID}})
-	return s.changeGroup(c, sess, id, store.Change{Event: ev, Members: []store.Member{m}}, nil,
+	return s.changeGroup(c, sess, id, store.Change{Event: ev, Members: []store.Member{m}, Joined: true}, nil,
 		func(g *groupState) { c.SendFrame(groupFrame(id, g)) })
 }
 

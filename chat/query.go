@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
 	pb "github.com/parleyim/parley/proto/parleyv1"
 	"github.com/parleyim/parley/store"
 )
@@ -25,7 +27,11 @@ func pageLimit(l uint32) int {
 
 // SyncMessages returns the messages of conv after seq `after` that uid may read.
 func (s *Service) SyncMessages(ctx context.Context, uid, conv string, after uint64, limit uint32) (*pb.MessagePage, error) {
-	return s.page(ctx, uid, conv, after, 0, limit, true)
+	p, err := s.page(ctx, uid, conv, after, 0, limit, true)
+	if err == nil && after > p.LastSeq {
+		s.cursorBeyondLast(ctx, uid, conv, after)
+	}
+	return p, err
 }
 
 // History returns up to limit messages of conv before seq `before` (0: newest), ascending.
@@ -33,13 +39,13 @@ func (s *Service) History(ctx context.Context, uid, conv string, before uint64, 
 	return s.page(ctx, uid, conv, 0, before, limit, false)
 }
 
-// page reads one page forward (after) or backward (before) within what uid
-// may see: a member who left reads up to their leaving; a conversation the
+// page reads one page forward (after) or backward (before), bounded by count
+// and by bytes (readPage), within what uid may see: a member who left reads up to their leaving; a conversation the
 // user deleted starts after its cleared seq; hidden messages are left out.
 // Anything else — including a conversation that does not exist — is
 // PERMISSION_DENIED, so the answer never tells whether it exists.
 func (s *Service) page(ctx context.Context, uid, conv string, after, before uint64, limit uint32, forward bool) (*pb.MessagePage, error) {
-	upTo, err := s.readLimit(ctx, uid, conv)
+	since, upTo, err := s.readRange(ctx, uid, conv)
 	if err != nil {
 		return nil, err
 	}
@@ -47,6 +53,7 @@ func (s *Service) page(ctx context.Context, uid, conv string, after, before uint
 	if err != nil {
 		return nil, err
 	}
+	cleared = max(cleared, since) // what the group's history visibility hides reads as cleared
 	last, err := s.store.LastSeq(ctx, conv)
 	if err != nil {
 		return nil, storeErr(err)
@@ -60,58 +67,36 @@ func (s *Service) page(ctx context.Context, uid, conv string, after, before uint
 	} else if upTo > 0 && (before == 0 || before > upTo+1) {
 		before = upTo + 1
 	}
-	// A page whose messages are all hidden for this user would come back
-	// empty with has_more set and nothing to continue from: read on (a
-	// bounded number of pages) until something is visible or the end.
-	var msgs []*pb.Message
-	more := false
-	for range maxHiddenSkips {
-		var raw []*pb.Message
-		if forward {
-			if raw, err = s.store.Messages(ctx, conv, after, n+1); err != nil {
-				return nil, storeErr(err)
-			}
-			for i, m := range raw {
-				if upTo > 0 && m.Seq > upTo {
-					raw = raw[:i]
-					break
-				}
-			}
-			if more = len(raw) > n; more {
-				raw = raw[:n]
-			}
-		} else {
-			if raw, err = s.store.History(ctx, conv, before, n+1); err != nil {
-				return nil, storeErr(err)
-			}
-			for len(raw) > 0 && raw[0].Seq <= cleared {
-				raw = raw[1:]
-			}
-			if more = len(raw) > n; more {
-				raw = raw[1:] // ascending: drop the oldest
-			}
-		}
-		if msgs, err = s.dropHidden(ctx, uid, conv, raw); err != nil {
-			return nil, err
-		}
-		if len(msgs) > 0 || !more {
-			break
-		}
-		if forward {
-			after = raw[len(raw)-1].Seq
-		} else {
-			before = raw[0].Seq
-		}
+	release, err := s.ReserveRead(ctx, s.readWeight(n))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	msgs, more, err := s.readPage(ctx, pageSpec{
+		conv: conv, forward: forward, after: after, upTo: upTo, before: before, floor: cleared, n: n,
+		visible: func(raw []*pb.Message) ([]*pb.Message, error) { return s.dropHidden(ctx, uid, conv, raw) },
+	})
+	if err != nil {
+		return nil, err
 	}
 	return &pb.MessagePage{ConversationId: conv, Messages: msgs, HasMore: more, LastSeq: last}, nil
 }
 
-// ConversationList returns uid's conversations, newest activity first, paged.
+// ConversationList returns uid's conversations, newest activity first, paged
+// by count and by bytes: each conversation carries its last message, so a
+// page stops at PageBytes (always holding at least one conversation) and
+// says so with a next page token.
 func (s *Service) ConversationList(ctx context.Context, uid string, limit uint32, pageToken string) (*pb.ConversationList, error) {
 	after, hasAfter, ok := parsePageToken(pageToken)
 	if !ok {
 		return nil, errBadRequest
 	}
+	n := pageLimit(limit)
+	release, err := s.ReserveRead(ctx, s.readWeight(n))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	ids, err := s.store.Conversations(ctx, uid)
 	if err != nil {
 		return nil, storeErr(err)
@@ -122,9 +107,16 @@ func (s *Service) ConversationList(ctx context.Context, uid string, limit uint32
 		if err != nil {
 			return nil, err
 		}
-		if c != nil {
-			convs = append(convs, c)
+		if c == nil {
+			continue
 		}
+		// Sorting needs only the last message's time and id; its content
+		// is read again below for the conversations that make the page,
+		// so a user with many conversations does not hold every one.
+		if m := c.LastMessage; m != nil {
+			c.LastMessage = &pb.Message{ConversationId: m.ConversationId, Seq: m.Seq, ServerTime: m.ServerTime, MessageId: m.MessageId}
+		}
+		convs = append(convs, c)
 	}
 	slices.SortFunc(convs, compareConversations)
 	if hasAfter {
@@ -135,18 +127,35 @@ func (s *Service) ConversationList(ctx context.Context, uid string, limit uint32
 		convs = convs[i:]
 	}
 	out := &pb.ConversationList{}
-	n := pageLimit(limit)
-	if len(convs) > n {
-		convs = convs[:n]
-		out.NextPageToken = makePageToken(convs[n-1])
+	size := 0
+	for i, c := range convs {
+		if i == n {
+			out.NextPageToken = makePageToken(convs[i-1])
+			break
+		}
+		if m := c.LastMessage; m != nil {
+			full, err := s.store.History(ctx, c.ConversationId, m.Seq+1, 1)
+			if err != nil {
+				return nil, storeErr(err)
+			}
+			if len(full) == 1 && full[0].Seq == m.Seq {
+				c.LastMessage = full[0]
+			}
+		}
+		cost := proto.Size(c) + msgSlack
+		if i > 0 && size+cost > s.cfg.PageBytes {
+			c.LastMessage = nil // not sent; the token is the previous one's
+			out.NextPageToken = makePageToken(convs[i-1])
+			break
+		}
+		out.Conversations, size = append(out.Conversations, c), size+cost
 	}
-	out.Conversations = convs
 	return out, nil
 }
 
 func (s *Service) conversation(ctx context.Context, uid, id string) (*pb.Conversation, error) {
 	c := &pb.Conversation{ConversationId: id}
-	upTo, err := s.readLimit(ctx, uid, id)
+	since, upTo, err := s.readRange(ctx, uid, id)
 	if errors.Is(err, errDenied) {
 		return nil, nil // not readable (or a kind this build does not know): leave it out
 	}
@@ -190,11 +199,11 @@ func (s *Service) conversation(ctx context.Context, uid, id string) (*pb.Convers
 	c.Pinned, c.Muted, c.ClearedSeq = settings.Pinned, settings.Muted, settings.ClearedSeq
 	if len(last) > 0 {
 		c.LastSeq = last[0].Seq
-		if last[0].Seq > settings.ClearedSeq {
+		if last[0].Seq > max(settings.ClearedSeq, since) {
 			c.LastMessage = last[0]
 		}
 	}
-	if read := max(c.ReadSeq, c.ClearedSeq); c.LastSeq > read {
+	if read := max(c.ReadSeq, c.ClearedSeq, since); c.LastSeq > read {
 		if c.UnreadCount, err = s.unread(ctx, uid, id, read, c.LastSeq); err != nil {
 			return nil, err
 		}
@@ -211,23 +220,29 @@ const unreadScan = 32
 // unread counts the messages after seq read, up to last, that uid has to
 // read: messages from others, not events (group changes, edits, recalls).
 func (s *Service) unread(ctx context.Context, uid, conv string, read, last uint64) (uint64, error) {
-	msgs, err := s.store.Messages(ctx, conv, read, unreadScan)
-	if err != nil {
-		return 0, storeErr(err)
+	// Read in chunks: the messages are read whole, and may be large.
+	n, scanned, count := uint64(0), read, 0
+	for count < unreadScan && scanned < last {
+		msgs, err := s.store.Messages(ctx, conv, scanned, min(readChunk, unreadScan-count))
+		if err != nil {
+			return 0, storeErr(err)
+		}
+		if len(msgs) == 0 {
+			return n, nil
+		}
+		for _, m := range msgs {
+			if m.Seq > last {
+				return n, nil
+			}
+			if m.Kind == pb.MessageKind_MESSAGE_KIND_NORMAL && m.From != uid && !m.Recalled {
+				n++
+			}
+			scanned = m.Seq
+		}
+		count += len(msgs)
 	}
-	n := uint64(0)
-	for _, m := range msgs {
-		if m.Seq > last {
-			break
-		}
-		if m.Kind == pb.MessageKind_MESSAGE_KIND_NORMAL && m.From != uid && !m.Recalled {
-			n++
-		}
-	}
-	if len(msgs) == unreadScan {
-		if scanned := msgs[len(msgs)-1].Seq; last > scanned {
-			n += last - scanned
-		}
+	if count == unreadScan && last > scanned {
+		n += last - scanned
 	}
 	return n, nil
 }

@@ -12,7 +12,8 @@ import (
 )
 
 // Chat rooms and pushes (goim's semantics). Nothing here is stored or
-// synced: a push reaches the sessions online on this node when it is sent.
+// synced: a push reaches the sessions online when it is sent, if their send
+// queues have room for it (see PushResult).
 
 // MaxRoomsPerSession bounds the rooms one session may be in.
 const MaxRoomsPerSession = 64
@@ -158,22 +159,70 @@ func (x *roomIndex) online(name string) int {
 
 // broadcast queues out (one Outbound, encoded at most once per codec, shared
 // by every listener) on every session in the room except except, and returns
-// how many it was queued on. Send never blocks, so holding the room's read
-// lock while queuing is fine; a join or leave of this room waits for it.
+// how many took it.
 func (x *roomIndex) broadcast(name string, out *wire.Outbound, except *session.Session) int {
+	return x.offer(name, out, except).Taken
+}
+
+// offer is broadcast with the refusals counted. Send never blocks, so
+// holding the room's read lock while queuing is fine; a join or leave of
+// this room waits for it.
+func (x *roomIndex) offer(name string, out *wire.Outbound, except *session.Session) PushResult {
+	var res PushResult
 	r := x.get(name)
 	if r == nil {
-		return 0
+		return res
 	}
-	n := 0
 	r.mu.RLock()
 	for s := range r.members {
-		if s != except && s.Conn.Send(out) {
-			n++
+		if s != except {
+			res.add(offer(s.Conn, out))
 		}
 	}
 	r.mu.RUnlock()
-	return n
+	return res
+}
+
+// PushResult is what a push did on this node. A push is best effort: it is
+// queued on the sessions online when it is sent, never stored, and a
+// session whose send queue is already half full refuses it (and stays
+// connected) rather than being closed as slow.
+type PushResult struct {
+	// Taken counts the sessions on this node that queued the push.
+	Taken int
+	// Refused counts the sessions on this node that refused it because
+	// their send queue was backed up.
+	Refused int
+	// Forwarded reports that the push was also published to the cluster's
+	// other nodes; their sessions are not counted here (each node counts
+	// its own in its metrics).
+	Forwarded bool
+}
+
+func (r *PushResult) add(o wire.Offered) {
+	switch o {
+	case wire.Taken:
+		r.Taken++
+	case wire.Refused:
+		r.Refused++
+	}
+}
+
+// offerer is implemented by gateway.Conn: it tells a refused push from a
+// closed connection, which Send's bool cannot.
+type offerer interface {
+	Offer(o *wire.Outbound) wire.Offered
+}
+
+// offer queues a push on c.
+func offer(c session.Conn, out *wire.Outbound) wire.Offered {
+	if oc, ok := c.(offerer); ok {
+		return oc.Offer(out)
+	}
+	if c.Send(out) {
+		return wire.Taken
+	}
+	return wire.Gone
 }
 
 // PushOutbound builds the frame of a push; the caller must not modify body afterwards.
@@ -225,30 +274,38 @@ func (s *Service) roomSend(c Replier, sess *session.Session, id uint64, m *pb.Ro
 }
 
 // PushUsers queues a Push on every session of the users (on every node) and
-// returns how many sessions it was queued on on this node. users must be valid ids.
-func (s *Service) PushUsers(users []string, op int32, body []byte) int {
+// says what the sessions on this node did with it. users must be valid ids.
+func (s *Service) PushUsers(users []string, op int32, body []byte) PushResult {
 	out := PushOutbound(op, body, "")
-	n := s.sessions.DeliverLocal(users, out, "", nil) // counted by the registry
+	var res PushResult
+	for i, u := range users {
+		if i < 8 && slices.Contains(users[:i], u) {
+			continue // short lists may repeat a user; long ones come de-duplicated
+		}
+		for _, sess := range s.sessions.Sessions(u) {
+			res.add(offer(sess.Conn, out))
+		}
+	}
+	s.stats.deliveries.Add(uint64(res.Taken))
 	if s.router.Clustered() {
 		for _, u := range users {
 			s.publishFrame(route.TopicUser, u, out)
 		}
+		res.Forwarded = true
 	}
-	return n
+	return res
 }
 
 // PushSessions queues a Push on the sessions with these ids ("device keys",
-// AuthOk.session_id), on whichever node holds them; it returns how many it
-// queued on this node.
-func (s *Service) PushSessions(ids []string, op int32, body []byte) int {
+// AuthOk.session_id), on whichever node holds them; it counts those on this
+// node.
+func (s *Service) PushSessions(ids []string, op int32, body []byte) PushResult {
 	out := PushOutbound(op, body, "")
-	n := 0
+	var res PushResult
 	var remote map[string][]string // node id → its session ids
 	for _, id := range ids {
 		if sess := s.sessions.ByID(id); sess != nil {
-			if sess.Conn.Send(out) {
-				n++
-			}
+			res.add(offer(sess.Conn, out))
 			continue
 		}
 		if node := sessionNode(id); s.router.Clustered() && node != s.nodeID {
@@ -261,33 +318,39 @@ func (s *Service) PushSessions(ids []string, op int32, body []byte) int {
 	for node, list := range remote {
 		s.publish(&route.Envelope{Topic: route.TopicNode, Key: node, Kind: kindSessions, Keys: list, Data: out.Bytes(wire.Proto)})
 	}
-	s.stats.deliveries.Add(uint64(n))
-	return n
+	res.Forwarded = len(remote) > 0
+	s.stats.deliveries.Add(uint64(res.Taken))
+	return res
 }
 
 // PushRoom queues a Push (with its room set) on every session in the room,
-// on every node; it returns how many on this node.
-func (s *Service) PushRoom(roomName string, op int32, body []byte) int {
+// on every node; it counts those on this node.
+func (s *Service) PushRoom(roomName string, op int32, body []byte) PushResult {
 	out := PushOutbound(op, body, roomName)
-	n := s.rooms.broadcast(roomName, out, nil)
-	s.stats.deliveries.Add(uint64(n))
+	res := s.rooms.offer(roomName, out, nil)
+	s.stats.deliveries.Add(uint64(res.Taken))
 	s.publishFrame(route.TopicRoom, roomName, out)
-	return n
+	res.Forwarded = s.router.Clustered()
+	return res
 }
 
-// PushAll queues a Push on every session of every node; it returns how many on this node.
-func (s *Service) PushAll(op int32, body []byte) int {
+// PushAll queues a Push on every session of every node; it counts those on this node.
+func (s *Service) PushAll(op int32, body []byte) PushResult {
 	out := PushOutbound(op, body, "")
-	n := s.pushAllLocal(out)
-	s.stats.deliveries.Add(uint64(n))
+	var res PushResult
+	s.sessions.ForEach(func(sess *session.Session) { res.add(offer(sess.Conn, out)) })
+	s.stats.deliveries.Add(uint64(res.Taken))
 	s.publishFrame(route.TopicAll, "", out)
-	return n
+	res.Forwarded = s.router.Clustered()
+	return res
 }
 
+// pushAllLocal queues out on every session of this node and returns how
+// many took it (a push from another node).
 func (s *Service) pushAllLocal(out *wire.Outbound) int {
 	n := 0
 	s.sessions.ForEach(func(sess *session.Session) {
-		if sess.Conn.Send(out) {
+		if offer(sess.Conn, out) == wire.Taken {
 			n++
 		}
 	})

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/parleyim/parley/auth"
 	"github.com/parleyim/parley/gateway"
 	"github.com/parleyim/parley/limit"
@@ -26,6 +28,10 @@ import (
 )
 
 // Config tunes the messaging service. Zero values take the stated defaults.
+// Those serve direct users of the package: a Parley server (package server)
+// passes every field that has a configuration key explicitly, with the
+// defaults of server.Config, so only MaxBatch and QueueDepth take their
+// defaults here.
 type Config struct {
 	// NodeID distinguishes message ids made by different nodes (0-1023). Default 0.
 	NodeID uint16
@@ -66,6 +72,20 @@ type Config struct {
 	// sessions the login replaces under the kick policy do not count.
 	// Zero: unlimited.
 	MaxUserSessions int
+	// PageBytes bounds one page (sync, history, the conversation list) by
+	// the encoded size of what it carries; a page always holds at least one
+	// item, so it may pass PageBytes by one message. It must stay well
+	// below the per-connection send queue cap. Default 1 MiB.
+	PageBytes int
+	// ReadMemoryBytes bounds the memory all page reads of the node hold at
+	// once; a read that cannot get its share in time is refused with
+	// TOO_MANY_REQUESTS. Default 64 MiB.
+	ReadMemoryBytes int64
+	// UserStorageQuota caps the payload bytes a user may store (the
+	// messages they sent, as counted by store.UserStorage): a send that
+	// would go past it is refused with QUOTA_EXCEEDED. Concurrent sends may
+	// pass it by the sends still being stored. Zero: unlimited.
+	UserStorageQuota int64
 	// Events, when set, is told of stored messages, group changes and
 	// sessions opening and closing. It is called on the delivery path and
 	// must not block (the webhook dispatcher only queues).
@@ -99,6 +119,12 @@ func (c *Config) setDefaults() {
 	if c.GroupCacheSize <= 0 {
 		c.GroupCacheSize = 65536
 	}
+	if c.PageBytes <= 0 {
+		c.PageBytes = 1 << 20
+	}
+	if c.ReadMemoryBytes <= 0 {
+		c.ReadMemoryBytes = 64 << 20
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -127,6 +153,14 @@ type Stats struct {
 	RateLimited     uint64 // requests refused by SendRate or RequestRate
 	GroupsCached    int    // groups held in memory now (at most Config.GroupCacheSize)
 	SessionsRefused uint64 // logins refused by MaxUserSessions
+	// CursorsAhead counts syncs from a cursor past the conversation's newest
+	// stored seq (stored messages were lost; the seq was raised past it).
+	CursorsAhead uint64
+	// ClusterMalformed counts envelopes from other nodes dropped because
+	// they did not hold what their kind needs.
+	ClusterMalformed uint64
+	ReadsRefused     uint64 // page reads refused: ReadMemoryBytes was taken
+	QuotaRefused     uint64 // sends refused by UserStorageQuota
 }
 
 // Service is the messaging service. Create with New, then Start.
@@ -162,9 +196,10 @@ type Service struct {
 	sendLimit, requestLimit *limit.Keyed // per user; nil: unlimited
 	ackLatency              *metrics.Histogram
 	commitLatency           *metrics.Histogram
+	reads                   *semaphore.Weighted // Config.ReadMemoryBytes, shared by page reads
 
 	stats struct {
-		accepted, duplicate, failed, deliveries, batches, authFail, kicked, commitNs, limited, refused atomic.Uint64
+		accepted, duplicate, failed, deliveries, batches, authFail, kicked, commitNs, limited, refused, readsRefused, cursorsAhead, quotaRefused, malformed atomic.Uint64
 	}
 }
 
@@ -205,6 +240,7 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 		cursors:     make(chan store.Cursor, 4096),
 		stop:        make(chan struct{}),
 	}
+	s.reads = semaphore.NewWeighted(cfg.ReadMemoryBytes)
 	s.ids.node = uint64(cfg.NodeID & 1023)
 	s.nodeID = strconv.Itoa(int(cfg.NodeID))
 	s.nextSession.Store(uint64(time.Now().UnixMicro()))
@@ -258,7 +294,9 @@ func (s *Service) Stats() Stats {
 		CommitBatches: s.stats.batches.Load(), AuthFailures: s.stats.authFail.Load(),
 		SessionsKicked: s.stats.kicked.Load(), CommitLatencyNs: s.stats.commitNs.Load(),
 		RateLimited: s.stats.limited.Load(), SessionsRefused: s.stats.refused.Load(),
-		GroupsCached: s.groupsCached(),
+		CursorsAhead: s.stats.cursorsAhead.Load(),
+		GroupsCached: s.groupsCached(), ReadsRefused: s.stats.readsRefused.Load(),
+		QuotaRefused: s.stats.quotaRefused.Load(), ClusterMalformed: s.stats.malformed.Load(),
 	}
 }
 
@@ -534,6 +572,7 @@ func (s *Service) handleAuth(c *gateway.Conn, id uint64, a *pb.Auth) {
 		s.stats.kicked.Add(1)
 		old.Conn.Close(pb.DisconnectCode_DISCONNECT_CODE_KICKED, "signed in on another device of the same type")
 	}
+	s.clusterKick(sess)
 	s.online.onOpen(sess.UserID)
 	s.sessionOpened(sess)
 }
@@ -584,6 +623,9 @@ func (s *Service) HandleClose(c *gateway.Conn, _ pb.DisconnectCode) {
 func (s *Service) handleSend(ctx context.Context, c Replier, sess *session.Session, reqID uint64, m *pb.Send) error {
 	msg, err := s.buildMessage(ctx, sess.UserID, m)
 	if err != nil {
+		return err
+	}
+	if err := s.checkQuota(ctx, sess.UserID, len(m.Payload)); err != nil {
 		return err
 	}
 	if !s.submit(&pendingSend{conn: c, sessID: sess.ID, reqID: reqID, msg: msg, start: time.Now().UnixNano()}) {
@@ -775,7 +817,7 @@ func (s *Service) deliverHeld(ctx context.Context, m *pb.Message, exceptSession 
 		err = s.router.DeliverGroup(ctx, m.ConversationId, s.groupRecipients(m.ConversationId),
 			newMessageOutbound(m), exceptSession, hold)
 	} else {
-		err = s.router.DeliverHeld(ctx, []string{m.To, m.From}, newMessageOutbound(m), exceptSession, hold)
+		err = s.router.DeliverToUsers(ctx, []string{m.To, m.From}, newMessageOutbound(m), exceptSession, hold)
 	}
 	if err != nil {
 		// Stored and ACKed: receivers get it by sync; delivery is best effort.
@@ -822,7 +864,9 @@ func (s *Service) deliverLoop() {
 					p.conn.SendFrame(errorFrame(p.reqID, pb.ErrorCode_ERROR_CODE_INTERNAL))
 					continue
 				}
-				s.log.Warn("store failed; send answered UNAVAILABLE", "err", err)
+				if !errors.Is(err, store.ErrNoSpace) { // the store logs disk-space transitions once
+					s.log.Warn("store failed; send answered UNAVAILABLE", "err", err)
+				}
 				p.conn.SendFrame(errorFrame(p.reqID, pb.ErrorCode_ERROR_CODE_UNAVAILABLE))
 				continue
 			}
@@ -867,6 +911,23 @@ func (s *Service) handleCursor(ctx context.Context, sess *session.Session, conv 
 	if seq == 0 {
 		return errBadRequest
 	}
+	users := []string{sess.UserID}
+	peer, direct := directPeer(conv, sess.UserID)
+	if direct {
+		// The store clamps the cursor it keeps; the receipt the peer gets
+		// now is clamped the same way, so a peer is never shown unsent
+		// messages as read. A group receipt goes to the reader's own
+		// devices only, so it skips this lookup (one per ACK of every
+		// member of a busy group; a query each on PostgreSQL).
+		last, err := s.store.LastSeq(ctx, conv)
+		if err != nil {
+			return storeErr(err)
+		}
+		if seq = min(seq, last); seq == 0 {
+			return nil // nothing to acknowledge yet
+		}
+		users = append(users, peer)
+	}
 	c := store.Cursor{ConversationID: conv, UserID: sess.UserID, Delivered: seq}
 	rc := &pb.Receipt{ConversationId: conv, UserId: sess.UserID, DeliveredSeq: seq}
 	if read {
@@ -874,13 +935,9 @@ func (s *Service) handleCursor(ctx context.Context, sess *session.Session, conv 
 		rc.ReadSeq = seq
 	}
 	s.queueCursor(c)
-	users := []string{sess.UserID}
-	if peer, ok := directPeer(conv, sess.UserID); ok {
-		users = append(users, peer)
-	}
 	// The cursor is queued: a receipt that cannot reach another node now
 	// is not the client's error (the peer reads cursors at its next sync).
-	if err := s.router.DeliverToUsers(ctx, users, newReceiptOutbound(rc), sess.ID); err != nil {
+	if err := s.router.DeliverToUsers(ctx, users, newReceiptOutbound(rc), sess.ID, nil); err != nil {
 		s.deliveryFailed("receipt", err)
 	}
 	return nil
@@ -926,7 +983,7 @@ func (s *Service) cursorLoop() {
 			list = append(list, c)
 		}
 		clear(m)
-		if err := s.store.SetCursors(context.Background(), list); err != nil {
+		if err := s.store.SetCursors(context.Background(), list); err != nil && !errors.Is(err, store.ErrNoSpace) {
 			s.log.Warn("cursor write failed", "n", len(list), "err", err)
 		}
 	}
@@ -978,4 +1035,23 @@ func (s *Service) cursorLoop() {
 			}
 		}
 	}
+}
+
+// checkQuota refuses a send of n payload bytes that would take uid past
+// the storage quota. It runs after the permission checks, so its answer
+// says nothing about the target.
+func (s *Service) checkQuota(ctx context.Context, uid string, n int) error {
+	q := s.cfg.UserStorageQuota
+	if q <= 0 {
+		return nil
+	}
+	used, err := s.store.UserStorage(ctx, uid)
+	if err != nil {
+		return storeErr(err)
+	}
+	if used+uint64(n) > uint64(q) {
+		s.stats.quotaRefused.Add(1)
+		return errQuota
+	}
+	return nil
 }

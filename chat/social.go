@@ -226,7 +226,7 @@ func contactProto(c store.Contact) *pb.Contact {
 func (s *Service) pushContact(ctx context.Context, owner string, c store.Contact, except string) {
 	out := wire.NewOutbound(&pb.ServerFrame{Body: &pb.ServerFrame_ContactEvent{
 		ContactEvent: &pb.ContactEvent{Contact: contactProto(c)}}})
-	if err := s.router.DeliverToUsers(ctx, []string{owner}, out, except); err != nil {
+	if err := s.router.DeliverToUsers(ctx, []string{owner}, out, except, nil); err != nil {
 		s.deliveryFailed("contact event", err)
 	}
 }
@@ -478,7 +478,7 @@ func (s *Service) typing(ctx context.Context, c Replier, sess *session.Session, 
 		if isGroup(conv) {
 			err = s.router.DeliverGroup(ctx, conv, users, out, sess.ID, nil)
 		} else {
-			err = s.router.DeliverToUsers(ctx, users, out, sess.ID)
+			err = s.router.DeliverToUsers(ctx, users, out, sess.ID, nil)
 		}
 		if err != nil {
 			s.deliveryFailed("typing", err)
@@ -634,7 +634,7 @@ func (s *Service) flushLastSeen() {
 			go func() {
 				defer func() { <-sem; wg.Done() }()
 				err := s.store.SetLastSeen(context.Background(), uid, t)
-				if err != nil && !errors.Is(err, store.ErrClosed) {
+				if err != nil && !errors.Is(err, store.ErrClosed) && !errors.Is(err, store.ErrNoSpace) {
 					s.log.Warn("last seen not recorded", "user", uid, "err", err)
 				}
 			}()

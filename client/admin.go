@@ -139,6 +139,11 @@ type GroupSpec struct {
 	Announcement string   `json:"announcement,omitempty"`
 	OpenJoin     bool     `json:"open_join,omitempty"`
 	UserIDs      []string `json:"user_ids,omitempty"`
+	// AddPolicy: who may add members, "admins" (empty: the default) or "everyone".
+	AddPolicy string `json:"add_policy,omitempty"`
+	// HistoryVisibility: what new and re-added members read, "since_join"
+	// (empty: the default) or "all".
+	HistoryVisibility string `json:"history_visibility,omitempty"`
 }
 
 // CreateGroup creates a group owned by spec.Owner.
@@ -237,8 +242,28 @@ type PushTarget struct {
 	All        bool
 }
 
-// Push sends an unstored push (goim semantics) and returns how many sessions it was queued on.
+// Push sends an unstored push (goim semantics) and returns how many sessions
+// took it on the node that answered (see PushCounted for the refusals).
 func (a *Admin) Push(ctx context.Context, to PushTarget, op int32, body []byte) (int, error) {
+	r, err := a.PushCounted(ctx, to, op, body)
+	return r.Pushed, err
+}
+
+// PushResult is what a push did on the node that answered.
+type PushResult struct {
+	// Pushed counts the sessions on that node that took the push.
+	Pushed int `json:"pushed"`
+	// Refused counts the sessions on that node that refused it because their
+	// send queue was backed up (they stay connected; the push is not retried).
+	Refused int `json:"refused"`
+	// Forwarded reports that the push also went to the cluster's other nodes,
+	// whose sessions are not counted here.
+	Forwarded bool `json:"forwarded"`
+}
+
+// PushCounted is Push returning the whole answer: sessions that took the
+// push, sessions that refused it, and whether other nodes got it too.
+func (a *Admin) PushCounted(ctx context.Context, to PushTarget, op int32, body []byte) (PushResult, error) {
 	var path string
 	switch {
 	case len(to.UserIDs) > 0:
@@ -250,17 +275,15 @@ func (a *Admin) Push(ctx context.Context, to PushTarget, op int32, body []byte) 
 	case to.All:
 		path = "/v1/admin/push/all?"
 	default:
-		return 0, fmt.Errorf("parley: push needs a target")
+		return PushResult{}, fmt.Errorf("parley: push needs a target")
 	}
 	path += "&op=" + strconv.Itoa(int(op))
 	if body == nil {
 		body = []byte{}
 	}
-	var out struct {
-		Pushed int `json:"pushed"`
-	}
+	var out PushResult
 	err := a.do(ctx, http.MethodPost, path, body, &out)
-	return out.Pushed, err
+	return out, err
 }
 
 func retT[T any](v *T, err error) (*T, error) {

@@ -511,3 +511,44 @@ func BenchmarkSend(b *testing.B) {
 		})
 	}
 }
+
+// A session keeps paging while has_more is set, however few messages a
+// page holds (the server bounds pages by bytes), and retries a sync the
+// server refused as busy (TOO_MANY_REQUESTS) instead of skipping the
+// conversation.
+func TestSessionShortPagesAndBusyServer(t *testing.T) {
+	s := newFakeServer(t)
+	ctx := testCtx(t)
+	alice := dial(t, s, "tcp", wire.Proto, "alice", nil)
+	const n = 20
+	for i := range n {
+		if _, err := alice.SendText(ctx, "bob", fmt.Sprint("m", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.with(func() { s.pageMax, s.busySyncs = 3, 2 })
+	var mu sync.Mutex
+	var got []uint64
+	bob, err := NewSession(SessionOptions{
+		Options: Options{Token: "bob", DeviceID: "bob-1", OnMessage: func(m *pb.Message) {
+			mu.Lock()
+			got = append(got, m.Seq)
+			mu.Unlock()
+		}},
+		Addrs:      []string{s.addr("tcp")},
+		MinBackoff: 5 * time.Millisecond,
+		MaxBackoff: 20 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bob.Close()
+	waitFor(t, "every message at bob", func() bool { return bob.Cursor("alice:bob") == n })
+	mu.Lock()
+	defer mu.Unlock()
+	for i, seq := range got {
+		if seq != uint64(i+1) {
+			t.Fatalf("bob got %v, want 1..%d in order", got, n)
+		}
+	}
+}

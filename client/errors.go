@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/parleyim/parley/errcode"
 	pb "github.com/parleyim/parley/proto/parleyv1"
 )
 
@@ -26,6 +27,10 @@ var (
 type Error struct {
 	Code    pb.ErrorCode
 	Message string
+	// temporary is the frame's Error.temporary when sent (said): servers
+	// older than the field, and Errors built by hand, do not say. Plain
+	// values, so that Errors compare with ==.
+	temporary, said bool
 }
 
 func (e *Error) Error() string {
@@ -36,10 +41,14 @@ func (e *Error) Error() string {
 }
 
 // Temporary reports whether the same request may succeed later (for a send:
-// retried with the same client_msg_id).
+// retried with the same client_msg_id), as the server said in the error
+// frame; from a server that does not say, the error table (package errcode)
+// decides by the code.
 func (e *Error) Temporary() bool {
-	return e.Code == pb.ErrorCode_ERROR_CODE_UNAVAILABLE ||
-		e.Code == pb.ErrorCode_ERROR_CODE_TOO_MANY_REQUESTS
+	if e.said {
+		return e.temporary
+	}
+	return errcode.Of(e.Code).Temporary
 }
 
 // IsCode reports whether err is (or wraps) an [*Error] with the given code.
@@ -76,7 +85,7 @@ func (e *closedError) Is(target error) bool { return target == ErrClosed }
 func (e *closedError) Unwrap() error        { return e.cause }
 
 func errFromFrame(e *pb.Error) *Error {
-	return &Error{Code: e.GetCode(), Message: e.GetMessage()}
+	return &Error{Code: e.GetCode(), Message: e.GetMessage(), temporary: e.GetTemporary(), said: e.Temporary != nil}
 }
 
 func disconnectErr(d *pb.Disconnect) *DisconnectError {

@@ -42,6 +42,8 @@ type fakeServer struct {
 	killOnStore int             // store the next N sends, then drop the sender's link
 	skipPush    map[uint64]bool // seqs stored but not pushed (gaps)
 	dupPush     bool            // push everything twice
+	pageMax     int             // a SyncMessages page holds at most this many (0: the limit), as a byte-bounded page may
+	busySyncs   int             // answer the next N SyncMessages with TOO_MANY_REQUESTS
 }
 
 type fconn struct {
@@ -209,10 +211,18 @@ func (s *fakeServer) handle(fc *fconn, f *pb.ClientFrame, codec wire.Codec) {
 		reply(&pb.ServerFrame{Body: &pb.ServerFrame_Conversations{Conversations: l}})
 	case *pb.ClientFrame_SyncMessages:
 		s.syncs[fc.user]++
+		if s.busySyncs > 0 {
+			s.busySyncs--
+			reply(&pb.ServerFrame{Body: &pb.ServerFrame_Error{Error: &pb.Error{Code: pb.ErrorCode_ERROR_CODE_TOO_MANY_REQUESTS}}})
+			return
+		}
 		q, msgs := b.SyncMessages, s.convs[b.SyncMessages.ConversationId]
 		lim := int(q.Limit)
 		if lim == 0 {
 			lim = 100
+		}
+		if s.pageMax > 0 {
+			lim = min(lim, s.pageMax)
 		}
 		p := &pb.MessagePage{ConversationId: q.ConversationId, LastSeq: uint64(len(msgs))}
 		if from := int(q.AfterSeq); from < len(msgs) {

@@ -18,11 +18,15 @@ func (c *Client) groupReply(r *pb.ServerFrame, err error) (*pb.GroupInfo, error)
 }
 
 // CreateGroup creates a group owned by this user with the given members.
+// g.AddPolicy (who may add members; unset: admins) and g.HistoryVisibility
+// (what members added later read; unset: from their addition on) are the
+// group's settings; the answer carries them as in force.
 func (c *Client) CreateGroup(ctx context.Context, g *pb.CreateGroup) (*pb.GroupInfo, error) {
 	return c.groupReply(c.roundTrip(ctx, &pb.ClientFrame{Body: &pb.ClientFrame_CreateGroup{CreateGroup: g}}))
 }
 
-// UpdateGroup changes the fields of u that are set (owner and admins).
+// UpdateGroup changes the fields of u that are set (owner and admins),
+// including the add policy and history visibility.
 func (c *Client) UpdateGroup(ctx context.Context, u *pb.UpdateGroup) (*pb.GroupInfo, error) {
 	return c.groupReply(c.roundTrip(ctx, &pb.ClientFrame{Body: &pb.ClientFrame_UpdateGroup{UpdateGroup: u}}))
 }
@@ -39,7 +43,9 @@ func (c *Client) JoinGroup(ctx context.Context, conversationID string) (*pb.Grou
 		JoinGroup: &pb.JoinGroup{ConversationId: conversationID}}}))
 }
 
-// AddMembers adds users to a group.
+// AddMembers adds users to a group: the owner and admins, and any member
+// when the group's add policy is GROUP_ADD_POLICY_EVERYONE (otherwise
+// PERMISSION_DENIED).
 func (c *Client) AddMembers(ctx context.Context, conversationID string, userIDs ...string) error {
 	return c.expectOk(c.roundTrip(ctx, &pb.ClientFrame{Body: &pb.ClientFrame_AddMembers{
 		AddMembers: &pb.AddMembers{ConversationId: conversationID, UserIds: userIDs}}}))

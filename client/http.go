@@ -26,6 +26,18 @@ type HTTPError struct {
 	Status  int
 	Code    string // snake_case, e.g. "invalid_credentials"; empty if the body was not the API's error JSON
 	Message string
+	// temporary is the body's "temporary" when the server sent it (said).
+	temporary, said bool
+}
+
+// Temporary reports whether the same request may succeed later, as the
+// server said in the error body; from a server that does not say, a 503
+// (unavailable) or 429 (too many requests) is temporary.
+func (e *HTTPError) Temporary() bool {
+	if e.said {
+		return e.temporary
+	}
+	return e.Status == http.StatusServiceUnavailable || e.Status == http.StatusTooManyRequests
 }
 
 func (e *HTTPError) Error() string {
@@ -95,6 +107,9 @@ func (h HTTPClient) do(ctx context.Context, path string, hdr http.Header, in, ou
 	return h.doMethod(ctx, http.MethodPost, path, hdr, in, out)
 }
 
+// maxHTTPAnswer bounds an answer's body.
+const maxHTTPAnswer = 16 << 20
+
 // doMethod sends in as JSON ([]byte: as is; nil: no body) and decodes a 2xx answer into
 // out: a proto.Message is read in the protocol's JSON mapping, anything
 // else with encoding/json.
@@ -131,22 +146,31 @@ func (h HTTPClient) doMethod(ctx context.Context, method, path string, hdr http.
 		return err
 	}
 	defer resp.Body.Close()
-	// Bounded: answers are small, and a misbehaving server must not make
-	// the client allocate without limit.
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	// Bounded, so a misbehaving server cannot make the client allocate
+	// without limit; pages of messages are bounded by the server's
+	// page_bytes (at most half its send queue cap), and their JSON is
+	// larger than that, so the bound is generous.
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxHTTPAnswer+1))
 	if err != nil {
 		return err
+	}
+	if len(b) > maxHTTPAnswer {
+		return fmt.Errorf("parley: http %s: answer larger than %d bytes", path, maxHTTPAnswer)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		var e struct {
 			Error struct {
-				Code    string `json:"code"`
-				Message string `json:"message"`
+				Code      string `json:"code"`
+				Message   string `json:"message"`
+				Temporary *bool  `json:"temporary"`
 			} `json:"error"`
 		}
 		he := &HTTPError{Status: resp.StatusCode}
 		if json.Unmarshal(b, &e) == nil && e.Error.Code != "" {
 			he.Code, he.Message = e.Error.Code, e.Error.Message
+			if e.Error.Temporary != nil {
+				he.temporary, he.said = *e.Error.Temporary, true
+			}
 		} else {
 			he.Message = strings.TrimSpace(string(b[:min(len(b), 200)]))
 		}

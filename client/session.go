@@ -541,9 +541,13 @@ func (s *Session) deliverPushed(c *Client, m *pb.Message) error {
 }
 
 // syncConv delivers a conversation's messages after its cursor, page by
-// page, until upTo (0: to the end). A conversation the server refuses to
-// sync is skipped rather than retried forever.
+// page, until upTo (0: to the end). Pages are bounded by bytes on the
+// server, so a page may hold fewer messages than asked: only has_more says
+// whether more follow. A temporary refusal (the server busy) is retried
+// after a pause; a conversation the server refuses to sync otherwise is
+// skipped rather than retried forever.
 func (s *Session) syncConv(c *Client, conv string, upTo uint64) error {
+	backoff := s.opts.MinBackoff
 	for {
 		cur := s.Cursor(conv)
 		if upTo != 0 && cur >= upTo {
@@ -553,10 +557,18 @@ func (s *Session) syncConv(c *Client, conv string, upTo uint64) error {
 		if err != nil {
 			var e *Error
 			if errors.As(err, &e) {
-				return nil
+				if !e.Temporary() {
+					return nil
+				}
+				if !s.wait(jitter(backoff)) {
+					return ErrClosed
+				}
+				backoff = min(2*backoff, s.opts.MaxBackoff)
+				continue
 			}
 			return err
 		}
+		backoff = s.opts.MinBackoff
 		for _, m := range p.Messages {
 			if m.Seq > s.Cursor(conv) {
 				s.deliver(m)

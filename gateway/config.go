@@ -12,7 +12,10 @@ import (
 )
 
 // Config configures a Gateway. The zero value of every field selects its
-// documented default; negative values are rejected by New.
+// documented default; negative values are rejected by New. The defaults
+// serve direct users of the package: a Parley server (package server)
+// passes every field that has a configuration key explicitly, with the
+// defaults of server.Config, so only Workers takes its default here.
 type Config struct {
 	// MaxFrameBytes is the largest client frame accepted, in bytes of payload
 	// (a WebSocket message after reassembly of continuation frames, or a TCP
@@ -50,6 +53,28 @@ type Config struct {
 	// ConnRateExempt lists the networks ConnRate does not apply to (a load
 	// balancer's address, the load generator's loopback). Default none.
 	ConnRateExempt []netip.Prefix
+	// MaxUnauth caps the connections that have not yet authenticated
+	// (Conn.SetAuthenticated), over every address; past it a new TCP
+	// connection is closed at once and a WebSocket upgrade is answered 503.
+	// Zero: unlimited.
+	MaxUnauth int
+	// MaxUnauthPerIP caps the unauthenticated connections from one client
+	// IP address, loopback included; past it new ones are refused as above.
+	// Zero: unlimited.
+	MaxUnauthPerIP int
+	// UnauthExempt lists the networks MaxUnauthPerIP does not apply to (a
+	// load balancer's address). Default none.
+	UnauthExempt []netip.Prefix
+	// MaxOpenFiles is the process's limit on open file descriptors; with
+	// FDReserve it keeps descriptors free for storage files and requests
+	// in progress. Zero: no reserve.
+	MaxOpenFiles int
+	// FDReserve: a new connection is refused (as above) while the process
+	// has MaxOpenFiles-FDReserve descriptors or more open. The count is the
+	// number of open descriptors (Linux: /proc/self/fd; elsewhere there is
+	// no reserve) read once per sweep, and every 100 ms when within
+	// FDReserve of the reserve, plus the connections opened since. Zero: none.
+	FDReserve int
 	// DrainWindow spreads Shutdown's closing of connections over this long
 	// (bounded by Shutdown's context), so clients of a cluster node move to
 	// the other nodes gradually rather than all at once. Default 0: at once.
@@ -73,8 +98,12 @@ const (
 // withDefaults validates cfg and fills in its zero fields.
 func (cfg Config) withDefaults() (Config, error) {
 	if cfg.MaxFrameBytes < 0 || cfg.SendQueueFrames < 0 || cfg.SendQueueBytes < 0 ||
-		cfg.WriteTimeout < 0 || cfg.AuthTimeout < 0 || cfg.IdleTimeout < 0 || cfg.Workers < 0 || cfg.DrainWindow < 0 {
+		cfg.WriteTimeout < 0 || cfg.AuthTimeout < 0 || cfg.IdleTimeout < 0 || cfg.Workers < 0 || cfg.DrainWindow < 0 ||
+		cfg.MaxUnauth < 0 || cfg.MaxUnauthPerIP < 0 || cfg.MaxOpenFiles < 0 || cfg.FDReserve < 0 {
 		return cfg, errors.New("gateway: negative Config value")
+	}
+	if cfg.MaxOpenFiles > 0 && cfg.FDReserve >= cfg.MaxOpenFiles {
+		return cfg, fmt.Errorf("gateway: FDReserve %d not below MaxOpenFiles %d", cfg.FDReserve, cfg.MaxOpenFiles)
 	}
 	if cfg.MaxFrameBytes > maxMaxFrameBytes {
 		return cfg, fmt.Errorf("gateway: MaxFrameBytes %d above %d", cfg.MaxFrameBytes, maxMaxFrameBytes)

@@ -52,8 +52,9 @@ type Conn struct {
 	transport Transport
 	born      int64 // unix ns at attach
 
-	lastRecv atomic.Int64 // unix ns (Gateway clock) of the last complete frame received
-	authed   atomic.Bool  // set by SetAuthenticated; stops the auth timeout
+	lastRecv atomic.Int64  // unix ns (Gateway clock) of the last complete frame received
+	authed   atomic.Bool   // set by SetAuthenticated; stops the auth timeout
+	slots    atomic.Uint32 // unauthenticated slots held (see reserve); swapped to 0 to release
 	// heard is set once the client's first bytes were read. On a TLS conn
 	// that means its handshake is done; before that a write would wait for
 	// the handshake, so a close skips the Disconnect frame (see beginClose).
@@ -107,15 +108,20 @@ func (c *Conn) ID() uint64 { return c.id }
 func (c *Conn) Transport() Transport { return c.transport }
 
 // Codec is the codec of frames sent to the client: on WebSocket it is fixed
-// by the first data message (text: JSON, binary: protobuf); before that and
-// on TCP it is wire.Proto.
+// by the first data message (text: JSON, binary: protobuf) and is JSON before
+// that (a close before any frame, such as the auth timeout, must be readable
+// by a browser, which speaks JSON); on TCP it is wire.Proto.
 func (c *Conn) Codec() wire.Codec { return wire.Codec(c.codec.Load()) }
 
 // RemoteAddr is the peer's address.
 func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 
-// SetAuthenticated stops the auth timeout.
-func (c *Conn) SetAuthenticated() { c.authed.Store(true) }
+// SetAuthenticated stops the auth timeout and frees the connection's place
+// under the caps on unauthenticated connections.
+func (c *Conn) SetAuthenticated() {
+	c.authed.Store(true)
+	c.g.release(c.slots.Swap(0), c.nc.RemoteAddr())
+}
 
 // Value returns what SetValue stored, or nil.
 func (c *Conn) Value() any {
@@ -134,14 +140,30 @@ func (c *Conn) SendFrame(f *pb.ServerFrame) bool { return c.Send(wire.NewOutboun
 // Send queues o for the client and schedules a flush; it never blocks on the
 // socket. It returns false if the connection is closed or closing, or if o
 // would take the queue past SendQueueFrames or SendQueueBytes, in which case
-// the connection is closed with DISCONNECT_CODE_SLOW.
+// the connection is closed with DISCONNECT_CODE_SLOW. A best-effort frame
+// (o.BestEffort) is instead refused, with the connection left open, when
+// the queue is at half of either cap (see Offer).
 func (c *Conn) Send(o *wire.Outbound) bool { return c.SendHeld(o, nil) }
 
 // SendHeld is Send, but when h is not nil the flush it would schedule is
 // deferred to h.Release (see wire.Hold).
 func (c *Conn) SendHeld(o *wire.Outbound, h *wire.Hold) bool {
+	return c.send(o, h) == wire.Taken
+}
+
+// Offer is Send for a caller that must tell a refused best-effort frame
+// from a closed connection: it reports whether o was taken, refused (a
+// best-effort frame while the queue holds half of either cap or more) or
+// the connection is gone.
+func (c *Conn) Offer(o *wire.Outbound) wire.Offered { return c.send(o, nil) }
+
+// send queues o. Best-effort frames (pushes) may use only the first half of
+// the queue: a burst of them is refused and counted, so it never costs the
+// connection its life, and the other half stays free for stored messages,
+// which keep the close-as-slow guarantee (the client then catches up by sync).
+func (c *Conn) send(o *wire.Outbound, h *wire.Hold) wire.Offered {
 	if o == nil || c.closingF.Load() {
-		return false
+		return wire.Gone
 	}
 	// Encoding happens here, once per codec per Outbound, outside the lock.
 	size := len(o.Bytes(c.Codec())) + wsMaxHeader
@@ -149,12 +171,19 @@ func (c *Conn) SendHeld(o *wire.Outbound, h *wire.Hold) bool {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
-		return false
+		return wire.Gone
 	}
-	if len(c.queue) >= cfg.SendQueueFrames || c.queuedBytes+c.inflight+size > cfg.SendQueueBytes {
+	if o.BestEffort() {
+		if 2*(len(c.queue)+1) > cfg.SendQueueFrames || 2*(c.queuedBytes+c.inflight+size) > cfg.SendQueueBytes {
+			c.mu.Unlock()
+			c.g.stats.pushRefused.Add(1)
+			return wire.Refused
+		}
+		c.g.stats.pushTaken.Add(1)
+	} else if len(c.queue) >= cfg.SendQueueFrames || c.queuedBytes+c.inflight+size > cfg.SendQueueBytes {
 		c.mu.Unlock()
 		c.beginClose(pb.DisconnectCode_DISCONNECT_CODE_SLOW, "send queue full", nil)
-		return false
+		return wire.Gone
 	}
 	c.queue = append(c.queue, o)
 	c.queuedBytes += size
@@ -168,7 +197,7 @@ func (c *Conn) SendHeld(o *wire.Outbound, h *wire.Hold) bool {
 	default:
 		c.g.flushQ.push(c)
 	}
-	return true
+	return wire.Taken
 }
 
 // ScheduleFlush implements wire.Flusher: it queues a flush that SendHeld deferred.

@@ -17,10 +17,15 @@ import (
 
 	"github.com/parleyim/parley/limit"
 	pb "github.com/parleyim/parley/proto/parleyv1"
+	"github.com/parleyim/parley/wire"
 )
 
 // ErrClosed is returned by ServeTCP and Adopt after Shutdown has begun.
 var ErrClosed = errors.New("gateway: closed")
+
+// ErrRefused is returned by Adopt for a connection refused by the caps on
+// unauthenticated connections or the descriptor reserve.
+var ErrRefused = errors.New("gateway: connection refused (unauthenticated cap or descriptor reserve)")
 
 // Handler receives a connection's frames and its end.
 type Handler interface {
@@ -37,14 +42,18 @@ type Handler interface {
 // Gateway serves client connections. It is created running by New and
 // stopped by Shutdown.
 type Gateway struct {
-	cfg       Config
-	h         Handler
-	log       *slog.Logger
-	linger    time.Duration // how long a closing connection may take to flush
-	stats     counters
-	nextID    atomic.Uint64
-	connLimit *limit.Keyed // new connections per client IP; nil: unlimited
-	clock     atomic.Int64 // unix ns, refreshed by the sweeper; a cheap "now" for touch
+	cfg         Config
+	h           Handler
+	log         *slog.Logger
+	linger      time.Duration // how long a closing connection may take to flush
+	stats       counters
+	nextID      atomic.Uint64
+	connLimit   *limit.Keyed // new connections per client IP; nil: unlimited
+	clock       atomic.Int64 // unix ns, refreshed by the sweeper; a cheap "now" for touch
+	unauth      unauthCount  // connections not yet authenticated
+	fdBase      atomic.Int64 // open descriptors less Len, sampled by the sweeper; -1: unknown
+	fdSampledAt atomic.Int64 // unix ns of that sample
+	fdSince     atomic.Int64 // connections ReserveListener accepted since that sample
 
 	poll   *poller    // nil without epoll: every connection gets a goroutine
 	work   chan *Conn // epoll-ready connections for the workers
@@ -83,6 +92,8 @@ func New(cfg Config, h Handler) (*Gateway, error) {
 		pollDone:  make(chan struct{}),
 	}
 	g.connLimit = limit.NewKeyed(cfg.ConnRate)
+	g.unauth.perIP = make(map[netip.Addr]int32)
+	g.sampleFDs()
 	g.clock.Store(time.Now().UnixNano())
 	g.flushQ.init()
 	g.poll, err = newPoller()
@@ -145,7 +156,12 @@ func (g *Gateway) ServeTCP(ln net.Listener) error {
 			_ = nc.Close()
 			continue
 		}
-		_ = g.attach(nc, TransportTCP, nil)
+		slots, why := g.reserve(addrIP(nc.RemoteAddr()))
+		if why != Admitted {
+			_ = nc.Close()
+			continue
+		}
+		_ = g.attach(nc, TransportTCP, nil, slots)
 	}
 }
 
@@ -186,8 +202,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && !g.admitIP(ap.Addr()) {
+	ap, perr := netip.ParseAddrPort(r.RemoteAddr)
+	if perr == nil && !g.admitIP(ap.Addr()) {
 		http.Error(w, "too many connections from this address", http.StatusTooManyRequests)
+		return
+	}
+	slots, why := g.reserve(ap.Addr().Unmap())
+	if why != Admitted {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "server busy", http.StatusServiceUnavailable)
 		return
 	}
 	nc, rw, _, err := ws.UpgradeHTTP(r, w)
@@ -196,6 +219,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if nc != nil {
 			_ = nc.Close()
 		}
+		g.releaseAddr(slots, ap.Addr().Unmap())
 		return
 	}
 	var initial []byte
@@ -205,7 +229,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p, _ := rw.Reader.Peek(rw.Reader.Buffered())
 		initial = bytes.Clone(p)
 	}
-	_ = g.attach(nc, TransportWS, initial)
+	_ = g.attach(nc, TransportWS, initial, slots)
 }
 
 // Adopt serves an already accepted connection: a *tls.Conn, or any net.Conn.
@@ -219,12 +243,17 @@ func (g *Gateway) Adopt(nc net.Conn, t Transport) error {
 		_ = nc.Close()
 		return errors.New("gateway: unknown transport")
 	}
-	return g.attach(nc, t, nil)
+	slots, why := g.reserve(addrIP(nc.RemoteAddr()))
+	if why != Admitted {
+		_ = nc.Close()
+		return ErrRefused
+	}
+	return g.attach(nc, t, nil, slots)
 }
 
 // attach registers nc and starts serving it; initial holds bytes already
-// read from it.
-func (g *Gateway) attach(nc net.Conn, t Transport, initial []byte) error {
+// read from it, slots the unauthenticated slots reserved for it.
+func (g *Gateway) attach(nc net.Conn, t Transport, initial []byte, slots uint32) error {
 	c := &Conn{
 		g:         g,
 		id:        g.nextID.Add(1),
@@ -236,14 +265,19 @@ func (g *Gateway) attach(nc net.Conn, t Transport, initial []byte) error {
 		c.raw = pollable(nc)
 	}
 	c.lastRecv.Store(c.born)
+	c.slots.Store(slots)
 	// A WebSocket arrives after its HTTP upgrade was read: any TLS handshake is done.
 	c.heard.Store(t == TransportWS)
+	if t == TransportWS {
+		c.codec.Store(uint32(wire.JSON)) // until the first data frame says otherwise
+	}
 	// The attaching goroutine owns the read side until it hands it over.
 	c.readerBusy = true
 
 	g.mu.Lock()
 	if g.shutting {
 		g.mu.Unlock()
+		g.release(c.slots.Swap(0), nc.RemoteAddr())
 		_ = nc.Close()
 		return ErrClosed
 	}
@@ -376,6 +410,7 @@ func (g *Gateway) finalize(c *Conn) {
 	g.mu.Lock()
 	delete(g.conns, c.id)
 	g.mu.Unlock()
+	g.release(c.slots.Swap(0), c.nc.RemoteAddr())
 	c.mu.Lock()
 	code := c.closeCode
 	c.queue, c.ctl = nil, nil
@@ -418,6 +453,7 @@ func (g *Gateway) sweeper() {
 		case now := <-t.C:
 			ns := now.UnixNano()
 			g.clock.Store(ns)
+			g.sampleFDs()
 			authBefore := ns - int64(g.cfg.AuthTimeout)
 			idleBefore := ns - int64(g.cfg.IdleTimeout)
 			auth, idle = auth[:0], idle[:0]
@@ -448,7 +484,11 @@ func (g *Gateway) sweeper() {
 func (g *Gateway) Len() int { return int(g.stats.open.Load()) }
 
 // Stats returns a snapshot of the counters.
-func (g *Gateway) Stats() Stats { return g.stats.snapshot() }
+func (g *Gateway) Stats() Stats {
+	st := g.stats.snapshot()
+	st.Unauthenticated = g.Unauthenticated()
+	return st
+}
 
 // closeSpread closes conns with SERVER_SHUTDOWN, evenly over DrainWindow
 // (or what is left of ctx, if sooner), in slices of one tick each.

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"runtime/debug"
 
+	"github.com/parleyim/parley/errcode"
 	"github.com/parleyim/parley/wire"
 
 	pb "github.com/parleyim/parley/proto/parleyv1"
@@ -147,8 +148,8 @@ func (c *Conn) setCodec(op byte) {
 		return
 	}
 	c.codecSet = true
-	if op == opText {
-		c.codec.Store(uint32(wire.JSON))
+	if op == opBinary {
+		c.codec.Store(uint32(wire.Proto))
 	}
 }
 
@@ -189,26 +190,10 @@ func (c *Conn) callHandler(f *pb.ClientFrame) {
 	c.g.h.HandleFrame(c, f)
 }
 
-// errorText is the fixed client-facing description of each code: internal
-// error strings never reach clients.
-func errorText(code pb.ErrorCode) string {
-	switch code {
-	case pb.ErrorCode_ERROR_CODE_FRAME_TOO_LARGE:
-		return "frame too large"
-	case pb.ErrorCode_ERROR_CODE_MALFORMED_FRAME:
-		return "malformed frame"
-	case pb.ErrorCode_ERROR_CODE_UNKNOWN_FRAME:
-		return "unknown frame"
-	}
-	return "error"
-}
-
 // protocolError answers bad input: Error{code} then Disconnect{PROTOCOL_ERROR},
 // then the connection closes.
 func (c *Conn) protocolError(code pb.ErrorCode, id uint64) {
-	errFrame := wire.NewOutbound(&pb.ServerFrame{Id: id, Body: &pb.ServerFrame_Error{
-		Error: &pb.Error{Code: code, Message: errorText(code)},
-	}})
+	errFrame := wire.NewOutbound(errcode.Frame(id, code))
 	if c.beginClose(pb.DisconnectCode_DISCONNECT_CODE_PROTOCOL_ERROR, "protocol error", errFrame) {
 		c.g.stats.protocolErrors.Add(1)
 		if code == pb.ErrorCode_ERROR_CODE_FRAME_TOO_LARGE {

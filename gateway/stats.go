@@ -43,6 +43,17 @@ type Stats struct {
 	OversizeFrames uint64
 	// RateLimited counts connections refused by the per-IP connection rate.
 	RateLimited uint64
+	// PushTaken and PushRefused count best-effort frames (pushes) queued on
+	// a connection, and refused by one because its queue was at half of a
+	// cap (the connection stays open).
+	PushTaken   uint64
+	PushRefused uint64
+	// Refused counts new connections refused by the caps on
+	// unauthenticated connections and the descriptor reserve, by reason
+	// (indexed by Refusal; Refused[Admitted] is 0).
+	Refused [numRefusals]uint64
+	// Unauthenticated is the number of open connections not yet authenticated.
+	Unauthenticated int
 }
 
 // counters are the live, atomically updated values behind Stats.
@@ -54,6 +65,8 @@ type counters struct {
 	framesIn, framesOut, writes       atomic.Uint64
 	panics, protocolErrors, oversize  atomic.Uint64
 	rateLimited                       atomic.Uint64
+	pushTaken, pushRefused            atomic.Uint64
+	refused                           [numRefusals]atomic.Uint64
 }
 
 // codeSlot maps a code to its counter; codes past the array share the last
@@ -83,6 +96,11 @@ func (s *counters) snapshot() Stats {
 		ProtocolErrors: s.protocolErrors.Load(),
 		OversizeFrames: s.oversize.Load(),
 		RateLimited:    s.rateLimited.Load(),
+		PushTaken:      s.pushTaken.Load(),
+		PushRefused:    s.pushRefused.Load(),
+	}
+	for i := range s.refused {
+		st.Refused[i] = s.refused[i].Load()
 	}
 	for i := range s.closed {
 		if n := s.closed[i].Load(); n > 0 {

@@ -10,6 +10,8 @@ import (
 )
 
 // Rate is a sustained rate with a burst. The zero Rate allows everything.
+// (A Parley server's configuration spells unlimited -1; the server turns
+// that into the zero Rate.)
 type Rate struct {
 	// PerSecond is the sustained rate; 0 or less means unlimited.
 	PerSecond float64

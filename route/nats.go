@@ -33,7 +33,15 @@ type NATSConfig struct {
 	ClusterListen string
 	// Routes are the other nodes' route listeners ("nats://10.0.0.6:6222").
 	Routes []string
-	// ClusterName must be the same on every node. Default "parley".
+	// ClusterAdvertise is the "host:port" other nodes reach this node's
+	// route listener at, when that is not ClusterListen (NAT, a port
+	// mapping, a proxy): the address route gossip tells the other nodes.
+	// Default "": they connect to ClusterListen's port at the address
+	// this node's routes come from.
+	ClusterAdvertise string
+	// ClusterName must be the same on every node. Default "parley". (A Parley
+	// server passes every field but QueryTimeout explicitly, with the
+	// defaults of server.Config.)
 	ClusterName string
 	// ClusterSecret authenticates routes between embedded servers (the same on every node).
 	ClusterSecret string
@@ -78,6 +86,7 @@ type NATS struct {
 
 	dropped   atomic.Uint64 // envelopes NATS dropped as a slow consumer
 	unsent    atomic.Uint64 // envelopes not published: NATS was unreachable
+	malformed atomic.Uint64 // envelopes received that did not decode
 	received  atomic.Uint64
 	published atomic.Uint64
 }
@@ -192,6 +201,7 @@ func startEmbedded(cfg NATSConfig) (*natsserver.Server, error) {
 		Cluster: natsserver.ClusterOpts{
 			Name: cfg.ClusterName, Host: host, Port: port,
 			Username: routeUser(cfg), Password: cfg.ClusterSecret,
+			Advertise: cfg.ClusterAdvertise,
 		},
 	}
 	if cfg.ClientListen != "" {
@@ -356,14 +366,9 @@ func readString(b []byte) (string, []byte, error) {
 	return string(b[w : w+int(n)]), b[w+int(n):], nil
 }
 
-// DeliverToUsers implements Router.
-func (r *NATS) DeliverToUsers(ctx context.Context, users []string, out *wire.Outbound, except string) error {
-	return r.DeliverHeld(ctx, users, out, except, nil)
-}
-
-// DeliverHeld implements Router: local sessions now, and one envelope per
+// DeliverToUsers implements Router: local sessions now, and one envelope per
 // user to the nodes holding that user (NATS drops it where none does).
-func (r *NATS) DeliverHeld(_ context.Context, users []string, out *wire.Outbound, except string, hold *wire.Hold) error {
+func (r *NATS) DeliverToUsers(_ context.Context, users []string, out *wire.Outbound, except string, hold *wire.Hold) error {
 	r.local.DeliverLocal(users, out, except, hold)
 	data := encode(&Envelope{Except: except, Data: out.Bytes(wire.Proto)})
 	var first error
@@ -532,13 +537,15 @@ func (r *NATS) Routes() int {
 // RouterStats are the cluster router's counters.
 type RouterStats struct {
 	Published, Received, Dropped, Unsent uint64
-	Interests                            int
+	// Malformed counts envelopes from other nodes that did not decode.
+	Malformed uint64
+	Interests int
 }
 
 // Stats returns the router's counters.
 func (r *NATS) Stats() RouterStats {
 	return RouterStats{Published: r.published.Load(), Received: r.received.Load(),
-		Dropped: r.dropped.Load(), Unsent: r.unsent.Load(), Interests: r.Interests()}
+		Dropped: r.dropped.Load(), Unsent: r.unsent.Load(), Malformed: r.malformed.Load(), Interests: r.Interests()}
 }
 
 // Close implements Router: it flushes what is published, disconnects and
@@ -610,7 +617,9 @@ func (r *NATS) handle(m *nats.Msg, env *Envelope, hold *wire.Hold) {
 		return // an interest dropped while this was in flight
 	}
 	if err := decode(m.Data, env); err != nil {
-		r.log.Warn("dropped a malformed envelope", "subject", m.Subject)
+		// Counted, not logged per envelope: a node sending garbage would
+		// flood the log.
+		r.malformed.Add(1)
 		return
 	}
 	env.Topic, env.Key = t, key

@@ -58,19 +58,24 @@ type Node interface {
 // ErrNotConnected is Ready's answer while the Router cannot reach other nodes.
 var ErrNotConnected = errors.New("route: not connected to the cluster")
 
-// Router delivers frames to users' online devices.
-type Router interface {
+// Deliverer delivers frames to users' online devices.
+type Deliverer interface {
 	// DeliverToUsers queues out for every online device of users (on any node),
 	// except the session exceptSession. Frames to the same user from one
-	// caller goroutine arrive in call order.
-	DeliverToUsers(ctx context.Context, users []string, out *wire.Outbound, exceptSession string) error
-	// DeliverHeld is DeliverToUsers with this node's flushes deferred to
-	// hold.Release (see wire.Hold), for a goroutine delivering a batch.
-	DeliverHeld(ctx context.Context, users []string, out *wire.Outbound, exceptSession string, hold *wire.Hold) error
+	// caller goroutine arrive in call order. With hold, this node's flushes
+	// wait for hold.Release (see wire.Hold): for a goroutine delivering a
+	// batch; nil flushes at once.
+	DeliverToUsers(ctx context.Context, users []string, out *wire.Outbound, exceptSession string, hold *wire.Hold) error
 	// DeliverGroup queues out for the group's online members: local (this
 	// node's online members) directly, and once to every other node with an
 	// interest in TopicGroup conv, which fans it out to its own members.
 	DeliverGroup(ctx context.Context, conv string, local []string, out *wire.Outbound, exceptSession string, hold *wire.Hold) error
+}
+
+// Cluster is what a node asks of and tells the other nodes, beyond
+// delivering frames. In process there are no other nodes: every call is a
+// no-op with an empty answer.
+type Cluster interface {
 	// Publish sends env to the other nodes with an interest in env.Topic and
 	// env.Key (every other node for TopicAll). Nothing in process.
 	Publish(ctx context.Context, env *Envelope) error
@@ -91,6 +96,12 @@ type Router interface {
 	Clustered() bool
 	// Ready reports whether the router can deliver (always nil in process).
 	Ready() error
+}
+
+// Router is both, and what the server builds: InProcess or NATS.
+type Router interface {
+	Deliverer
+	Cluster
 	Close() error
 }
 
@@ -103,13 +114,7 @@ type InProcess struct {
 func NewInProcess(local Local) *InProcess { return &InProcess{local: local} }
 
 // DeliverToUsers implements Router.
-func (r *InProcess) DeliverToUsers(_ context.Context, users []string, out *wire.Outbound, except string) error {
-	r.local.DeliverLocal(users, out, except, nil)
-	return nil
-}
-
-// DeliverHeld implements Router.
-func (r *InProcess) DeliverHeld(_ context.Context, users []string, out *wire.Outbound, except string, hold *wire.Hold) error {
+func (r *InProcess) DeliverToUsers(_ context.Context, users []string, out *wire.Outbound, except string, hold *wire.Hold) error {
 	r.local.DeliverLocal(users, out, except, hold)
 	return nil
 }

@@ -31,6 +31,7 @@ func findKind(t *testing.T, rec *recorder, k pb.MessageKind, what string) *pb.Me
 // A backend drives everything over the admin API alone: users, tokens,
 // groups (as the system), messages, recall, sessions, kicks, disabling.
 func TestAdminAPIStory(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	adm := client.NewAdmin(ts.httpBase, testAPIKey)
 	ctx := ctx10(t)
@@ -181,7 +182,7 @@ func TestAdminAPIStory(t *testing.T) {
 	if _, err := adm.SetDisabled(ctx, "bob", true); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "bob's session closes", func() bool { recB.mu.Lock(); defer recB.mu.Unlock(); return recB.closed })
+	eventually(t, "bob's session closes", func() bool { closed, _ := recB.isClosed(); return closed })
 	if _, err := client.Dial(ctx, client.Options{Addr: ts.addr(transports[0]), Token: tok, DeviceID: "b9"}); err == nil {
 		t.Fatal("a disabled user's earlier token still connects")
 	}
@@ -193,21 +194,10 @@ func TestAdminAPIStory(t *testing.T) {
 	}
 }
 
-// dialOnly connects without recording.
-func (ts *testServer) dialOnly(t *testing.T, uid, deviceID, deviceType string) *client.Client {
-	t.Helper()
-	c, _ := ts.connect(t, uid, deviceID, deviceType, transports[0])
-	return c
-}
-
-func isHTTP(err error, status int) bool {
-	var he *client.HTTPError
-	return errors.As(err, &he) && he.Status == status
-}
-
 // Every admin route refuses a request without the key, or with a wrong
 // one, before looking at anything else.
 func TestAdminRoutesNeedTheKey(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	paths := map[string]string{"{id}": "alice", "{uid}": "bob", "{session}": "s1", "{other}": "bob", "{room}": "r1", "{seq}": "1"}
 	n := 0
@@ -231,8 +221,6 @@ func TestAdminRoutesNeedTheKey(t *testing.T) {
 		t.Fatalf("only %d admin routes checked", n)
 	}
 }
-
-func adminClient(ts *testServer) *client.Admin { return client.NewAdmin(ts.httpBase, testAPIKey) }
 
 func groupSpec(owner string, members ...string) client.GroupSpec {
 	return client.GroupSpec{Owner: owner, Name: "g", UserIDs: members}

@@ -1,9 +1,7 @@
 package server_test
 
 import (
-	"bytes"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -63,6 +61,7 @@ func code(r *pb.ServerFrame, err error) string {
 // that exists and one that does not: each outsider is refused with the same
 // code for both, so no answer tells whether the group exists.
 func TestAuthorizationTable(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	ctx := ctx10(t)
 	owner, _ := ts.connect(t, "owner", "o1", "phone", transports[0])
@@ -172,19 +171,13 @@ func rpc(t *testing.T, ts *testServer, token string, f *pb.ClientFrame) (int, st
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequest(http.MethodPost, ts.httpBase+"/v1/rpc", bytes.NewReader(b))
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(out)
+	code, out := httpDo(t, http.MethodPost, ts.httpBase+"/v1/rpc", bearer(token), b)
+	return code, string(out)
 }
 
 // Every command works over HTTP for the user's own token.
 func TestRPCOverHTTP(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	tok := ts.mint(t, "alice")
 	status, body := rpc(t, ts, tok, &pb.ClientFrame{Body: &pb.ClientFrame_CreateGroup{CreateGroup: &pb.CreateGroup{Name: "from curl", UserIds: []string{"bob"}}}})
@@ -218,14 +211,7 @@ func TestRPCOverHTTP(t *testing.T) {
 			t.Fatalf("%v over HTTP: %d %s", f, status, body)
 		}
 	}
-	req, _ := http.NewRequest(http.MethodPost, ts.httpBase+"/v1/rpc", strings.NewReader(`{"send":`))
-	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadRequest {
-		t.Fatalf("malformed JSON: %d", resp.StatusCode)
+	if code, _ := httpDo(t, http.MethodPost, ts.httpBase+"/v1/rpc", bearer(tok), []byte(`{"send":`)); code != http.StatusBadRequest {
+		t.Fatalf("malformed JSON: %d", code)
 	}
 }

@@ -29,6 +29,7 @@ func wantErrorThenClose(t *testing.T, c *rawConn, code pb.ErrorCode, disc pb.Dis
 }
 
 func TestBadFramesAreRefusedAndClosed(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	tok := ts.mint(t, "alice")
 
@@ -96,6 +97,7 @@ func sign(t *testing.T, method jwt.SigningMethod, key any, claims jwt.MapClaims)
 }
 
 func TestTokensAreChecked(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	now := time.Now()
 	good := func() jwt.MapClaims {
@@ -157,6 +159,7 @@ func TestTokensAreChecked(t *testing.T) {
 // A user can reach only conversations they are in, and the refusal is the
 // same whether or not the conversation exists.
 func TestOtherUsersConversationsAreDenied(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	bob := dialRawTCP(t, ts.tcpAddr)
 	if f := bob.auth(ts.mint(t, "bob"), "d1", "cli"); f.GetAuthOk() == nil {

@@ -2,9 +2,7 @@ package server_test
 
 import (
 	"bytes"
-	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,59 +10,6 @@ import (
 	pb "github.com/parleyim/parley/proto/parleyv1"
 	"github.com/parleyim/parley/server"
 )
-
-// settingsPushes collects the HiddenEvents and ConversationEvents a client
-// is pushed (changes made on the user's other devices).
-type settingsPushes struct {
-	mu     sync.Mutex
-	hidden []*pb.HiddenEvent
-	convs  []*pb.ConversationEvent
-}
-
-func (p *settingsPushes) lastHidden() *pb.HiddenEvent {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.hidden) == 0 {
-		return nil
-	}
-	return p.hidden[len(p.hidden)-1]
-}
-
-func (p *settingsPushes) lastConv() *pb.ConversationEvent {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.convs) == 0 {
-		return nil
-	}
-	return p.convs[len(p.convs)-1]
-}
-
-// connectWithPushes is connect that also records settings pushes.
-func (ts *testServer) connectWithPushes(t *testing.T, uid, deviceID, deviceType string, tc transportCase) (*client.Client, *recorder, *settingsPushes) {
-	t.Helper()
-	rec, pushes := &recorder{}, &settingsPushes{}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, client.Options{
-		Addr: ts.addr(tc), Token: ts.mint(t, uid), DeviceID: deviceID, DeviceType: deviceType, Codec: tc.codec,
-		OnMessage: func(m *pb.Message) { rec.mu.Lock(); rec.msgs = append(rec.msgs, m); rec.mu.Unlock() },
-		OnHidden: func(h *pb.HiddenEvent) {
-			pushes.mu.Lock()
-			pushes.hidden = append(pushes.hidden, h)
-			pushes.mu.Unlock()
-		},
-		OnConversation: func(e *pb.ConversationEvent) {
-			pushes.mu.Lock()
-			pushes.convs = append(pushes.convs, e)
-			pushes.mu.Unlock()
-		},
-	})
-	if err != nil {
-		t.Fatalf("dial %s as %s: %v", tc.name, deviceID, err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c, rec, pushes
-}
 
 // waitForEvent waits until r was pushed an event of kind about target and returns it.
 func waitForEvent(t *testing.T, who string, r *recorder, kind pb.MessageKind, target uint64) *pb.Message {
@@ -113,6 +58,7 @@ func waitPastWindow(serverTime int64, window time.Duration) {
 // get the RECALL event, history shows the message recalled without content,
 // and a device that was offline sees the same through sync.
 func TestRecallOneToOne(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	ctx := ctx10(t)
 	alice, _ := ts.connect(t, "alice", "a1", "phone", transports[0])
@@ -190,6 +136,7 @@ func TestRecallOneToOne(t *testing.T) {
 // admins may at any time (an admin not the owner's), plain members never
 // recall others' messages.
 func TestRecallWindowAndGroupAdmins(t *testing.T) {
+	// Not parallel: a recall must land inside a short recall window.
 	const window = time.Second
 	ts := startServer(t, func(c *server.Config) { c.RecallWindow = window })
 	ctx := ctx10(t)
@@ -212,7 +159,9 @@ func TestRecallWindowAndGroupAdmins(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	g, err := alice.CreateGroup(ctx, &pb.CreateGroup{Name: "team", UserIds: []string{"bob", "carol", "dave"}})
+	// Whole-history visibility: eve, added at the end, reads the recalls of earlier messages.
+	g, err := alice.CreateGroup(ctx, &pb.CreateGroup{Name: "team", UserIds: []string{"bob", "carol", "dave"},
+		HistoryVisibility: pb.HistoryVisibility_HISTORY_VISIBILITY_ALL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,6 +229,7 @@ func eveJoins(t *testing.T, ts *testServer, owner *client.Client, conv string) *
 }
 
 func TestEdit(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	ctx := ctx10(t)
 	alice, _ := ts.connect(t, "alice", "a1", "phone", transports[1])
@@ -346,10 +296,11 @@ func TestEdit(t *testing.T) {
 }
 
 func TestDeleteForMe(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	ctx := ctx10(t)
 	alice, _ := ts.connect(t, "alice", "a1", "phone", transports[0])
-	_, _, pushA2 := ts.connectWithPushes(t, "alice", "a2", "web", transports[1])
+	_, pushA2 := ts.connect(t, "alice", "a2", "web", transports[1])
 	bob, _ := ts.connect(t, "bob", "b1", "phone", transports[2])
 	carol, _ := ts.connect(t, "carol", "c1", "phone", transports[2])
 
@@ -424,6 +375,7 @@ func TestDeleteForMe(t *testing.T) {
 }
 
 func TestGroupReadCounts(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	ctx := ctx10(t)
 	alice, _ := ts.connect(t, "alice", "a1", "phone", transports[0])
@@ -503,6 +455,7 @@ func TestGroupReadCounts(t *testing.T) {
 
 // Past receipt_list_max members a group gets counts without names.
 func TestReadCountsWithoutReaderList(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, func(c *server.Config) { c.ReceiptListMax = 2 })
 	ctx := ctx10(t)
 	alice, _ := ts.connect(t, "alice", "a1", "phone", transports[0])
@@ -528,10 +481,11 @@ func TestReadCountsWithoutReaderList(t *testing.T) {
 }
 
 func TestPinAndMuteConversation(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	ctx := ctx10(t)
 	alice, _ := ts.connect(t, "alice", "a1", "phone", transports[2])
-	_, _, pushA2 := ts.connectWithPushes(t, "alice", "a2", "web", transports[1])
+	_, pushA2 := ts.connect(t, "alice", "a2", "web", transports[1])
 	carol, _ := ts.connect(t, "carol", "c1", "phone", transports[0])
 
 	older, err := alice.SendText(ctx, "bob", "older")

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -11,82 +10,11 @@ import (
 	"github.com/parleyim/parley/client"
 	pb "github.com/parleyim/parley/proto/parleyv1"
 	"github.com/parleyim/parley/server"
-	"github.com/parleyim/parley/wire"
 )
-
-// recorder collects what a client is pushed.
-type recorder struct {
-	mu       sync.Mutex
-	msgs     []*pb.Message
-	receipts []*pb.Receipt
-	closeErr error
-	closed   bool
-}
-
-func (r *recorder) messages() []*pb.Message {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]*pb.Message(nil), r.msgs...)
-}
-
-func (r *recorder) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.msgs)
-}
-
-// transportCase is one way of connecting.
-type transportCase struct {
-	name  string
-	codec wire.Codec
-	tcp   bool
-}
-
-var transports = []transportCase{
-	{"ws-proto", wire.Proto, false},
-	{"ws-json", wire.JSON, false},
-	{"tcp", wire.Proto, true},
-}
-
-func (ts *testServer) addr(tc transportCase) string {
-	if tc.tcp {
-		return "tcp://" + ts.tcpAddr
-	}
-	return ts.wsURL
-}
-
-// connect dials as uid with a fresh admin-minted token.
-func (ts *testServer) connect(t *testing.T, uid, deviceID, deviceType string, tc transportCase) (*client.Client, *recorder) {
-	t.Helper()
-	return ts.connectToken(t, ts.mint(t, uid), deviceID, deviceType, tc)
-}
-
-func (ts *testServer) connectToken(t *testing.T, token, deviceID, deviceType string, tc transportCase) (*client.Client, *recorder) {
-	t.Helper()
-	rec := &recorder{}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, client.Options{
-		Addr: ts.addr(tc), Token: token, DeviceID: deviceID, DeviceType: deviceType, Codec: tc.codec,
-		OnMessage: func(m *pb.Message) { rec.mu.Lock(); rec.msgs = append(rec.msgs, m); rec.mu.Unlock() },
-		OnReceipt: func(r *pb.Receipt) { rec.mu.Lock(); rec.receipts = append(rec.receipts, r); rec.mu.Unlock() },
-		OnClose:   func(err error) { rec.mu.Lock(); rec.closeErr, rec.closed = err, true; rec.mu.Unlock() },
-	})
-	if err != nil {
-		t.Fatalf("dial %s as %s: %v", tc.name, deviceID, err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c, rec
-}
-
-func ctx10(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 // Every pairing of transports and codecs chats both ways, with the two-step ACK.
 func TestTwoUsersChatAcrossTransports(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	for _, ta := range transports {
 		for _, tb := range transports {
@@ -111,9 +39,8 @@ func TestTwoUsersChatAcrossTransports(t *testing.T) {
 					t.Fatal(err)
 				}
 				eventually(t, "alice gets the delivery receipt", func() bool {
-					recA.mu.Lock()
-					defer recA.mu.Unlock()
-					return len(recA.receipts) == 1 && recA.receipts[0].UserId == ub && recA.receipts[0].DeliveredSeq == 1
+					rs := recA.snapshot().receipts
+					return len(rs) == 1 && rs[0].UserId == ub && rs[0].DeliveredSeq == 1
 				})
 				back, err := bob.SendText(ctx, ua, "hi alice")
 				if err != nil || back.Seq != 2 || back.ConversationId != ack.ConversationId {
@@ -129,6 +56,7 @@ func TestTwoUsersChatAcrossTransports(t *testing.T) {
 }
 
 func TestFanOutToEveryDevice(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	a1, recA1 := ts.connect(t, "alice", "a1", "phone", transports[0])
 	_, recA2 := ts.connect(t, "alice", "a2", "desktop", transports[2])
@@ -158,18 +86,14 @@ func TestFanOutToEveryDevice(t *testing.T) {
 }
 
 func TestSecondLoginOfSameDeviceTypeKicksTheFirst(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	_, old := ts.connect(t, "bob", "phone-1", "phone", transports[1])
 	_, other := ts.connect(t, "bob", "laptop-1", "desktop", transports[2])
 	newer, recNew := ts.connect(t, "bob", "phone-2", "phone", transports[0])
-	eventually(t, "old phone is kicked", func() bool {
-		old.mu.Lock()
-		defer old.mu.Unlock()
-		return old.closed
-	})
-	var de *client.DisconnectError
-	if !errors.As(old.closeErr, &de) || de.Code != pb.DisconnectCode_DISCONNECT_CODE_KICKED {
-		t.Fatalf("old session ended with %v, want a KICKED disconnect", old.closeErr)
+	eventually(t, "old phone is kicked", func() bool { closed, _ := old.isClosed(); return closed })
+	if _, err := old.isClosed(); !isDisconnect(err, pb.DisconnectCode_DISCONNECT_CODE_KICKED) {
+		t.Fatalf("old session ended with %v, want a KICKED disconnect", err)
 	}
 	// The desktop and the new phone still receive.
 	alice, _ := ts.connect(t, "alice", "a1", "phone", transports[2])
@@ -184,6 +108,7 @@ func TestSecondLoginOfSameDeviceTypeKicksTheFirst(t *testing.T) {
 }
 
 func TestRetryWithSameClientMsgIDIsStoredOnce(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	for _, tc := range transports {
 		t.Run(tc.name, func(t *testing.T) {
@@ -222,6 +147,7 @@ func TestRetryWithSameClientMsgIDIsStoredOnce(t *testing.T) {
 
 // Both members send at once; every receiver sees one gap-free total order.
 func TestOrderingUnderConcurrentSenders(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	alice, recA := ts.connect(t, "alice", "a1", "phone", transports[2])
 	bob, recB := ts.connect(t, "bob", "b1", "phone", transports[0])
@@ -288,6 +214,7 @@ func TestOrderingUnderConcurrentSenders(t *testing.T) {
 // A user who was offline gets everything on return: the conversation list
 // with the last message and unread count, then every message once, in order.
 func TestOfflineUserSyncsEverything(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	alice, _ := ts.connect(t, "alice", "a1", "phone", transports[1])
 	carol, _ := ts.connect(t, "carol", "c1", "phone", transports[2])
@@ -374,6 +301,7 @@ func TestOfflineUserSyncsEverything(t *testing.T) {
 // The SDK's Session reconnects after the server goes away and comes back on
 // the same data, resends what was not ACKed and catches up, in order, once.
 func TestSessionResumesAcrossRestart(t *testing.T) {
+	// Not parallel: the restarted server takes the first one's TCP port again.
 	dir := t.TempDir()
 	ts := startServer(t, func(c *server.Config) { c.DataDir = dir })
 	bobTok := ts.mint(t, "bob")

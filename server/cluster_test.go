@@ -3,9 +3,9 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -30,22 +30,49 @@ import (
 
 const testTokenKey = "test-token-key-0123456789abcdef0123456789"
 
-// freePorts finds n free loopback ports (for listeners configured by number).
+// freePorts finds n free loopback ports for the embedded NATS servers' route
+// listeners: each node's config must name the others' route addresses before
+// any starts, and NATS opens its listeners itself (it cannot be handed one), so
+// a port is picked, checked free, and left for NATS to take. It is picked below
+// the kernel's ephemeral range (ip_local_port_range starts at 32768): a port
+// from listening on :0 lands in that range, where any test's outgoing
+// connection or :0 listener can take it in the moment before NATS does, and
+// CI once lost a cluster test that way. Everything else listens on port 0.
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	ports := make([]int, n)
-	lns := make([]net.Listener, n)
-	for i := range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports := make([]int, 0, n)
+	for len(ports) < n {
+		p := int(routePortNext.Add(1))%(32768-routePortBase) + routePortBase
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 		if err != nil {
-			t.Fatal(err)
+			continue // taken, by another test binary perhaps
 		}
-		lns[i], ports[i] = ln, ln.Addr().(*net.TCPAddr).Port
-	}
-	for _, ln := range lns {
 		ln.Close()
+		ports = append(ports, p)
 	}
 	return ports
+}
+
+// routePortBase is the lowest route port tests pick; routePortNext walks up
+// from a random start so that test binaries running side by side (go test
+// runs packages in parallel) rarely try the same ports.
+const routePortBase = 20000
+
+var routePortNext = func() *atomic.Int64 {
+	var n atomic.Int64
+	n.Store(rand.Int64N(32768 - routePortBase))
+	return &n
+}()
+
+// natsRoutes gives n embedded NATS servers their route listen addresses and
+// the route URLs naming all of them.
+func natsRoutes(t *testing.T, n int) (listen, routes []string) {
+	t.Helper()
+	for _, p := range freePorts(t, n) {
+		listen = append(listen, fmt.Sprintf("127.0.0.1:%d", p))
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+	}
+	return listen, routes
 }
 
 // clusterConfig makes c node i of a cluster: shared secrets, its own node id.
@@ -60,17 +87,13 @@ func clusterConfig(c *server.Config, i int) {
 func startCluster(t *testing.T, n int, mod func(i int, c *server.Config)) []*testServer {
 	t.Helper()
 	usePG := pgConfig(t)
-	ports := freePorts(t, n)
-	routes := make([]string, n)
-	for i, p := range ports {
-		routes[i] = fmt.Sprintf("nats://127.0.0.1:%d", p)
-	}
+	listen, routes := natsRoutes(t, n)
 	nodes := make([]*testServer, n)
 	for i := range n {
 		nodes[i] = startServer(t, func(c *server.Config) {
 			usePG(c)
 			clusterConfig(c, i)
-			c.NATSClusterListen = fmt.Sprintf("127.0.0.1:%d", ports[i])
+			c.NATSClusterListen = listen[i]
 			c.NATSRoutes = routes
 			if mod != nil {
 				mod(i, c)
@@ -80,6 +103,25 @@ func startCluster(t *testing.T, n int, mod func(i int, c *server.Config)) []*tes
 	for _, ts := range nodes {
 		waitReady(t, ts, true)
 		eventually(t, "the embedded NATS servers route to each other", func() bool { return ts.Stats().ClusterRoutes == n-1 })
+	}
+	return nodes
+}
+
+// startNodesOnNATS starts n nodes on PostgreSQL routed by the external NATS
+// server at url (startNATS); mod, when non-nil, adjusts each node's config.
+func startNodesOnNATS(t *testing.T, n int, url string, mod func(*server.Config)) []*testServer {
+	t.Helper()
+	usePG := pgConfig(t)
+	nodes := make([]*testServer, n)
+	for i := range n {
+		nodes[i] = startServer(t, func(c *server.Config) {
+			usePG(c)
+			if mod != nil {
+				mod(c)
+			}
+			clusterConfig(c, i)
+			c.NATSURLs = []string{url}
+		})
 	}
 	return nodes
 }
@@ -107,29 +149,10 @@ func waitReady(t *testing.T, ts *testServer, ready bool) {
 	}
 }
 
-// observer records everything pushed to one client.
-type observer struct {
-	mu       sync.Mutex
-	msgs     []*pb.Message
-	pushes   []*pb.Push
-	typing   []*pb.TypingEvent
-	presence []*pb.Presence
-	closeErr error
-	closed   bool
-}
-
-func (o *observer) snapshot() observer {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return observer{msgs: append([]*pb.Message(nil), o.msgs...), pushes: append([]*pb.Push(nil), o.pushes...),
-		typing: append([]*pb.TypingEvent(nil), o.typing...), presence: append([]*pb.Presence(nil), o.presence...),
-		closeErr: o.closeErr, closed: o.closed}
-}
-
 // texts are the payloads of the recorded messages of conv, in arrival order.
-func (o *observer) texts(conv string) []string {
+func (r *recorder) texts(conv string) []string {
 	var out []string
-	for _, m := range o.snapshot().msgs {
+	for _, m := range r.messages() {
 		if m.ConversationId == conv && m.Kind == pb.MessageKind_MESSAGE_KIND_NORMAL {
 			out = append(out, string(m.Payload))
 		}
@@ -138,31 +161,22 @@ func (o *observer) texts(conv string) []string {
 }
 
 // dialObserved connects uid to ts over WebSocket and records what it is pushed.
-func dialObserved(t *testing.T, ts *testServer, uid, deviceID, deviceType string) (*client.Client, *observer) {
+func dialObserved(t *testing.T, ts *testServer, uid, deviceID, deviceType string) (*client.Client, *recorder) {
 	t.Helper()
 	return dialObservedOpts(t, ts, uid, deviceID, deviceType, 0)
 }
 
 // dialObservedOpts is dialObserved with the SDK's send attempts bounded
 // (0: its default), so a refusal reaches the test instead of a retry.
-func dialObservedOpts(t *testing.T, ts *testServer, uid, deviceID, deviceType string, attempts int) (*client.Client, *observer) {
+func dialObservedOpts(t *testing.T, ts *testServer, uid, deviceID, deviceType string, attempts int) (*client.Client, *recorder) {
 	t.Helper()
-	o := &observer{}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, client.Options{
+	c, rec, err := dialRecorded(t, client.Options{
 		Addr: ts.wsURL, Token: ts.mint(t, uid), DeviceID: deviceID, DeviceType: deviceType, MaxSendAttempts: attempts,
-		OnMessage:  func(m *pb.Message) { o.mu.Lock(); o.msgs = append(o.msgs, m); o.mu.Unlock() },
-		OnPush:     func(p *pb.Push) { o.mu.Lock(); o.pushes = append(o.pushes, p); o.mu.Unlock() },
-		OnTyping:   func(e *pb.TypingEvent) { o.mu.Lock(); o.typing = append(o.typing, e); o.mu.Unlock() },
-		OnPresence: func(e *pb.PresenceEvent) { o.mu.Lock(); o.presence = append(o.presence, e.Presence); o.mu.Unlock() },
-		OnClose:    func(err error) { o.mu.Lock(); o.closeErr, o.closed = err, true; o.mu.Unlock() },
 	})
 	if err != nil {
 		t.Fatalf("dial %s on %s: %v", uid, ts.httpBase, err)
 	}
-	t.Cleanup(func() { c.Close() })
-	return c, o
+	return c, rec
 }
 
 func sendN(t *testing.T, c *client.Client, conv string, n int, prefix string) {
@@ -175,7 +189,7 @@ func sendN(t *testing.T, c *client.Client, conv string, n int, prefix string) {
 	}
 }
 
-func wantTexts(t *testing.T, who string, o *observer, conv, prefix string, n int) {
+func wantTexts(t *testing.T, who string, o *recorder, conv, prefix string, n int) {
 	t.Helper()
 	eventually(t, fmt.Sprintf("%s receives %d messages of %s", who, n, conv), func() bool {
 		return len(o.texts(conv)) >= n
@@ -319,8 +333,8 @@ func TestClusterPresenceTypingRoomsPush(t *testing.T) {
 	}
 	alice, oa := dialObserved(t, nodes[0], "alice", "a1", "phone")
 	eventually(t, "bob (node 2) sees alice come online on node 1", func() bool {
-		p := ob.snapshot().presence
-		return len(p) > 0 && p[len(p)-1].UserId == "alice" && p[len(p)-1].Online
+		p := ob.lastPresence()
+		return p != nil && p.UserId == "alice" && p.Online
 	})
 	// A second subscriber on a third node learns the state from the others.
 	carol, _ := dialObserved(t, nodes[2], "carol", "c1", "phone")
@@ -346,7 +360,7 @@ func TestClusterPresenceTypingRoomsPush(t *testing.T) {
 	// The admin API answers for the whole cluster: node 3 counts the
 	// room's members on nodes 1 and 2, and lists alice's session on node 1.
 	eventually(t, "node 3 counts the room's members on nodes 1 and 2", func() bool {
-		code, body := adminDoRaw(nodes[2].httpBase + "/v1/admin/rooms/lobby")
+		code, body := adminGet(t, nodes[2].httpBase+"/v1/admin/rooms/lobby")
 		return code == 200 && strings.Contains(body, `"online":2`)
 	})
 	if list, err := adminClient(nodes[2]).Sessions(ctx, "alice"); err != nil || len(list) != 1 || list[0].SessionID != alice.AuthOk().SessionId {
@@ -378,17 +392,17 @@ func TestClusterPresenceTypingRoomsPush(t *testing.T) {
 	// Alice leaves: both subscribers see her offline.
 	alice.Close()
 	eventually(t, "bob sees alice go offline", func() bool {
-		p := ob.snapshot().presence
-		return len(p) > 0 && !p[len(p)-1].Online
+		p := ob.lastPresence()
+		return p != nil && !p.Online
 	})
 }
 
 // startNATS runs a nats-server (the "external" NATS of a cluster) on port
-// (0: any free one) and returns it with its URL.
+// (0: one the server picks as it listens) and returns it with its URL.
 func startNATS(t *testing.T, port int) (*natsserver.Server, string) {
 	t.Helper()
 	if port == 0 {
-		port = freePorts(t, 1)[0]
+		port = natsserver.RANDOM_PORT
 	}
 	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
 	if err != nil {
@@ -399,40 +413,47 @@ func startNATS(t *testing.T, port int) (*natsserver.Server, string) {
 		t.Fatal("nats-server did not start")
 	}
 	t.Cleanup(ns.Shutdown)
-	return ns, fmt.Sprintf("nats://127.0.0.1:%d", port)
+	return ns, "nats://" + ns.Addr().String()
+}
+
+// outagePair connects alice to node 1 (sends tried once, so a refusal
+// reaches the test) and bob to node 2, and has one message, prefix0, cross.
+func outagePair(t *testing.T, nodes []*testServer, prefix string) (*client.Client, *recorder) {
+	t.Helper()
+	alice, _ := dialObservedOpts(t, nodes[0], "alice", "a1", "phone", 1)
+	_, ob := dialObserved(t, nodes[1], "bob", "b1", "phone")
+	sendN(t, alice, "p:alice:bob", 1, prefix)
+	wantTexts(t, "bob", ob, "p:alice:bob", prefix, 1)
+	return alice, ob
+}
+
+// wantRefusedWithin checks that a send during an outage of what is refused
+// with UNAVAILABLE within limit.
+func wantRefusedWithin(t *testing.T, c *client.Client, what string, limit time.Duration) {
+	t.Helper()
+	start := time.Now()
+	_, err := c.SendToConversation(ctx10(t), "p:alice:bob", "text/plain", []byte("lost?"))
+	if !client.IsCode(err, pb.ErrorCode_ERROR_CODE_UNAVAILABLE) {
+		t.Fatalf("send during the %s outage: %v, want UNAVAILABLE", what, err)
+	}
+	if took := time.Since(start); took > limit {
+		t.Fatalf("the refusal took %v, over %v: it should be immediate", took, limit)
+	}
 }
 
 // BRIEF case 4 (NATS): with NATS gone, sends fail fast with UNAVAILABLE
 // (never an ACK that other nodes cannot hear of) and /readyz says not
 // ready; when NATS is back the nodes recover by themselves.
 func TestClusterNATSOutage(t *testing.T) {
-	usePG := pgConfig(t)
 	ns, url := startNATS(t, 0)
 	port := ns.Addr().(*net.TCPAddr).Port
-	var nodes []*testServer
-	for i := range 2 {
-		nodes = append(nodes, startServer(t, func(c *server.Config) {
-			usePG(c)
-			clusterConfig(c, i)
-			c.NATSURLs = []string{url}
-		}))
-	}
-	alice, _ := dialObservedOpts(t, nodes[0], "alice", "a1", "phone", 1)
-	_, ob := dialObserved(t, nodes[1], "bob", "b1", "phone")
-	sendN(t, alice, "p:alice:bob", 1, "before")
-	wantTexts(t, "bob", ob, "p:alice:bob", "before", 1)
+	nodes := startNodesOnNATS(t, 2, url, nil)
+	alice, ob := outagePair(t, nodes, "before")
 
 	ns.Shutdown()
 	ns.WaitForShutdown()
 	waitReady(t, nodes[0], false)
-	start := time.Now()
-	_, err := alice.SendToConversation(ctx10(t), "p:alice:bob", "text/plain", []byte("lost?"))
-	if !client.IsCode(err, pb.ErrorCode_ERROR_CODE_UNAVAILABLE) {
-		t.Fatalf("send during the NATS outage: %v, want UNAVAILABLE", err)
-	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Fatalf("the refusal took %v: it should be immediate", took)
-	}
+	wantRefusedWithin(t, alice, "NATS", 2*time.Second)
 	// A read cursor is stored locally; its receipt to the other node is best
 	// effort, so the client is not told of an error.
 	if err := alice.MarkRead(ctx10(t), "p:alice:bob", 1); err != nil {
@@ -456,6 +477,8 @@ type pgProxy struct {
 	conns  []net.Conn
 }
 
+// startPGProxy listens on 127.0.0.1:port (0: any free port; see p.ln) and
+// forwards to target.
 func startPGProxy(t *testing.T, target string, port int) *pgProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
@@ -502,35 +525,16 @@ func TestClusterPostgresOutage(t *testing.T) {
 	usePG := pgConfig(t)
 	var probe server.Config
 	usePG(&probe)
-	port := freePorts(t, 1)[0]
-	proxy := startPGProxy(t, "127.0.0.1:5432", port)
+	proxy := startPGProxy(t, "127.0.0.1:5432", 0)
+	port := proxy.ln.Addr().(*net.TCPAddr).Port
 	proxied := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/test?sslmode=disable&connect_timeout=2", port)
-	ns, url := startNATS(t, 0)
-	_ = ns
-	var nodes []*testServer
-	for i := range 2 {
-		nodes = append(nodes, startServer(t, func(c *server.Config) {
-			usePG(c)
-			c.PostgresURL = proxied
-			clusterConfig(c, i)
-			c.NATSURLs = []string{url}
-		}))
-	}
-	alice, _ := dialObservedOpts(t, nodes[0], "alice", "a1", "phone", 1)
-	_, ob := dialObserved(t, nodes[1], "bob", "b1", "phone")
-	sendN(t, alice, "p:alice:bob", 1, "m")
-	wantTexts(t, "bob", ob, "p:alice:bob", "m", 1)
+	_, url := startNATS(t, 0)
+	nodes := startNodesOnNATS(t, 2, url, func(c *server.Config) { c.PostgresURL = proxied })
+	alice, ob := outagePair(t, nodes, "m")
 
 	proxy.cut()
 	waitReady(t, nodes[0], false)
-	start := time.Now()
-	_, err := alice.SendToConversation(ctx10(t), "p:alice:bob", "text/plain", []byte("lost?"))
-	if !client.IsCode(err, pb.ErrorCode_ERROR_CODE_UNAVAILABLE) {
-		t.Fatalf("send during the PostgreSQL outage: %v, want UNAVAILABLE", err)
-	}
-	if took := time.Since(start); took > 3*time.Second {
-		t.Fatalf("the refusal took %v", took)
-	}
+	wantRefusedWithin(t, alice, "PostgreSQL", 3*time.Second)
 
 	startPGProxy(t, "127.0.0.1:5432", port)
 	waitReady(t, nodes[0], true)
@@ -545,7 +549,7 @@ func TestClusterPostgresOutage(t *testing.T) {
 
 // waitClosed waits until the observed client is closed with code, and says
 // how it was closed (or that it was not) if that does not come.
-func waitClosed(t *testing.T, who string, o *observer, code pb.DisconnectCode) {
+func waitClosed(t *testing.T, who string, o *recorder, code pb.DisconnectCode) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -558,11 +562,6 @@ func waitClosed(t *testing.T, who string, o *observer, code pb.DisconnectCode) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-func isDisconnect(err error, code pb.DisconnectCode) bool {
-	var d *client.DisconnectError
-	return errors.As(err, &d) && d.Code == code
 }
 
 // clusterChildEnv, when set, makes the test binary run one cluster node
@@ -591,16 +590,12 @@ type clusterNode struct {
 func startClusterChildren(t *testing.T, n int) []*clusterNode {
 	t.Helper()
 	usePG := pgConfig(t)
-	natsPorts := freePorts(t, n)
-	routes := make([]string, n)
-	for i, p := range natsPorts {
-		routes[i] = fmt.Sprintf("nats://127.0.0.1:%d", p)
-	}
+	listen, routes := natsRoutes(t, n)
 	nodes := make([]*clusterNode, n)
 	for i := range n {
 		cfg := server.Config{DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", TCPAddr: "127.0.0.1:0",
 			AdminAPIKeys: []string{testAPIKey}, AppSecret: testAppSecret,
-			NATSClusterListen: fmt.Sprintf("127.0.0.1:%d", natsPorts[i]), NATSRoutes: routes}
+			NATSClusterListen: listen[i], NATSRoutes: routes}
 		usePG(&cfg)
 		clusterConfig(&cfg, i)
 		b, err := json.Marshal(cfg)
@@ -613,24 +608,11 @@ func startClusterChildren(t *testing.T, n int) []*clusterNode {
 	for _, nd := range nodes {
 		waitReady(t, &testServer{httpBase: nd.http}, true)
 		eventually(t, "the node processes' NATS servers route to each other", func() bool {
-			_, body := adminDoRaw(nd.http + "/metrics")
+			_, body := adminGet(t, nd.http+"/metrics")
 			return strings.Contains(body, fmt.Sprintf("parley_cluster_routes %d\n", n-1))
 		})
 	}
 	return nodes
-}
-
-// adminDoRaw GETs url with the admin key and returns the status and body.
-func adminDoRaw(url string) (int, string) {
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	req.Header.Set("X-Api-Key", testAPIKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, ""
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
 
 // BRIEF case 3: a node is killed (kill -9) during a send burst. Its clients
@@ -870,8 +852,8 @@ func TestClusterPresenceAfterNodeCrash(t *testing.T) {
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		p := ob.snapshot().presence
-		if len(p) > 0 && p[len(p)-1].UserId == "alice" && !p[len(p)-1].Online {
+		p := ob.lastPresence()
+		if p != nil && p.UserId == "alice" && !p.Online {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -3,10 +3,12 @@ package server
 import (
 	"errors"
 	"fmt"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"log/slog"
 	"net"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/parleyim/parley/limit"
@@ -17,6 +19,14 @@ import (
 // value means the default stated beside it, so Config{} is a working
 // single-node server on loopback with its data in ./data. The YAML keys (for
 // `parley serve --config FILE`) are the snake_case names in the tags.
+//
+// Config owns every default: withDefaults fills each field, and New hands
+// the packages it builds (gateway, chat, the stores, routing, webhooks)
+// explicit values, never relying on their own zero-value defaults. For
+// every limit that can be switched off, -1 means unlimited (or off, or
+// none) and 0 means the default, which for a few keys (api_key_rate,
+// user_storage_quota_bytes) is itself unlimited. docs/operations.md's key
+// table states the same defaults; a test holds the two together.
 type Config struct {
 	// DataDir holds the embedded store and generated secrets. Default "./data".
 	DataDir string `yaml:"data_dir"`
@@ -46,6 +56,18 @@ type Config struct {
 	SendQueueFrames int `yaml:"send_queue_frames"`
 	// SendQueueBytes caps each connection's outbound queue, in bytes. Default 4 MiB.
 	SendQueueBytes int `yaml:"send_queue_bytes"`
+	// PageBytes bounds every page the server answers (sync, history, the
+	// conversation list; over sockets, /v1/rpc, HTTP and the admin API), in
+	// bytes of the messages it carries: a page stops there and says
+	// has_more (or gives a next page token), always holding at least one
+	// item. At most half of send_queue_bytes, so a page always fits a
+	// connection's queue. Default: a quarter of send_queue_bytes (1 MiB).
+	PageBytes int `yaml:"page_bytes"`
+	// ReadMemoryBytes bounds the memory that page reads hold at once,
+	// across all connections and HTTP requests of this node; a read that
+	// cannot get its share within a short wait is refused with
+	// TOO_MANY_REQUESTS (HTTP 429), and clients retry. Default 64 MiB.
+	ReadMemoryBytes int64 `yaml:"read_memory_bytes"`
 	// WriteTimeout closes a connection whose socket accepts nothing this long. Default 10s.
 	WriteTimeout time.Duration `yaml:"write_timeout"`
 	// HTTPHeaderTimeout closes an HTTP (or WebSocket upgrade) connection
@@ -117,6 +139,32 @@ type Config struct {
 	// a load balancer, a local load generator. Default ["127.0.0.0/8",
 	// "::1/128"] (loopback); ["none"] exempts nothing.
 	ConnRateExempt []string `yaml:"conn_rate_exempt"`
+	// MaxUnauthConns caps the connections (TCP and WebSocket) that have not
+	// authenticated yet, over all addresses; past it a new TCP connection
+	// is closed at once and a WebSocket upgrade is answered HTTP 503, and
+	// the refusal is counted. Default: a quarter of MaxOpenFiles
+	// (unlimited when that is unknown); -1: unlimited.
+	MaxUnauthConns int `yaml:"max_unauth_conns"`
+	// MaxUnauthConnsPerIP caps the unauthenticated connections from one IP
+	// address, loopback included (one local process can exhaust descriptors
+	// as well as a remote one); refused as above. Default 1024 (room for a
+	// NAT or a load generator's concurrent logins); -1: unlimited.
+	MaxUnauthConnsPerIP int `yaml:"max_unauth_conns_per_ip"`
+	// UnauthConnsExempt lists networks (CIDR) MaxUnauthConnsPerIP does not
+	// apply to: a proxying load balancer, whose address is every client's.
+	// Default none (unlike ConnRateExempt, loopback is capped).
+	UnauthConnsExempt []string `yaml:"unauth_conns_exempt"`
+	// MaxOpenFiles is the number of file descriptors the process may hold,
+	// for FDReserve and the MaxUnauthConns default. Default: the process's
+	// RLIMIT_NOFILE (0 where it cannot be read: no reserve).
+	MaxOpenFiles int `yaml:"max_open_files"`
+	// FDReserve keeps this many descriptors free for storage files, HTTP
+	// requests and logins in progress: while the process holds
+	// MaxOpenFiles-FDReserve or more, new connections are refused as above
+	// (plain HTTP connections only past MaxOpenFiles-FDReserve/2). Counted
+	// on Linux only. Default 5 % of MaxOpenFiles, at least 16, at most
+	// 1024 (none when MaxOpenFiles is unknown); -1: none.
+	FDReserve int `yaml:"fd_reserve"`
 	// MaxSessionsPerUser caps the sessions (socket connections past Auth)
 	// one user may hold at once on this node; past it a login is refused
 	// with TOO_MANY_REQUESTS and the connection closed. Sessions a login
@@ -125,8 +173,8 @@ type Config struct {
 	// per node. Default 16; -1: unlimited.
 	MaxSessionsPerUser int `yaml:"max_sessions_per_user"`
 	// APIKeyRate limits requests per second per admin API key (push
-	// included); past it the API answers 429. Default 0: unlimited (the
-	// holder of a key is the app's own backend).
+	// included); past it the API answers 429. Default unlimited (the
+	// holder of a key is the app's own backend); -1: unlimited too.
 	APIKeyRate float64 `yaml:"api_key_rate"`
 
 	// WebhookURLs receive events as signed JSON POSTs (see docs/operations.md).
@@ -160,6 +208,12 @@ type Config struct {
 	// NATSRoutes are the other nodes' NATSClusterListen addresses, as
 	// "nats://10.0.0.6:6222" (listing this node too is harmless).
 	NATSRoutes []string `yaml:"nats_routes"`
+	// NATSClusterAdvertise is the "host:port" the other nodes reach this
+	// node's NATSClusterListen at, when that differs (NAT, a port mapping,
+	// a proxy): route gossip gives it to the nodes that learn of this one
+	// from another. Default "": NATSClusterListen's port at the address
+	// this node's routes come from.
+	NATSClusterAdvertise string `yaml:"nats_cluster_advertise"`
 	// NATSClusterSecret authenticates routes between embedded NATS servers;
 	// the same on every node, at least 16 bytes. Required unless
 	// NATSClusterListen is a loopback address.
@@ -180,14 +234,55 @@ type Config struct {
 	// NoSync skips fsync after each storage batch: faster, but a machine crash
 	// (not a process crash) can lose acknowledged messages. Default false (durable).
 	NoSync bool `yaml:"no_sync"`
+
+	// MinFreeDisk is the free-space floor of the embedded store's volume, in
+	// bytes: below it, writes (sends, group changes, new accounts) are
+	// refused with UNAVAILABLE and /readyz answers 503, so the disk never
+	// fills up under the store; they resume by themselves when space is
+	// freed. Default 0: 5 % of the volume, at most 1 GiB. -1 turns it off.
+	// Ignored with PostgreSQL.
+	MinFreeDisk int64 `yaml:"min_free_disk"`
+
+	// UserStorageQuotaBytes caps the message payload bytes each user may
+	// store (what they sent, counted once when stored); a send past it is
+	// refused with ERROR_CODE_QUOTA_EXCEEDED. Default unlimited (0 or -1).
+	UserStorageQuotaBytes int64 `yaml:"user_storage_quota_bytes"`
+
+	// storeFS, when set (tests only), is the embedded store's filesystem.
+	storeFS vfs.FS
+
 	// NodeID distinguishes message ids of different nodes, 0-1023. Default 0.
 	NodeID uint16 `yaml:"node_id"`
 
 	// Logger receives the server's logs. Default slog.Default(). Not in YAML.
 	Logger *slog.Logger `yaml:"-"`
+
+	// The two fields below are decisions an operator takes for one start
+	// (the serve flags --new-secrets and --accept-data-loss), never kept in
+	// a config file, so a later restart asks again.
+
+	// NewSecrets lets a data directory that holds a store but no
+	// secrets.json start with newly generated secrets: every token and admin
+	// API key issued before stops working. Default false: such a directory
+	// is refused (restore secrets.json from a backup instead).
+	NewSecrets bool `yaml:"-"`
+	// AcceptDataLoss opens an embedded store whose write-ahead logs lost
+	// synced writes (a WAL missing or cut short) with what survives, logging
+	// the loss. Default false: the server refuses to start on it.
+	AcceptDataLoss bool `yaml:"-"`
 }
 
+// unlimited is how Config spells "no limit" (or "off", "none") for every
+// key that can be switched off; 0 means the key's default.
+const unlimited = -1
+
 // withDefaults returns a copy with every zero field set to its default.
+// After it, a field is either a positive figure or unlimited (-1) for the
+// keys that can be switched off; the only zeros left are values that mean
+// zero (NodeID, a single node's DrainWindow), MaxOpenFiles when the
+// process's limit is unknown, and MinFreeDisk, which the store derives
+// from its volume's size when it opens. Secrets stay empty here: New
+// generates them (or reads them from DataDir) through auth.
 func (c Config) withDefaults() Config {
 	if c.DataDir == "" {
 		c.DataDir = "./data"
@@ -216,6 +311,12 @@ func (c Config) withDefaults() Config {
 	if c.SendQueueBytes == 0 {
 		c.SendQueueBytes = 4 << 20
 	}
+	if c.PageBytes == 0 {
+		c.PageBytes = c.SendQueueBytes / 4
+	}
+	if c.ReadMemoryBytes == 0 {
+		c.ReadMemoryBytes = 64 << 20
+	}
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = 10 * time.Second
 	}
@@ -224,6 +325,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HTTPReadTimeout == 0 {
 		c.HTTPReadTimeout = 30 * time.Second
+	}
+	if c.KickPolicy == "" {
+		c.KickPolicy = "device_type"
 	}
 	if c.TokenTTL == 0 {
 		c.TokenTTL = 7 * 24 * time.Hour
@@ -240,6 +344,9 @@ func (c Config) withDefaults() Config {
 	if c.ReceiptListMax == 0 {
 		c.ReceiptListMax = 500
 	}
+	if c.GroupCacheSize == 0 {
+		c.GroupCacheSize = 65536
+	}
 	if c.UserSendRate == 0 {
 		c.UserSendRate = 1000
 	}
@@ -251,6 +358,42 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ConnRatePerIP == 0 {
 		c.ConnRatePerIP = 1000
+	}
+	if c.MaxOpenFiles == 0 {
+		c.MaxOpenFiles = processFileLimit()
+	}
+	if c.MaxUnauthConns == 0 {
+		c.MaxUnauthConns = c.MaxOpenFiles / 4
+		if c.MaxUnauthConns == 0 {
+			c.MaxUnauthConns = unlimited // no known limit to take a quarter of
+		}
+	}
+	if c.MaxUnauthConnsPerIP == 0 {
+		c.MaxUnauthConnsPerIP = 1024
+	}
+	if c.FDReserve == 0 {
+		c.FDReserve = unlimited // none: no known limit to keep a reserve below
+		if c.MaxOpenFiles > 0 {
+			c.FDReserve = min(max(c.MaxOpenFiles/20, 16), 1024)
+		}
+	}
+	if c.APIKeyRate == 0 {
+		c.APIKeyRate = unlimited
+	}
+	if c.UserStorageQuotaBytes == 0 {
+		c.UserStorageQuotaBytes = unlimited
+	}
+	if c.WebhookQueue == 0 {
+		c.WebhookQueue = 10_000
+	}
+	if c.PostgresSchema == "" {
+		c.PostgresSchema = "parley"
+	}
+	if c.NATSClusterName == "" {
+		c.NATSClusterName = "parley"
+	}
+	if c.NATSSubjectPrefix == "" {
+		c.NATSSubjectPrefix = "parley"
 	}
 	if c.ConnRateExempt == nil {
 		c.ConnRateExempt = []string{"127.0.0.0/8", "::1/128"}
@@ -271,6 +414,7 @@ func (c Config) withDefaults() Config {
 func (c Config) clustered() bool { return len(c.NATSURLs) > 0 || c.NATSClusterListen != "" }
 
 // rate turns a configured per-second figure (-1: unlimited) into a limit with a burst of twice the rate.
+// (limit.Rate spells unlimited as its zero value.)
 func rate(perSecond float64) limit.Rate {
 	if perSecond <= 0 {
 		return limit.Rate{}
@@ -278,9 +422,16 @@ func rate(perSecond float64) limit.Rate {
 	return limit.Rate{PerSecond: perSecond, Burst: 2 * perSecond}
 }
 
-func (c Config) exemptPrefixes() ([]netip.Prefix, error) {
+// orZero turns a configured limit (-1: unlimited or none) into the
+// spelling of the package configs, where 0 means unlimited or none.
+func orZero[T int | int64](n T) T { return max(n, 0) }
+
+func (c Config) exemptPrefixes() ([]netip.Prefix, error) { return prefixes(c.ConnRateExempt) }
+
+// prefixes parses a list of CIDR networks; "none" stands for no network.
+func prefixes(list []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
-	for _, s := range c.ConnRateExempt {
+	for _, s := range list {
 		if s == "none" {
 			continue
 		}
@@ -307,11 +458,15 @@ func (c Config) validate() error {
 		_, _, err = net.SplitHostPort(c.TCPAddr)
 		check(err == nil, "tcp_addr %q: %v", c.TCPAddr, err)
 	}
+	check(c.UserStorageQuotaBytes > 0 || c.UserStorageQuotaBytes == unlimited, "user_storage_quota_bytes must be positive or -1 (unlimited), got %d", c.UserStorageQuotaBytes)
+	check(c.MinFreeDisk >= unlimited, "min_free_disk must be -1 (off), 0 (default) or a number of bytes, got %d", c.MinFreeDisk)
 	check(c.MaxFrameBytes >= 1024 && c.MaxFrameBytes <= 16<<20, "max_frame_bytes must be 1 KiB..16 MiB, got %d", c.MaxFrameBytes)
 	check(c.Heartbeat >= time.Second, "heartbeat must be at least 1s")
 	check(c.IdleTimeout > c.Heartbeat, "idle_timeout must exceed heartbeat")
 	check(c.AuthTimeout > 0, "auth_timeout must be positive")
 	check(c.SendQueueFrames > 0 && c.SendQueueBytes >= c.MaxFrameBytes, "send queue caps must be positive and send_queue_bytes >= max_frame_bytes")
+	check(c.PageBytes >= 256 && c.PageBytes <= c.SendQueueBytes/2, "page_bytes must be 256..send_queue_bytes/2 (%d), got %d", c.SendQueueBytes/2, c.PageBytes)
+	check(c.ReadMemoryBytes >= 2*int64(c.PageBytes), "read_memory_bytes must be at least twice page_bytes, got %d", c.ReadMemoryBytes)
 	check(c.WriteTimeout > 0, "write_timeout must be positive")
 	check(c.HTTPHeaderTimeout > 0, "http_header_timeout must be positive")
 	check(c.HTTPReadTimeout >= c.HTTPHeaderTimeout, "http_read_timeout must be at least http_header_timeout")
@@ -327,20 +482,34 @@ func (c Config) validate() error {
 	check(c.MaxGroupMembers >= 2, "max_group_members must be at least 2")
 	check(c.RecallWindow > 0, "recall_window must be positive")
 	check(c.ReceiptListMax > 0, "receipt_list_max must be positive")
-	check(c.GroupCacheSize >= 0, "group_cache_size must not be negative")
-	check(c.UserSendRate > 0 || c.UserSendRate == -1, "user_send_rate must be positive or -1 (unlimited)")
-	check(c.UserRequestRate > 0 || c.UserRequestRate == -1, "user_request_rate must be positive or -1 (unlimited)")
-	check(c.MaxSessionsPerUser > 0 || c.MaxSessionsPerUser == -1, "max_sessions_per_user must be positive or -1 (unlimited), got %d", c.MaxSessionsPerUser)
-	check(c.ConnRatePerIP > 0 || c.ConnRatePerIP == -1, "conn_rate_per_ip must be positive or -1 (unlimited)")
-	check(c.APIKeyRate >= 0, "api_key_rate must be 0 (unlimited) or positive")
+	check(c.GroupCacheSize > 0, "group_cache_size must be positive, got %d", c.GroupCacheSize)
+	check(c.UserSendRate > 0 || c.UserSendRate == unlimited, "user_send_rate must be positive or -1 (unlimited)")
+	check(c.UserRequestRate > 0 || c.UserRequestRate == unlimited, "user_request_rate must be positive or -1 (unlimited)")
+	check(c.MaxSessionsPerUser > 0 || c.MaxSessionsPerUser == unlimited, "max_sessions_per_user must be positive or -1 (unlimited), got %d", c.MaxSessionsPerUser)
+	check(c.ConnRatePerIP > 0 || c.ConnRatePerIP == unlimited, "conn_rate_per_ip must be positive or -1 (unlimited)")
+	check(c.APIKeyRate > 0 || c.APIKeyRate == unlimited, "api_key_rate must be positive or -1 (unlimited)")
 	_, err = c.exemptPrefixes()
 	check(err == nil, "conn_rate_exempt: %v", err)
+	_, err = prefixes(c.UnauthConnsExempt)
+	check(err == nil, "unauth_conns_exempt: %v", err)
+	check(c.MaxUnauthConns > 0 || c.MaxUnauthConns == unlimited, "max_unauth_conns must be positive or -1 (unlimited), got %d", c.MaxUnauthConns)
+	check(c.MaxUnauthConnsPerIP > 0 || c.MaxUnauthConnsPerIP == unlimited, "max_unauth_conns_per_ip must be positive or -1 (unlimited), got %d", c.MaxUnauthConnsPerIP)
+	check(c.MaxOpenFiles >= 0, "max_open_files must not be negative")
+	check(c.FDReserve >= unlimited && (c.FDReserve <= 0 || c.FDReserve < c.MaxOpenFiles),
+		"fd_reserve must be -1 (none), or positive and below max_open_files (%d), got %d", c.MaxOpenFiles, c.FDReserve)
 	check((c.TLSCertFile == "") == (c.TLSKeyFile == ""), "tls_cert_file and tls_key_file go together")
-	check(c.WebhookQueue >= 0, "webhook_queue must not be negative")
+	check(c.WebhookQueue > 0, "webhook_queue must be positive, got %d", c.WebhookQueue)
 	for i, u := range c.WebhookURLs {
 		pu, err := url.Parse(u)
 		// Named by position: a webhook URL may carry credentials.
 		check(err == nil && (pu.Scheme == "http" || pu.Scheme == "https") && pu.Host != "", "webhook_urls[%d] is not an http(s) URL", i)
+	}
+	if c.NATSClusterAdvertise != "" {
+		host, port, err := net.SplitHostPort(c.NATSClusterAdvertise)
+		n, perr := strconv.Atoi(port)
+		check(err == nil && host != "" && perr == nil && n > 0 && n < 65536,
+			"nats_cluster_advertise %q is not a host:port", c.NATSClusterAdvertise)
+		check(c.NATSClusterListen != "", "nats_cluster_advertise goes with nats_cluster_listen (embedded NATS)")
 	}
 	if c.clustered() {
 		check(c.PostgresURL != "", "a cluster (nats_urls or nats_cluster_listen) needs postgres_url: the embedded store holds one node's data")

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -77,23 +76,9 @@ func startChild(t *testing.T, dir string) *child {
 // see TestMain), killed at the end of the test, and waits for its addresses.
 func spawnChild(t *testing.T, env string) *child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), env)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "ADDRS ") {
-		t.Fatalf("child server did not start: %q %v", line, err)
-	}
-	f := strings.Fields(line)
-	return &child{cmd: cmd, httpBase: "http://" + f[1], tcp: "tcp://" + f[2]}
+	p := startChildProc(t, 0, env)
+	f := strings.Fields(p.expect(t, "ADDRS ", time.Minute))
+	return &child{cmd: p.cmd, httpBase: "http://" + f[1], tcp: "tcp://" + f[2]}
 }
 
 func (c *child) kill9(t *testing.T) {
@@ -278,6 +263,7 @@ func TestRestartKeepsHistoryCursorsAndAccounts(t *testing.T) {
 // with its conversation: sends into it are refused with INTERNAL, sends to
 // others, even batched with them, are stored.
 func TestCorruptStorageThroughServer(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, func(c *server.Config) { c.DataDir = dir })
 	alice := ts.dialOnly(t, "alice", "a1", "phone")

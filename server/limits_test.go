@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -182,10 +181,8 @@ func TestMaxSessionsPerUser(t *testing.T) {
 	// phone is kicked, and alice still holds three.
 	newPhone, _ := ts.connect(t, "alice", "d6", "phone", transports[2])
 	eventually(t, "the old phone kicked", func() bool {
-		phoneRec.mu.Lock()
-		defer phoneRec.mu.Unlock()
-		var de *client.DisconnectError
-		return phoneRec.closed && errors.As(phoneRec.closeErr, &de) && de.Code == pb.DisconnectCode_DISCONNECT_CODE_KICKED
+		closed, err := phoneRec.isClosed()
+		return closed && isDisconnect(err, pb.DisconnectCode_DISCONNECT_CODE_KICKED)
 	})
 	if n := ts.sessionCount(t, "alice"); n != 3 {
 		t.Fatalf("alice holds %d sessions after a replacing login, want 3", n)

@@ -104,6 +104,7 @@ func randomSecret(t *testing.T, prefix string) string {
 // everything it logged. Run once with configured secrets and once with the
 // ones a server generates at first start.
 func TestLogsHoldNoSecrets(t *testing.T) {
+	t.Parallel()
 	for _, generated := range []bool{false, true} {
 		name := "configured secrets"
 		if generated {

@@ -5,8 +5,10 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/parleyim/parley/gateway"
 	"github.com/parleyim/parley/metrics"
 	pb "github.com/parleyim/parley/proto/parleyv1"
+	"github.com/parleyim/parley/store/pebblestore"
 )
 
 // writeMetrics writes every figure of this node in the Prometheus text format.
@@ -33,6 +35,12 @@ func (s *Server) writeMetrics(out io.Writer) error {
 		}
 	}
 	w.Family("parley_connections_closed_total", "Connections closed, by disconnect code (UNSPECIFIED: the client went away).", "counter", closed)
+	w.Gauge("parley_connections_unauthenticated", "Open connections that have not authenticated yet.", float64(gs.Unauthenticated))
+	refused := make([]metrics.Sample, 0, len(gs.Refused))
+	for r := gateway.Refusal(1); int(r) < len(gs.Refused); r++ {
+		refused = append(refused, metrics.Sample{Labels: []metrics.Label{{Name: "reason", Value: r.String()}}, Value: float64(gs.Refused[r])})
+	}
+	w.Family("parley_connections_refused_total", "New connections refused at once, by reason: unauth_total (max_unauth_conns), unauth_ip (max_unauth_conns_per_ip), fd_reserve (fd_reserve).", "counter", refused)
 	w.Gauge("parley_sessions", "Authenticated sessions on this node.", float64(s.chat.Sessions().Len()))
 	w.Counter("parley_frames_in_total", "Client frames received.", float64(gs.FramesIn))
 	w.Counter("parley_frames_out_total", "Server frames handed to sockets.", float64(gs.FramesOut))
@@ -44,6 +52,10 @@ func (s *Server) writeMetrics(out io.Writer) error {
 	w.Counter("parley_commit_batches_total", "Storage commits (group commit batches).", float64(cs.CommitBatches))
 	w.Histogram("parley_ack_latency_seconds", "From a send queued to its SendAck (storage included).", ack)
 	w.Histogram("parley_commit_latency_seconds", "One storage commit (a batch, fsync included).", commit)
+	w.Family("parley_pushes_total", "Pushes (push API, room broadcasts, from this or another node) offered to sessions on this node, by outcome: taken into the session's queue, or refused because its queue was backed up (the session stays connected).", "counter", []metrics.Sample{
+		{Labels: []metrics.Label{{Name: "outcome", Value: "taken"}}, Value: float64(gs.PushTaken)},
+		{Labels: []metrics.Label{{Name: "outcome", Value: "refused"}}, Value: float64(gs.PushRefused)},
+	})
 	w.Counter("parley_slow_consumer_disconnects_total", "Connections closed as slow (queue cap or write timeout).", float64(gs.SlowClosed))
 	w.Family("parley_rate_limited_total", "Requests refused by a rate limit, by limit.", "counter", []metrics.Sample{
 		{Labels: []metrics.Label{{Name: "limit", Value: "user"}}, Value: float64(cs.RateLimited)},
@@ -51,6 +63,9 @@ func (s *Server) writeMetrics(out io.Writer) error {
 		{Labels: []metrics.Label{{Name: "limit", Value: "api_key"}}, Value: float64(s.api.RateLimited())},
 		{Labels: []metrics.Label{{Name: "limit", Value: "user_sessions"}}, Value: float64(cs.SessionsRefused)},
 	})
+	w.Counter("parley_cursor_beyond_last_total", "Syncs from a cursor past the conversation's newest stored seq: stored messages were lost (see the error log); the next seq was raised past the cursor.", float64(cs.CursorsAhead))
+	w.Counter("parley_reads_refused_total", "Page reads refused with TOO_MANY_REQUESTS: read_memory_bytes was taken.", float64(cs.ReadsRefused))
+	w.Counter("parley_quota_refused_total", "Sends refused because the sender's storage quota (user_storage_quota_bytes) is used up.", float64(cs.QuotaRefused))
 	w.Counter("parley_auth_failures_total", "Failed authentications on sockets.", float64(cs.AuthFailures))
 	w.Counter("parley_sessions_kicked_total", "Sessions replaced by a newer login (kick policy).", float64(cs.SessionsKicked))
 	w.Counter("parley_protocol_errors_total", "Connections refused for malformed, oversized or unknown frames.", float64(gs.ProtocolErrors))
@@ -66,7 +81,22 @@ func (s *Server) writeMetrics(out io.Writer) error {
 		w.Counter("parley_cluster_published_total", "Envelopes published to other nodes.", float64(rs.Published))
 		w.Counter("parley_cluster_received_total", "Envelopes received from other nodes.", float64(rs.Received))
 		w.Counter("parley_cluster_dropped_total", "Envelopes NATS dropped because this node fell behind (receivers catch up by sync).", float64(rs.Dropped))
+		w.Counter("parley_cluster_malformed_total", "Envelopes from other nodes dropped as malformed (undecodable, or missing what their kind needs): a node running other code, or a corrupt link.", float64(rs.Malformed+cs.ClusterMalformed))
 		w.Counter("parley_cluster_unsent_total", "Envelopes not published while NATS was unreachable (receivers catch up by sync).", float64(rs.Unsent))
+	}
+	if ps, ok := s.store.(*pebblestore.Store); ok {
+		ds := ps.DiskStatus()
+		w.Gauge("parley_store_disk_free_bytes", "Free space on the embedded store's volume as its free-space floor sees it: less a removed ballast file and room for running compactions.", float64(ds.FreeBytes))
+		w.Gauge("parley_store_disk_floor_bytes", "Free space below which writes are refused: min_free_disk plus the room kept to flush memtables; 0: off.", float64(ds.FloorBytes+ds.ReserveBytes))
+		writable := 0.0
+		if ds.Writable {
+			writable = 1
+		}
+		w.Gauge("parley_store_writable", "1 when the embedded store accepts writes, 0 while they are refused for disk space.", writable)
+		w.Family("parley_store_writes_refused_total", "Storage writes refused, by reason (disk_full: below the floor or read-only for lack of space; write_failed: a write failed inside the store, which then reopened).", "counter", []metrics.Sample{
+			{Labels: []metrics.Label{{Name: "reason", Value: "disk_full"}}, Value: float64(ds.Refused)},
+			{Labels: []metrics.Label{{Name: "reason", Value: "write_failed"}}, Value: float64(ds.Failed)},
+		})
 	}
 	w.Gauge("go_goroutines", "Goroutines.", float64(runtime.NumGoroutine()))
 	w.Gauge("go_memstats_heap_alloc_bytes", "Heap bytes allocated and in use.", float64(ms.HeapAlloc))

@@ -17,17 +17,12 @@ import (
 
 func scrape(t *testing.T, ts *testServer, key string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, ts.httpBase+"/metrics", nil)
+	var hdr map[string]string
 	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
+		hdr = bearer(key)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	code, b := httpDo(t, http.MethodGet, ts.httpBase+"/metrics", hdr, nil)
+	return code, string(b)
 }
 
 func metricValue(t *testing.T, text, series string) float64 {
@@ -44,6 +39,7 @@ func metricValue(t *testing.T, text, series string) float64 {
 // /metrics needs the API key and reports what happened: connections by
 // transport, messages, deliveries, ACK and commit latency histograms.
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	if code, _ := scrape(t, ts, ""); code != http.StatusUnauthorized {
 		t.Fatalf("/metrics without a key: HTTP %d", code)
@@ -86,6 +82,7 @@ func TestMetrics(t *testing.T) {
 // The admin page is served without data; its figures come from
 // /v1/admin/stats, which needs the key.
 func TestAdminPageAndStats(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	resp, err := http.Get(ts.httpBase + "/admin")
 	if err != nil {
@@ -110,6 +107,7 @@ func TestAdminPageAndStats(t *testing.T) {
 // Webhooks: a configured receiver gets user.online, message.stored,
 // group.changed and user.offline, signed with the webhook secret.
 func TestWebhookEvents(t *testing.T) {
+	t.Parallel()
 	const secret = "hook-secret-0123456789"
 	var mu sync.Mutex
 	var got []map[string]any

@@ -12,6 +12,7 @@ import (
 // server serves: a route without documentation, or documentation of a route
 // that does not exist, fails here.
 func TestOpenAPIMatchesRoutes(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	resp, err := http.Get(ts.httpBase + "/openapi.json")
 	if err != nil {

@@ -1,13 +1,9 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,58 +11,6 @@ import (
 	pb "github.com/parleyim/parley/proto/parleyv1"
 	"github.com/parleyim/parley/server"
 )
-
-// pushRec collects the pushes a client gets.
-type pushRec struct {
-	mu     sync.Mutex
-	pushes []*pb.Push
-}
-
-func (r *pushRec) list() []*pb.Push {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]*pb.Push(nil), r.pushes...)
-}
-
-func (r *pushRec) count() int { return len(r.list()) }
-
-// connectPush dials as uid, recording pushes.
-func (ts *testServer) connectPush(t *testing.T, uid, deviceID, deviceType string, tc transportCase) (*client.Client, *pushRec) {
-	t.Helper()
-	rec := &pushRec{}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, client.Options{
-		Addr: ts.addr(tc), Token: ts.mint(t, uid), DeviceID: deviceID, DeviceType: deviceType, Codec: tc.codec,
-		OnPush: func(p *pb.Push) { rec.mu.Lock(); rec.pushes = append(rec.pushes, p); rec.mu.Unlock() },
-	})
-	if err != nil {
-		t.Fatalf("dial %s as %s: %v", tc.name, deviceID, err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c, rec
-}
-
-// adminDo sends an admin request with a raw body and returns the status and decoded JSON body.
-func adminDo(t *testing.T, method, url, key string, body []byte) (int, map[string]any) {
-	t.Helper()
-	req, _ := http.NewRequest(method, url, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/octet-stream")
-	if key != "" {
-		req.Header.Set("X-Api-Key", key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatalf("%s %s: HTTP %d, body not JSON: %q", method, url, resp.StatusCode, b)
-	}
-	return resp.StatusCode, out
-}
 
 // push posts to a push endpoint and returns the "pushed" count, failing on non-200.
 func (ts *testServer) push(t *testing.T, pathAndQuery string, body string) int {
@@ -87,25 +31,26 @@ func (ts *testServer) roomOnline(t *testing.T, room string) int {
 	return int(out["online"].(float64))
 }
 
-func waitPush(t *testing.T, rec *pushRec, n int, what string) []*pb.Push {
+func waitPush(t *testing.T, rec *recorder, n int, what string) []*pb.Push {
 	t.Helper()
-	eventually(t, what, func() bool { return rec.count() >= n })
-	return rec.list()
+	eventually(t, what, func() bool { return rec.pushCount() >= n })
+	return rec.pushList()
 }
 
 // A push to a user reaches every device, whatever the transport; a push to
 // a device key reaches that session only.
 func TestPushUsersAndDevices(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	var clients []*client.Client
-	var recs []*pushRec
+	var recs []*recorder
 	for i, tc := range transports {
-		c, r := ts.connectPush(t, "alice", "dev-"+tc.name, "type-"+tc.name, tc)
+		c, r := ts.connect(t, "alice", "dev-"+tc.name, "type-"+tc.name, tc)
 		_ = i
 		clients = append(clients, c)
 		recs = append(recs, r)
 	}
-	_, bob := ts.connectPush(t, "bob", "bob-1", "web", transports[0])
+	_, bob := ts.connect(t, "bob", "bob-1", "web", transports[0])
 
 	if n := ts.push(t, "/v1/admin/push/users?user_ids=alice&op=1000", "hello \x00 bytes"); n != 3 {
 		t.Fatalf("pushed = %d, want 3", n)
@@ -137,12 +82,12 @@ func TestPushUsersAndDevices(t *testing.T) {
 		if i == 1 {
 			want = 3
 		}
-		if r.count() != want {
-			t.Fatalf("%s has %d pushes, want %d", transports[i].name, r.count(), want)
+		if r.pushCount() != want {
+			t.Fatalf("%s has %d pushes, want %d", transports[i].name, r.pushCount(), want)
 		}
 	}
-	if bob.count() != 1 {
-		t.Fatalf("bob has %d pushes, want 1", bob.count())
+	if bob.pushCount() != 1 {
+		t.Fatalf("bob has %d pushes, want 1", bob.pushCount())
 	}
 
 	// Push to all sessions on the node.
@@ -160,12 +105,13 @@ func TestPushUsersAndDevices(t *testing.T) {
 // Rooms: members get room pushes, others do not, nor members after leaving;
 // online counts; a closed session leaves its rooms.
 func TestPushRoom(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	ctx := context.Background()
-	a, ra := ts.connectPush(t, "alice", "a1", "web", transports[0])
-	b, rb := ts.connectPush(t, "bob", "b1", "web", transports[1])
-	c, rc := ts.connectPush(t, "carol", "c1", "web", transports[2])
-	_, rd := ts.connectPush(t, "dave", "d1", "web", transports[0])
+	a, ra := ts.connect(t, "alice", "a1", "web", transports[0])
+	b, rb := ts.connect(t, "bob", "b1", "web", transports[1])
+	c, rc := ts.connect(t, "carol", "c1", "web", transports[2])
+	_, rd := ts.connect(t, "dave", "d1", "web", transports[0])
 
 	info, err := a.JoinRoom(ctx, "live:42")
 	if err != nil || info.Room != "live:42" || info.Online != 1 {
@@ -190,7 +136,7 @@ func TestPushRoom(t *testing.T) {
 	if n := ts.push(t, "/v1/admin/push/room?room=live:42&op=5", "gift"); n != 3 {
 		t.Fatalf("pushed = %d, want 3", n)
 	}
-	for _, r := range []*pushRec{ra, rb, rc} {
+	for _, r := range []*recorder{ra, rb, rc} {
 		if p := waitPush(t, r, 1, "room push")[0]; p.Room != "live:42" || p.Op != 5 || string(p.Body) != "gift" {
 			t.Fatalf("room push = %v", p)
 		}
@@ -208,8 +154,8 @@ func TestPushRoom(t *testing.T) {
 	waitPush(t, ra, 2, "second room push")
 	waitPush(t, rb, 2, "second room push")
 	time.Sleep(100 * time.Millisecond)
-	if rc.count() != 1 || rd.count() != 0 {
-		t.Fatalf("carol (left) has %d pushes, dave (never joined) %d", rc.count(), rd.count())
+	if rc.pushCount() != 1 || rd.pushCount() != 0 {
+		t.Fatalf("carol (left) has %d pushes, dave (never joined) %d", rc.pushCount(), rd.pushCount())
 	}
 
 	// Closing a session leaves its rooms; an empty room reports 0.
@@ -223,9 +169,10 @@ func TestPushRoom(t *testing.T) {
 
 // A session may be in at most 64 rooms.
 func TestRoomLimit(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	ctx := context.Background()
-	a, _ := ts.connectPush(t, "alice", "a1", "web", transports[0])
+	a, _ := ts.connect(t, "alice", "a1", "web", transports[0])
 	for i := range 64 {
 		if _, err := a.JoinRoom(ctx, "r"+strings.Repeat("x", i)); err != nil {
 			t.Fatalf("join %d: %v", i, err)
@@ -241,11 +188,12 @@ func TestRoomLimit(t *testing.T) {
 
 // RoomSend is refused unless the server allows client broadcast.
 func TestRoomClientSend(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("refused by default", func(t *testing.T) {
 		ts := startServer(t, nil)
-		a, _ := ts.connectPush(t, "alice", "a1", "web", transports[0])
-		_, rb := ts.connectPush(t, "bob", "b1", "web", transports[1])
+		a, _ := ts.connect(t, "alice", "a1", "web", transports[0])
+		_, rb := ts.connect(t, "bob", "b1", "web", transports[1])
 		if _, err := a.JoinRoom(ctx, "r1"); err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +201,7 @@ func TestRoomClientSend(t *testing.T) {
 			t.Fatalf("RoomSend: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
-		if rb.count() != 0 {
+		if rb.pushCount() != 0 {
 			t.Fatal("bob got a push")
 		}
 	})
@@ -262,9 +210,9 @@ func TestRoomClientSend(t *testing.T) {
 		for _, tc := range transports {
 			t.Run(tc.name, func(t *testing.T) {
 				room := "room-" + tc.name
-				a, ra := ts.connectPush(t, "alice", "a-"+tc.name, "type-a-"+tc.name, tc)
-				b, rb := ts.connectPush(t, "bob", "b-"+tc.name, "type-b-"+tc.name, tc)
-				c, rc := ts.connectPush(t, "carol", "c-"+tc.name, "type-c-"+tc.name, tc)
+				a, ra := ts.connect(t, "alice", "a-"+tc.name, "type-a-"+tc.name, tc)
+				b, rb := ts.connect(t, "bob", "b-"+tc.name, "type-b-"+tc.name, tc)
+				c, rc := ts.connect(t, "carol", "c-"+tc.name, "type-c-"+tc.name, tc)
 				for _, cl := range []*client.Client{a, b} {
 					if _, err := cl.JoinRoom(ctx, room); err != nil {
 						t.Fatal(err)
@@ -282,8 +230,8 @@ func TestRoomClientSend(t *testing.T) {
 					t.Fatalf("got %v", p)
 				}
 				time.Sleep(50 * time.Millisecond)
-				if ra.count() != 0 || rc.count() != 0 {
-					t.Fatalf("sender got %d, non-member %d", ra.count(), rc.count())
+				if ra.pushCount() != 0 || rc.pushCount() != 0 {
+					t.Fatalf("sender got %d, non-member %d", ra.pushCount(), rc.pushCount())
 				}
 			})
 		}
@@ -292,6 +240,7 @@ func TestRoomClientSend(t *testing.T) {
 
 // The push API needs the admin key and refuses bad parameters with a JSON 400.
 func TestPushAPIErrors(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	base := ts.httpBase
 	for _, path := range []string{

@@ -7,10 +7,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -53,13 +55,16 @@ type Server struct {
 }
 
 // New validates cfg, opens storage and builds the server. It listens on nothing until Start.
-func New(cfg Config) (*Server, error) {
+func New(cfg Config) (_ *Server, err error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("parley: invalid config: %w", err)
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("parley: data dir: %w", err)
+	}
+	if err := checkSecretsKept(cfg); err != nil {
+		return nil, fmt.Errorf("parley: %w", err)
 	}
 	secrets, err := auth.LoadOrCreateSecrets(cfg.DataDir, auth.Secrets{
 		TokenKey: cfg.TokenKey, AppSecret: cfg.AppSecret, AdminAPIKeys: cfg.AdminAPIKeys, WebhookSecret: cfg.WebhookSecret,
@@ -71,27 +76,38 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parley: %w", err)
 	}
+	// Each resource is registered here as soon as it is open; if New fails
+	// they are released in reverse order. (Once New succeeds, Shutdown
+	// owns them.)
+	var cleanups []func()
+	defer func() {
+		if err != nil {
+			for i := len(cleanups) - 1; i >= 0; i-- {
+				cleanups[i]()
+			}
+		}
+	}()
 	st, err := openStore(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("parley: open store: %w", err)
 	}
+	cleanups = append(cleanups, func() { st.Close() })
 	s := &Server{cfg: cfg, log: cfg.Logger, store: st, started: time.Now()}
 	s.hooks, err = webhook.New(webhook.Config{URLs: cfg.WebhookURLs, Secret: secrets.WebhookSecret,
 		Events: cfg.WebhookEvents, QueueSize: cfg.WebhookQueue, Logger: cfg.Logger})
 	if err != nil {
-		st.Close()
 		return nil, fmt.Errorf("parley: webhooks: %w", err)
 	}
+	cleanups = append(cleanups, s.hooks.Close)
 	var events func(chat.Event)
 	if s.hooks.Enabled() {
 		events = s.hooks.Publish
 	}
-	exempt, _ := cfg.exemptPrefixes() // validated
+	exempt, _ := cfg.exemptPrefixes()                  // validated
+	unauthExempt, _ := prefixes(cfg.UnauthConnsExempt) // validated
 	if cfg.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
 		if err != nil {
-			s.hooks.Close()
-			st.Close()
 			return nil, fmt.Errorf("parley: tls: %w", err)
 		}
 		s.tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
@@ -103,19 +119,18 @@ func New(cfg Config) (*Server, error) {
 	var natsRouter *route.NATS
 	if cfg.clustered() {
 		natsRouter, err = route.NewNATS(route.NATSConfig{
-			URLs: cfg.NATSURLs, ClusterListen: cfg.NATSClusterListen, Routes: cfg.NATSRoutes,
+			URLs: cfg.NATSURLs, ClusterListen: cfg.NATSClusterListen, ClusterAdvertise: cfg.NATSClusterAdvertise, Routes: cfg.NATSRoutes,
 			ClusterName: cfg.NATSClusterName, ClusterSecret: cfg.NATSClusterSecret, ClientListen: cfg.NATSListen,
 			Prefix: cfg.NATSSubjectPrefix, NodeID: strconv.Itoa(int(cfg.NodeID)), Logger: cfg.Logger,
 		}, reg)
 		if err != nil {
-			s.hooks.Close()
-			st.Close()
 			return nil, fmt.Errorf("parley: %w", err)
 		}
 		s.router, s.nats = natsRouter, natsRouter
 	} else {
 		s.router = route.NewInProcess(reg)
 	}
+	cleanups = append(cleanups, func() { s.router.Close() })
 	s.chat = chat.New(chat.Config{
 		NodeID:           cfg.NodeID,
 		HeartbeatSeconds: uint32(cfg.Heartbeat / time.Second),
@@ -124,11 +139,14 @@ func New(cfg Config) (*Server, error) {
 		RecallWindow:     cfg.RecallWindow,
 		ReceiptListMax:   cfg.ReceiptListMax,
 		GroupCacheSize:   cfg.GroupCacheSize,
+		PageBytes:        cfg.PageBytes,
+		ReadMemoryBytes:  cfg.ReadMemoryBytes,
 		DenyStrangers:    cfg.DenyStrangers,
 		RoomClientSend:   cfg.RoomClientSend,
 		SendRate:         rate(cfg.UserSendRate),
 		RequestRate:      rate(cfg.UserRequestRate),
-		MaxUserSessions:  max(cfg.MaxSessionsPerUser, 0), // -1 (unlimited) is 0 there
+		MaxUserSessions:  orZero(cfg.MaxSessionsPerUser),
+		UserStorageQuota: orZero(cfg.UserStorageQuotaBytes),
 		Events:           events,
 		Logger:           cfg.Logger,
 	}, st, s.router, reg, tokens)
@@ -144,15 +162,19 @@ func New(cfg Config) (*Server, error) {
 		IdleTimeout:     cfg.IdleTimeout,
 		ConnRate:        rate(cfg.ConnRatePerIP),
 		ConnRateExempt:  exempt,
+		MaxUnauth:       orZero(cfg.MaxUnauthConns),
+		MaxUnauthPerIP:  orZero(cfg.MaxUnauthConnsPerIP),
+		UnauthExempt:    unauthExempt,
+		MaxOpenFiles:    cfg.MaxOpenFiles,
+		FDReserve:       orZero(cfg.FDReserve),
 		DrainWindow:     cfg.DrainWindow,
 		Logger:          cfg.Logger,
 	}, s.chat)
 	if err != nil {
-		s.router.Close()
-		s.hooks.Close()
-		st.Close()
 		return nil, fmt.Errorf("parley: gateway: %w", err)
 	}
+	// The gateway's loops run from New on; nothing is connected yet.
+	cleanups = append(cleanups, func() { s.gw.Shutdown(context.Background()) })
 	s.api, err = api.New(api.Config{
 		Store: st, Tokens: tokens, Chat: s.chat,
 		AdminAPIKeys: secrets.AdminAPIKeys, TokenTTL: cfg.TokenTTL, MaxTokenTTL: cfg.MaxTokenTTL,
@@ -164,9 +186,6 @@ func New(cfg Config) (*Server, error) {
 		Logger:              cfg.Logger,
 	})
 	if err != nil {
-		s.router.Close()
-		s.hooks.Close()
-		st.Close()
 		return nil, fmt.Errorf("parley: api: %w", err)
 	}
 	mux := http.NewServeMux()
@@ -193,7 +212,34 @@ func openStore(cfg Config) (store.Store, error) {
 		defer cancel()
 		return pgstore.Open(ctx, cfg.PostgresURL, pgstore.Options{Schema: cfg.PostgresSchema, Logger: cfg.Logger})
 	}
-	return pebblestore.Open(cfg.DataDir+"/store", pebblestore.Options{NoSync: cfg.NoSync, Logger: cfg.Logger})
+	return pebblestore.Open(cfg.DataDir+"/store", pebblestore.Options{
+		NoSync: cfg.NoSync, Logger: cfg.Logger, MinFreeDisk: cfg.MinFreeDisk, FS: cfg.storeFS,
+		AcceptDataLoss: cfg.AcceptDataLoss,
+	})
+}
+
+// checkSecretsKept refuses a data directory whose embedded store exists but
+// whose secrets.json does not, unless NewSecrets: generating new secrets
+// there would silently invalidate every token and admin key in use. With
+// every secret given by the config nothing is generated, so nothing is lost.
+func checkSecretsKept(cfg Config) error {
+	if cfg.NewSecrets || cfg.PostgresURL != "" {
+		return nil
+	}
+	if cfg.TokenKey != "" && cfg.AppSecret != "" && len(cfg.AdminAPIKeys) > 0 &&
+		(cfg.WebhookSecret != "" || len(cfg.WebhookURLs) == 0) {
+		return nil
+	}
+	secretsPath := filepath.Join(cfg.DataDir, auth.SecretsFile)
+	if _, err := os.Stat(secretsPath); !errors.Is(err, fs.ErrNotExist) {
+		return nil // present (or unreadable: LoadOrCreateSecrets reports that)
+	}
+	entries, err := os.ReadDir(filepath.Join(cfg.DataDir, "store"))
+	if err != nil || len(entries) == 0 {
+		return nil // a new data directory
+	}
+	return fmt.Errorf("%s holds a store but no %s: new secrets would invalidate every token and admin API key issued before; "+
+		"restore %s from a backup, or start with --new-secrets to generate new ones", cfg.DataDir, auth.SecretsFile, secretsPath)
 }
 
 // Start opens the listeners and serves in the background.
@@ -219,6 +265,9 @@ func (s *Server) Start() error {
 			return fmt.Errorf("parley: listen tcp: %w", err)
 		}
 	}
+	// The descriptor reserve covers HTTP connections too (the gateway
+	// applies it to its own).
+	httpLn = s.gw.ReserveListener(httpLn)
 	if s.tlsCfg != nil {
 		// Handshakes happen on the first read: for HTTP under the server's
 		// header timeout, for TCP under the gateway's auth timeout, so a

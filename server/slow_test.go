@@ -18,6 +18,8 @@ import (
 // reaches send_queue_bytes, the server's heap stays within the caps, and a
 // member who reads gets every message while the others are cut off.
 func TestSlowReadersBoundedMemory(t *testing.T) {
+	// Not parallel: it samples the process heap, which a test running
+	// beside it would add to.
 	const (
 		slow     = 50
 		queueCap = 256 << 10
@@ -86,9 +88,7 @@ func TestSlowReadersBoundedMemory(t *testing.T) {
 	for rec.count() < msgs && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	rec.mu.Lock()
-	closedErr, closed := rec.closeErr, rec.closed
-	rec.mu.Unlock()
+	closed, closedErr := rec.isClosed()
 	if closed {
 		t.Fatalf("the reading member was closed: %v (after %d messages)", closedErr, rec.count())
 	}

@@ -3,7 +3,6 @@ package server_test
 import (
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,69 +10,6 @@ import (
 	pb "github.com/parleyim/parley/proto/parleyv1"
 	"github.com/parleyim/parley/server"
 )
-
-// socialRec collects what a client is pushed, contact, typing and presence
-// events included.
-type socialRec struct {
-	mu       sync.Mutex
-	msgs     []*pb.Message
-	typing   []*pb.TypingEvent
-	presence []*pb.PresenceEvent
-	contacts []*pb.ContactEvent
-}
-
-func (r *socialRec) counts() (msgs, typing, presence, contacts int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.msgs), len(r.typing), len(r.presence), len(r.contacts)
-}
-
-func (r *socialRec) typings() []*pb.TypingEvent {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]*pb.TypingEvent(nil), r.typing...)
-}
-
-func (r *socialRec) presences() []*pb.PresenceEvent {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]*pb.PresenceEvent(nil), r.presence...)
-}
-
-// presencesOf returns the presence events about uid.
-func (r *socialRec) presencesOf(uid string) []*pb.Presence {
-	var out []*pb.Presence
-	for _, ev := range r.presences() {
-		if ev.Presence.GetUserId() == uid {
-			out = append(out, ev.Presence)
-		}
-	}
-	return out
-}
-
-func (r *socialRec) contactEvents() []*pb.ContactEvent {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]*pb.ContactEvent(nil), r.contacts...)
-}
-
-// connectSocial dials as uid and records every push.
-func (ts *testServer) connectSocial(t *testing.T, uid, deviceID, deviceType string, tc transportCase) (*client.Client, *socialRec) {
-	t.Helper()
-	rec := &socialRec{}
-	c, err := client.Dial(ctx10(t), client.Options{
-		Addr: ts.addr(tc), Token: ts.mint(t, uid), DeviceID: deviceID, DeviceType: deviceType, Codec: tc.codec,
-		OnMessage:  func(m *pb.Message) { rec.mu.Lock(); rec.msgs = append(rec.msgs, m); rec.mu.Unlock() },
-		OnTyping:   func(e *pb.TypingEvent) { rec.mu.Lock(); rec.typing = append(rec.typing, e); rec.mu.Unlock() },
-		OnPresence: func(e *pb.PresenceEvent) { rec.mu.Lock(); rec.presence = append(rec.presence, e); rec.mu.Unlock() },
-		OnContact:  func(e *pb.ContactEvent) { rec.mu.Lock(); rec.contacts = append(rec.contacts, e); rec.mu.Unlock() },
-	})
-	if err != nil {
-		t.Fatalf("dial %s as %s: %v", tc.name, uid, err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c, rec
-}
 
 // barrier returns once every frame queued for c before the call was handled
 // by its hooks (a Pong is queued behind them and read in order).
@@ -85,7 +21,7 @@ func barrier(t *testing.T, c *client.Client) {
 }
 
 // wantContactEvent waits for rec's n-th contact event (1-based) and checks it.
-func wantContactEvent(t *testing.T, rec *socialRec, n int, uid string, state pb.ContactState, note string) {
+func wantContactEvent(t *testing.T, rec *recorder, n int, uid string, state pb.ContactState, note string) {
 	t.Helper()
 	eventually(t, "contact event", func() bool { return len(rec.contactEvents()) >= n })
 	ev := rec.contactEvents()[n-1].GetContact()
@@ -126,15 +62,16 @@ const (
 // different transports; each change reaches the other user's devices and the
 // actor's other devices.
 func TestFriendsAcrossTransports(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	for i, ta := range transports {
 		tb := transports[(i+1)%len(transports)]
 		t.Run(ta.name+"_"+tb.name, func(t *testing.T) {
 			ua, ub := "fa-"+ta.name, "fb-"+tb.name
 			ctx := ctx10(t)
-			alice, recA := ts.connectSocial(t, ua, "a1", "phone", ta)
-			_, recA2 := ts.connectSocial(t, ua, "a2", "desktop", tb) // alice's other device
-			bob, recB := ts.connectSocial(t, ub, "b1", "phone", tb)
+			alice, recA := ts.connect(t, ua, "a1", "phone", ta)
+			_, recA2 := ts.connect(t, ua, "a2", "desktop", tb) // alice's other device
+			bob, recB := ts.connect(t, ub, "b1", "phone", tb)
 
 			// Request with a note.
 			if err := alice.FriendRequest(ctx, ub, "it's alice"); err != nil {
@@ -209,9 +146,10 @@ func TestFriendsAcrossTransports(t *testing.T) {
 }
 
 func TestContactBadInput(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	ctx := ctx10(t)
-	alice, _ := ts.connectSocial(t, "alice", "a1", "phone", transports[0])
+	alice, _ := ts.connect(t, "alice", "a1", "phone", transports[0])
 	bad := pb.ErrorCode_ERROR_CODE_BAD_REQUEST
 	wantCode(t, alice.FriendRequest(ctx, "alice", ""), bad)
 	wantCode(t, alice.FriendRequest(ctx, "not a user", ""), bad)
@@ -235,10 +173,11 @@ func TestContactBadInput(t *testing.T) {
 // friend request and typing look accepted but reach nobody; unblocking
 // restores messaging.
 func TestBlock(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	ctx := ctx10(t)
-	alice, recA := ts.connectSocial(t, "alice", "a1", "phone", transports[1])
-	bob, recB := ts.connectSocial(t, "bob", "b1", "phone", transports[2])
+	alice, recA := ts.connect(t, "alice", "a1", "phone", transports[1])
+	bob, recB := ts.connect(t, "bob", "b1", "phone", transports[2])
 
 	ack, err := alice.SendText(ctx, "bob", "before")
 	if err != nil {
@@ -293,9 +232,7 @@ func TestBlock(t *testing.T) {
 		m, _, _, _ := recB.counts()
 		return m == 2
 	})
-	recB.mu.Lock()
-	defer recB.mu.Unlock()
-	if m := recB.msgs; string(m[0].Payload) != "before" || string(m[1].Payload) != "again" {
+	if m := recB.messages(); string(m[0].Payload) != "before" || string(m[1].Payload) != "again" {
 		t.Fatalf("bob got %v", m)
 	}
 }
@@ -303,10 +240,11 @@ func TestBlock(t *testing.T) {
 // With DenyStrangers, a stranger's send and a blocked friend's send get the
 // same refusal; friendship opens the conversation.
 func TestDenyStrangers(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, func(c *server.Config) { c.DenyStrangers = true })
 	ctx := ctx10(t)
-	bob, recB := ts.connectSocial(t, "bob", "b1", "phone", transports[0])
-	carol, _ := ts.connectSocial(t, "carol", "c1", "phone", transports[2])
+	bob, recB := ts.connect(t, "bob", "b1", "phone", transports[0])
+	carol, _ := ts.connect(t, "carol", "c1", "phone", transports[2])
 
 	_, errStranger := carol.SendText(ctx, "bob", "hi stranger")
 	wantCode(t, errStranger, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED)
@@ -362,12 +300,13 @@ func TestDenyStrangers(t *testing.T) {
 // Typing reaches the peer (1:1) and the other members (group), is limited to
 // one per user and conversation per 2 s, and is refused to non-members.
 func TestTyping(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	ctx := ctx10(t)
-	alice, recA := ts.connectSocial(t, "alice", "a1", "phone", transports[0])
-	bob, recB := ts.connectSocial(t, "bob", "b1", "phone", transports[2])
-	carol, recC := ts.connectSocial(t, "carol", "c1", "phone", transports[1])
-	dave, _ := ts.connectSocial(t, "dave", "d1", "phone", transports[1])
+	alice, recA := ts.connect(t, "alice", "a1", "phone", transports[0])
+	bob, recB := ts.connect(t, "bob", "b1", "phone", transports[2])
+	carol, recC := ts.connect(t, "carol", "c1", "phone", transports[1])
+	dave, _ := ts.connect(t, "dave", "d1", "phone", transports[1])
 
 	ack, err := alice.SendText(ctx, "bob", "hi")
 	if err != nil {
@@ -421,7 +360,7 @@ func TestTyping(t *testing.T) {
 	if err := bob.Typing(ctx, g.ConversationId); err != nil {
 		t.Fatal(err)
 	}
-	for name, r := range map[string]*socialRec{"alice": recA, "carol": recC} {
+	for name, r := range map[string]*recorder{"alice": recA, "carol": recC} {
 		eventually(t, name+" sees bob typing in the group", func() bool {
 			for _, ev := range r.typings() {
 				if ev.ConversationId == g.ConversationId && ev.UserId == "bob" {
@@ -455,15 +394,16 @@ func TestTyping(t *testing.T) {
 // conversation, friendship, group) and is told when they go offline (with
 // last seen) and come back; strangers and users who blocked it are left out.
 func TestPresence(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	ctx := ctx10(t)
-	alice, recA := ts.connectSocial(t, "alice", "a1", "phone", transports[0])
-	alice2, recA2 := ts.connectSocial(t, "alice", "a2", "desktop", transports[1])
-	bob, _ := ts.connectSocial(t, "bob", "b1", "phone", transports[2])
-	bobDesk, _ := ts.connectSocial(t, "bob", "b2", "desktop", transports[1])
-	carol, _ := ts.connectSocial(t, "carol", "c1", "phone", transports[1]) // a stranger
-	dave, _ := ts.connectSocial(t, "dave", "d1", "phone", transports[2])   // a friend
-	erin, _ := ts.connectSocial(t, "erin", "e1", "phone", transports[0])   // in a group with alice
+	alice, recA := ts.connect(t, "alice", "a1", "phone", transports[0])
+	alice2, recA2 := ts.connect(t, "alice", "a2", "desktop", transports[1])
+	bob, _ := ts.connect(t, "bob", "b1", "phone", transports[2])
+	bobDesk, _ := ts.connect(t, "bob", "b2", "desktop", transports[1])
+	carol, _ := ts.connect(t, "carol", "c1", "phone", transports[1]) // a stranger
+	dave, _ := ts.connect(t, "dave", "d1", "phone", transports[2])   // a friend
+	erin, _ := ts.connect(t, "erin", "e1", "phone", transports[0])   // in a group with alice
 
 	if _, err := bob.SendText(ctx, "alice", "hi"); err != nil {
 		t.Fatal(err)
@@ -534,7 +474,7 @@ func TestPresence(t *testing.T) {
 	}
 
 	// Back online.
-	ts.connectSocial(t, "bob", "b1", "phone", transports[2])
+	ts.connect(t, "bob", "b1", "phone", transports[2])
 	eventually(t, "bob comes back", func() bool { return len(recA2.presencesOf("bob")) == 2 })
 	if on := recA2.presencesOf("bob")[1]; !on.Online {
 		t.Fatalf("online event %v", on)

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,22 +13,11 @@ import (
 // create a group, chat, recall, edit, see read counts and typing; one goes
 // offline and converges after sync.
 func TestGroupStory(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	ctx := ctx10(t)
-	var mu sync.Mutex
-	typing := map[string]int{}
 	dial := func(uid string, tc transportCase) (*client.Client, *recorder) {
-		rec := &recorder{}
-		c, err := client.Dial(ctx, client.Options{
-			Addr: ts.addr(tc), Token: ts.mint(t, uid), DeviceID: uid + "-1", DeviceType: "phone", Codec: tc.codec,
-			OnMessage: func(m *pb.Message) { rec.mu.Lock(); rec.msgs = append(rec.msgs, m); rec.mu.Unlock() },
-			OnTyping:  func(e *pb.TypingEvent) { mu.Lock(); typing[uid]++; mu.Unlock() },
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c, rec
+		return ts.connect(t, uid, uid+"-1", "phone", tc)
 	}
 	alice, recA := dial("alice", transports[0]) // WebSocket, protobuf
 	bob, recB := dial("bob", transports[1])     // WebSocket, JSON
@@ -52,9 +40,7 @@ func TestGroupStory(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "typing shown to alice and bob", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return typing["alice"] == 1 && typing["bob"] == 1 && typing["carol"] == 0
+		return len(recA.typings()) == 1 && len(recB.typings()) == 1 && len(recC.typings()) == 0
 	})
 
 	// Carol goes offline; meanwhile alice edits, bob recalls, everyone reads.

@@ -108,7 +108,8 @@ func TestHTTPSlowloris(t *testing.T) {
 	start = time.Now()
 	frame := append([]byte{0x82, 0x80 | 64, 1, 2, 3, 4}, make([]byte, 64)...) // masked binary frame, 64 bytes
 	stopped = trickle(wsc, frame, 100*time.Millisecond)
-	rc := &rawConn{t: t, nc: wsc, br: bufio.NewReader(wsc), ws: true, codec: wire.Proto}
+	// No frame completed, so the server has no codec from the client and answers in JSON.
+	rc := &rawConn{t: t, nc: wsc, br: bufio.NewReader(wsc), ws: true, codec: wire.JSON}
 	if d := rc.expectClosed(); d.GetCode() != pb.DisconnectCode_DISCONNECT_CODE_AUTH_TIMEOUT {
 		t.Fatalf("a trickling unauthenticated WebSocket closed with %v, want AUTH_TIMEOUT", d)
 	}

@@ -9,6 +9,7 @@ import (
 // Unread counts are messages from others after the read cursor: not the
 // group's events (creation, members, edits), not one's own messages.
 func TestUnreadCountsMessagesNotEvents(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	ctx := ctx10(t)
 	adm := adminClient(ts)

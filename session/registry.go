@@ -143,25 +143,40 @@ func (r *Registry) Kept(s *Session) int {
 	return n
 }
 
-// Evict removes and returns the sessions that newcomer, a session opened on
-// another node, replaces under the kick policy; the caller closes them.
-// keep spares a session that would otherwise go (nil: none).
-func (r *Registry) Evict(newcomer *Session, keep func(*Session) bool) (kicked []*Session) {
+// Evict applies newcomer, a session opened on another node, to this node's
+// sessions: it removes and returns (kicked) those it replaces under the kick
+// policy, for the caller to close, and returns (stayed) those that win
+// instead, which the caller announces again so that the newcomer's node
+// closes the newcomer.
+//
+// Every node ranks two sessions the same way (LoginAfter: start times as
+// their own nodes stamped them, then ids), so when two logins cross and
+// both nodes compare them, both keep the same one; when only one node sees
+// both, it closes its own loser, or has the other node close it. A local
+// session older than window (by now, this node's clock) always goes: its
+// login cannot have crossed the newcomer's, so another node's clock running
+// behind cannot keep an old session over a new login.
+func (r *Registry) Evict(newcomer *Session, now time.Time, window time.Duration) (kicked, stayed []*Session) {
 	sh := r.shard(newcomer.UserID)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	old := sh.users[newcomer.UserID]
 	next := make([]*Session, 0, len(old))
 	for _, o := range old {
-		if o.ID != newcomer.ID && r.kicks(o, newcomer) && (keep == nil || !keep(o)) {
-			kicked = append(kicked, o)
-			r.unindex(o)
+		if o.ID == newcomer.ID || !r.kicks(o, newcomer) {
+			next = append(next, o)
 			continue
 		}
-		next = append(next, o)
+		if now.Sub(o.Started) < window && o.LoginAfter(newcomer) {
+			stayed = append(stayed, o)
+			next = append(next, o)
+			continue
+		}
+		kicked = append(kicked, o)
+		r.unindex(o)
 	}
 	if len(kicked) == 0 {
-		return nil
+		return nil, stayed
 	}
 	if len(next) == 0 {
 		delete(sh.users, newcomer.UserID)
@@ -169,7 +184,18 @@ func (r *Registry) Evict(newcomer *Session, keep func(*Session) bool) (kicked []
 		sh.users[newcomer.UserID] = next
 	}
 	r.count.Add(-int64(len(kicked)))
-	return kicked
+	return kicked, stayed
+}
+
+// LoginAfter ranks s's login after o's: by start time, then by id, a total
+// order, so two nodes comparing the same two sessions always agree. It
+// compares wall-clock nanoseconds: a start time received from another node
+// has no monotonic reading.
+func (s *Session) LoginAfter(o *Session) bool {
+	if sn, on := s.Started.UnixNano(), o.Started.UnixNano(); sn != on {
+		return sn > on
+	}
+	return s.ID > o.ID
 }
 
 func (r *Registry) idShard(id string) *idShard {

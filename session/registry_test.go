@@ -2,6 +2,7 @@ package session
 
 import (
 	"testing"
+	"time"
 
 	pb "github.com/parleyim/parley/proto/parleyv1"
 	"github.com/parleyim/parley/wire"
@@ -72,21 +73,116 @@ func TestKept(t *testing.T) {
 	}
 }
 
-// Evict removes what a login on another node replaces, except what keep spares.
+// Evict removes what a login on another node replaces; a session of
+// another device type is left alone.
 func TestEvict(t *testing.T) {
 	r := NewRegistry(KickSameDeviceType)
-	web := &Session{ID: "1-1", UserID: "alice", DeviceID: "d1", DeviceType: "web", Conn: nopConn{}}
-	ios := &Session{ID: "1-2", UserID: "alice", DeviceID: "d2", DeviceType: "ios", Conn: nopConn{}}
+	now := time.Now()
+	web := &Session{ID: "1-1", UserID: "alice", DeviceID: "d1", DeviceType: "web", Conn: nopConn{}, Started: now.Add(-time.Minute)}
+	ios := &Session{ID: "1-2", UserID: "alice", DeviceID: "d2", DeviceType: "ios", Conn: nopConn{}, Started: now}
 	r.Add(web)
 	r.Add(ios)
-	newcomer := &Session{ID: "2-9", UserID: "alice", DeviceID: "d3", DeviceType: "web"}
-	if kicked := r.Evict(newcomer, func(*Session) bool { return true }); len(kicked) != 0 {
-		t.Fatalf("keep spared nothing: %v", kicked)
-	}
-	if kicked := r.Evict(newcomer, nil); len(kicked) != 1 || kicked[0] != web {
-		t.Fatalf("evicted %v, want the web session", kicked)
+	newcomer := &Session{ID: "2-9", UserID: "alice", DeviceID: "d3", DeviceType: "web", Started: now}
+	if kicked, stayed := r.Evict(newcomer, now, 2*time.Second); len(kicked) != 1 || kicked[0] != web || len(stayed) != 0 {
+		t.Fatalf("evicted %v, stayed %v: want the web session evicted", kicked, stayed)
 	}
 	if r.ByID("1-1") != nil || r.Len() != 1 || len(r.Sessions("alice")) != 1 {
 		t.Fatal("an evicted session is still registered")
 	}
+}
+
+// Two logins of one device type on two nodes, whatever subset of their
+// kicks reaches the other node and in whatever order: exactly one session
+// survives, on both nodes' view the same one, the later login.
+func TestEvictCrossingLogins(t *testing.T) {
+	const window = 2 * time.Second
+	t0 := time.Now()
+	for _, tc := range []struct {
+		name   string
+		oStart time.Duration // O's start on node A, N's on node B, from t0
+		nStart time.Duration
+		oID    string
+		nID    string
+	}{
+		{"N later", 0, 300 * time.Millisecond, "1-5", "2-5"},
+		{"N earlier", 300 * time.Millisecond, 0, "1-5", "2-5"},
+		{"N later, lower node", 0, 300 * time.Millisecond, "3-5", "1-5"},
+		{"same instant, id decides", 0, 0, "3-5", "1-5"},
+		{"same instant, counters", 0, 0, "1-10", "2-9"},
+	} {
+		for _, deliver := range []string{"N to A", "O to B", "both, A first", "both, B first"} {
+			t.Run(tc.name+"/"+deliver, func(t *testing.T) {
+				a, b := NewRegistry(KickSameDeviceType), NewRegistry(KickSameDeviceType)
+				o := &Session{ID: tc.oID, UserID: "u", DeviceID: "p1", DeviceType: "phone", Conn: nopConn{}, Started: t0.Add(tc.oStart)}
+				n := &Session{ID: tc.nID, UserID: "u", DeviceID: "p2", DeviceType: "phone", Conn: nopConn{}, Started: t0.Add(tc.nStart)}
+				a.Add(o)
+				b.Add(n)
+				// A kick crossing the cluster carries only these fields.
+				wireCopy := func(s *Session) *Session {
+					return &Session{ID: s.ID, UserID: s.UserID, DeviceID: s.DeviceID, DeviceType: s.DeviceType,
+						Started: time.Unix(0, s.Started.UnixNano())}
+				}
+				type kick struct {
+					to *Registry
+					s  *Session
+				}
+				var queue []kick
+				switch deliver {
+				case "N to A":
+					queue = []kick{{a, wireCopy(n)}}
+				case "O to B":
+					queue = []kick{{b, wireCopy(o)}}
+				case "both, A first":
+					queue = []kick{{a, wireCopy(n)}, {b, wireCopy(o)}}
+				case "both, B first":
+					queue = []kick{{b, wireCopy(o)}, {a, wireCopy(n)}}
+				}
+				now := t0.Add(500 * time.Millisecond)
+				for len(queue) > 0 {
+					k := queue[0]
+					queue = queue[1:]
+					_, stayed := k.to.Evict(k.s, now, window)
+					for _, s := range stayed { // announced again, to the other node
+						other := a
+						if k.to == a {
+							other = b
+						}
+						queue = append(queue, kick{other, wireCopy(s)})
+					}
+					if len(queue) > 10 {
+						t.Fatal("kicks announced again without end")
+					}
+				}
+				left := append(append([]*Session(nil), a.Sessions("u")...), b.Sessions("u")...)
+				want := o
+				if n.LoginAfter(o) {
+					want = n
+				}
+				if len(left) != 1 || left[0] != want {
+					t.Fatalf("left %v, want only %s", ids(left), want.ID)
+				}
+			})
+		}
+	}
+}
+
+// A session older than the window yields to a newcomer even when the
+// newcomer's node stamped an earlier start (its clock runs behind).
+func TestEvictOldSessionAlwaysGoes(t *testing.T) {
+	r := NewRegistry(KickSameDeviceType)
+	now := time.Now()
+	old := &Session{ID: "1-1", UserID: "u", DeviceID: "p1", DeviceType: "phone", Conn: nopConn{}, Started: now.Add(-5 * time.Second)}
+	r.Add(old)
+	behind := &Session{ID: "2-1", UserID: "u", DeviceID: "p2", DeviceType: "phone", Started: now.Add(-time.Minute)}
+	if kicked, stayed := r.Evict(behind, now, 2*time.Second); len(kicked) != 1 || len(stayed) != 0 {
+		t.Fatalf("kicked %v, stayed %v: want the old session kicked", ids(kicked), ids(stayed))
+	}
+}
+
+func ids(list []*Session) []string {
+	var out []string
+	for _, s := range list {
+		out = append(out, s.ID)
+	}
+	return out
 }

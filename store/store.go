@@ -21,6 +21,11 @@ var (
 	// ErrCorrupt: a record failed its checksum or could not be decoded. It is
 	// never served; the caller reports an internal error.
 	ErrCorrupt = errors.New("store: corrupt record")
+	// ErrNoSpace: a write was refused because the disk is full or nearly
+	// (below the configured free-space floor), or the store is read-only
+	// until space is freed. Temporary: the same write may succeed later.
+	// Reads still work.
+	ErrNoSpace = errors.New("store: no disk space")
 )
 
 // AppendResult is the outcome of one message of an Append batch.
@@ -32,7 +37,8 @@ type AppendResult struct {
 	Duplicate bool
 }
 
-// Cursor is one user's position in one conversation. Both values only grow.
+// Cursor is one user's position in one conversation. Both values only grow,
+// and never past the conversation's last seq.
 type Cursor struct {
 	ConversationID string
 	UserID         string
@@ -42,7 +48,17 @@ type Cursor struct {
 
 // User is a user record. Users minted by an app with the app secret may have no record.
 type User struct {
+	// ID is the user id exactly as created (the display form): the key of
+	// every record that names the user (conversation ids, members, cursors).
 	ID string
+	// NameKey is the normalized (case-folded) username, unique among users:
+	// CreateUser refuses a second user with the same NameKey (ErrExists).
+	// Empty: the user is not indexed. Reads do not return it; UpdateUser
+	// never changes it. Users stored before the index existed are indexed
+	// under strings.ToLower(ID) when the store first opens with it, the
+	// oldest (by CreatedAt, then ID) of look-alikes keeping the name; the
+	// others stay reachable by their exact ID.
+	NameKey string
 	// PasswordHash is an encoded argon2id/bcrypt hash, or empty for users without a password.
 	PasswordHash string
 	// TokenEpoch invalidates every token issued with a lower epoch (password change, "log out everywhere").
@@ -62,6 +78,12 @@ type Group struct {
 	MuteAll        bool
 	Dissolved      bool
 	CreatedAt      time.Time
+	// AddPolicy: who may add members; UNSPECIFIED (every group stored
+	// before the setting existed) means admins only.
+	AddPolicy pb.GroupAddPolicy
+	// HistoryVisibility: what new and re-added members read; UNSPECIFIED
+	// means since their join.
+	HistoryVisibility pb.HistoryVisibility
 }
 
 // Member is one user's membership of a group, current or past.
@@ -74,6 +96,10 @@ type Member struct {
 	// the event that recorded it (they may read up to it).
 	Left    bool
 	LeftSeq uint64
+	// JoinSeq is the seq of the event that last added the user (the first
+	// seq they read when the group's history visibility is since-join); 0
+	// for members stored before it was recorded, who read from the start.
+	JoinSeq uint64
 }
 
 // Change is a state change stored atomically with the event that records it
@@ -86,8 +112,12 @@ type Change struct {
 	Group *Group
 	// Members are written (inserted or replaced) for Event's conversation.
 	// A member with Left set and LeftSeq 0 gets the event's seq as LeftSeq.
+	// When Joined is set, every member not Left with JoinSeq 0 gets the
+	// event's seq as JoinSeq.
 	// Every member written gets the conversation in their conversation list.
 	Members []Member
+	// Joined marks the Members as joining with Event (create, add, join).
+	Joined bool
 	// Update, when set, replaces the stored message (its ConversationId, Seq),
 	// which must exist: a recall clears its payload, an edit replaces it.
 	Update *pb.Message
@@ -132,20 +162,32 @@ type Store interface {
 	History(ctx context.Context, conversationID string, before uint64, limit int) ([]*pb.Message, error)
 	// LastSeq returns the conversation's newest seq, 0 when it has none.
 	LastSeq(ctx context.Context, conversationID string) (uint64, error)
+	// RaiseSeq makes floor the conversation's newest seq when it is higher:
+	// LastSeq returns at least floor afterwards and the next message gets a
+	// seq above it, with no message at the seqs skipped. For a conversation
+	// whose newest messages were lost, so that no seq a client already holds
+	// is issued again. Durable when it returns; a lower floor changes nothing.
+	RaiseSeq(ctx context.Context, conversationID string, floor uint64) error
 
 	// Conversations returns the ids of the conversations userID takes part in, in no particular order.
 	Conversations(ctx context.Context, userID string) ([]string, error)
 	// SetCursors raises cursors; a lower value than the stored one is ignored
-	// (per field). It need not be durable when it returns: cursors only grow
+	// (per field). Each value is clamped to the conversation's LastSeq (a
+	// conversation without messages keeps its cursors at 0), so no client
+	// can mark messages read before they exist. It need not be durable when it returns: cursors only grow
 	// and clients send them again, so a crash may lose the newest moves.
 	SetCursors(ctx context.Context, cursors []Cursor) error
 	// GetCursor returns the user's cursor in the conversation (zeros when none).
 	GetCursor(ctx context.Context, conversationID, userID string) (Cursor, error)
 
-	// CreateUser stores a new user, or ErrExists.
+	// CreateUser stores a new user, or ErrExists when the ID or a non-empty
+	// NameKey is taken (atomically: of two concurrent creates of one
+	// NameKey, exactly one succeeds).
 	CreateUser(ctx context.Context, u User) error
 	// GetUser returns the user, or ErrNotFound.
 	GetUser(ctx context.Context, id string) (User, error)
+	// UserByName returns the user whose NameKey is key, or ErrNotFound.
+	UserByName(ctx context.Context, key string) (User, error)
 	// UpdateUser replaces an existing user, or ErrNotFound.
 	UpdateUser(ctx context.Context, u User) error
 
@@ -199,6 +241,12 @@ type Store interface {
 	SetLastSeen(ctx context.Context, userID string, t time.Time) error
 	// LastSeen returns it (zero when unknown).
 	LastSeen(ctx context.Context, userID string) (time.Time, error)
+
+	// UserStorage returns the bytes of message payload userID has stored:
+	// the payloads of the messages and events they sent, each counted once
+	// when first stored, in the same atomic write. Duplicates, edits and
+	// recalls do not change it. 0 when none.
+	UserStorage(ctx context.Context, userID string) (uint64, error)
 
 	// Ping reports whether the store can serve reads and writes (readiness).
 	Ping(ctx context.Context) error

@@ -42,7 +42,10 @@ type Config struct {
 	// Events limits which event types are sent ("message.stored",
 	// "group.changed", "user.online", "user.offline"). Empty: all.
 	Events []string
-	// QueueSize bounds the events waiting per URL. Default 10,000.
+	// QueueSize bounds the events waiting per URL. Default 10,000. (A
+	// Parley server passes URLs, Secret, Events, QueueSize and Logger
+	// explicitly, from server.Config; the fields below have no
+	// configuration key and take their defaults here.)
 	QueueSize int
 	// MaxBatch is the most events in one request. Default 100.
 	MaxBatch int

@@ -30,6 +30,8 @@ func serve(args []string) error {
 	tcpAddr := fs.String("tcp", "", `TCP listen address (default 127.0.0.1:7070; "off" disables)`)
 	public := fs.Bool("public", false, "listen on all interfaces instead of loopback (same ports)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	newSecrets := fs.Bool("new-secrets", false, "start a data directory whose secrets.json is lost with new secrets (every token and admin key issued before stops working)")
+	acceptLoss := fs.Bool("accept-data-loss", false, "open a store whose write-ahead logs lost synced writes with what survives (logged)")
 	pprofAddr := fs.String("pprof", "", "serve Go's /debug/pprof on this address (e.g. 127.0.0.1:6060; keep it private)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -47,6 +49,7 @@ func serve(args []string) error {
 		}
 	}
 	set(&cfg.DataDir, *dataDir)
+	cfg.NewSecrets, cfg.AcceptDataLoss = *newSecrets, *acceptLoss
 	set(&cfg.HTTPAddr, *httpAddr)
 	set(&cfg.TCPAddr, *tcpAddr)
 	if *public {

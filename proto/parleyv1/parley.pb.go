@@ -202,6 +202,9 @@ const (
 	ErrorCode_ERROR_CODE_GROUP_FULL ErrorCode = 13
 	// The target is in a state that does not allow this (editing a recalled message, a dissolved group).
 	ErrorCode_ERROR_CODE_CONFLICT ErrorCode = 14
+	// The sender's storage quota (user_storage_quota_bytes) is used up: the
+	// payload bytes of the messages they stored. Not temporary: do not retry.
+	ErrorCode_ERROR_CODE_QUOTA_EXCEEDED ErrorCode = 15
 )
 
 // Enum value maps for ErrorCode.
@@ -222,6 +225,7 @@ var (
 		12: "ERROR_CODE_RECALL_WINDOW_PASSED",
 		13: "ERROR_CODE_GROUP_FULL",
 		14: "ERROR_CODE_CONFLICT",
+		15: "ERROR_CODE_QUOTA_EXCEEDED",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED":          0,
@@ -239,6 +243,7 @@ var (
 		"ERROR_CODE_RECALL_WINDOW_PASSED": 12,
 		"ERROR_CODE_GROUP_FULL":           13,
 		"ERROR_CODE_CONFLICT":             14,
+		"ERROR_CODE_QUOTA_EXCEEDED":       15,
 	}
 )
 
@@ -405,6 +410,118 @@ func (GroupRole) EnumDescriptor() ([]byte, []int) {
 	return file_parley_v1_parley_proto_rawDescGZIP(), []int{4}
 }
 
+// Who may add members to a group (AddMembers). Open groups (open_join) can
+// still be joined by anyone with JoinGroup.
+type GroupAddPolicy int32
+
+const (
+	// Not set: the same as ADMINS. Groups created before the setting existed
+	// have it unset, and so only their owner and admins may add.
+	GroupAddPolicy_GROUP_ADD_POLICY_UNSPECIFIED GroupAddPolicy = 0
+	// The owner and admins.
+	GroupAddPolicy_GROUP_ADD_POLICY_ADMINS GroupAddPolicy = 1
+	// Every member (except while mute_all is on: then owner and admins).
+	GroupAddPolicy_GROUP_ADD_POLICY_EVERYONE GroupAddPolicy = 2
+)
+
+// Enum value maps for GroupAddPolicy.
+var (
+	GroupAddPolicy_name = map[int32]string{
+		0: "GROUP_ADD_POLICY_UNSPECIFIED",
+		1: "GROUP_ADD_POLICY_ADMINS",
+		2: "GROUP_ADD_POLICY_EVERYONE",
+	}
+	GroupAddPolicy_value = map[string]int32{
+		"GROUP_ADD_POLICY_UNSPECIFIED": 0,
+		"GROUP_ADD_POLICY_ADMINS":      1,
+		"GROUP_ADD_POLICY_EVERYONE":    2,
+	}
+)
+
+func (x GroupAddPolicy) Enum() *GroupAddPolicy {
+	p := new(GroupAddPolicy)
+	*p = x
+	return p
+}
+
+func (x GroupAddPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (GroupAddPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_parley_v1_parley_proto_enumTypes[5].Descriptor()
+}
+
+func (GroupAddPolicy) Type() protoreflect.EnumType {
+	return &file_parley_v1_parley_proto_enumTypes[5]
+}
+
+func (x GroupAddPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use GroupAddPolicy.Descriptor instead.
+func (GroupAddPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{5}
+}
+
+// What a member added to a group (or who joined it) may read.
+type HistoryVisibility int32
+
+const (
+	// Not set: the same as SINCE_JOIN.
+	HistoryVisibility_HISTORY_VISIBILITY_UNSPECIFIED HistoryVisibility = 0
+	// From the event that added them on. A member removed and added again
+	// reads from their latest addition: nothing sent while they were out, and
+	// not their earlier period either (their devices keep what they synced).
+	// Members added before this setting existed read the whole history.
+	HistoryVisibility_HISTORY_VISIBILITY_SINCE_JOIN HistoryVisibility = 1
+	// The whole history, including what was said before they joined or while
+	// they were out.
+	HistoryVisibility_HISTORY_VISIBILITY_ALL HistoryVisibility = 2
+)
+
+// Enum value maps for HistoryVisibility.
+var (
+	HistoryVisibility_name = map[int32]string{
+		0: "HISTORY_VISIBILITY_UNSPECIFIED",
+		1: "HISTORY_VISIBILITY_SINCE_JOIN",
+		2: "HISTORY_VISIBILITY_ALL",
+	}
+	HistoryVisibility_value = map[string]int32{
+		"HISTORY_VISIBILITY_UNSPECIFIED": 0,
+		"HISTORY_VISIBILITY_SINCE_JOIN":  1,
+		"HISTORY_VISIBILITY_ALL":         2,
+	}
+)
+
+func (x HistoryVisibility) Enum() *HistoryVisibility {
+	p := new(HistoryVisibility)
+	*p = x
+	return p
+}
+
+func (x HistoryVisibility) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HistoryVisibility) Descriptor() protoreflect.EnumDescriptor {
+	return file_parley_v1_parley_proto_enumTypes[6].Descriptor()
+}
+
+func (HistoryVisibility) Type() protoreflect.EnumType {
+	return &file_parley_v1_parley_proto_enumTypes[6]
+}
+
+func (x HistoryVisibility) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HistoryVisibility.Descriptor instead.
+func (HistoryVisibility) EnumDescriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{6}
+}
+
 type ContactState int32
 
 const (
@@ -444,11 +561,11 @@ func (x ContactState) String() string {
 }
 
 func (ContactState) Descriptor() protoreflect.EnumDescriptor {
-	return file_parley_v1_parley_proto_enumTypes[5].Descriptor()
+	return file_parley_v1_parley_proto_enumTypes[7].Descriptor()
 }
 
 func (ContactState) Type() protoreflect.EnumType {
-	return &file_parley_v1_parley_proto_enumTypes[5]
+	return &file_parley_v1_parley_proto_enumTypes[7]
 }
 
 func (x ContactState) Number() protoreflect.EnumNumber {
@@ -457,7 +574,7 @@ func (x ContactState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ContactState.Descriptor instead.
 func (ContactState) EnumDescriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{5}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{7}
 }
 
 // ClientFrame is everything a client can send.
@@ -2844,9 +2961,14 @@ func (x *MessagePage) GetLastSeq() uint64 {
 }
 
 type Error struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Code          ErrorCode              `protobuf:"varint,1,opt,name=code,proto3,enum=parley.v1.ErrorCode" json:"code,omitempty"`
-	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Code    ErrorCode              `protobuf:"varint,1,opt,name=code,proto3,enum=parley.v1.ErrorCode" json:"code,omitempty"`
+	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// Whether the same request may succeed later (a send retried with the same
+	// client_msg_id). Set by the server on every Error from its error table;
+	// absent only from servers older than this field: clients then decide by
+	// the code (UNAVAILABLE and TOO_MANY_REQUESTS are temporary).
+	Temporary     *bool `protobuf:"varint,3,opt,name=temporary,proto3,oneof" json:"temporary,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2893,6 +3015,13 @@ func (x *Error) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *Error) GetTemporary() bool {
+	if x != nil && x.Temporary != nil {
+		return *x.Temporary
+	}
+	return false
 }
 
 type Disconnect struct {
@@ -2971,9 +3100,12 @@ type GroupInfo struct {
 	MemberCount uint32 `protobuf:"varint,8,opt,name=member_count,json=memberCount,proto3" json:"member_count,omitempty"`
 	Dissolved   bool   `protobuf:"varint,9,opt,name=dissolved,proto3" json:"dissolved,omitempty"`
 	// Unix milliseconds.
-	CreatedAt     int64 `protobuf:"varint,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CreatedAt int64 `protobuf:"varint,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// The group's settings as in force: never UNSPECIFIED in a GroupInfo.
+	AddPolicy         GroupAddPolicy    `protobuf:"varint,11,opt,name=add_policy,json=addPolicy,proto3,enum=parley.v1.GroupAddPolicy" json:"add_policy,omitempty"`
+	HistoryVisibility HistoryVisibility `protobuf:"varint,12,opt,name=history_visibility,json=historyVisibility,proto3,enum=parley.v1.HistoryVisibility" json:"history_visibility,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GroupInfo) Reset() {
@@ -3076,17 +3208,35 @@ func (x *GroupInfo) GetCreatedAt() int64 {
 	return 0
 }
 
+func (x *GroupInfo) GetAddPolicy() GroupAddPolicy {
+	if x != nil {
+		return x.AddPolicy
+	}
+	return GroupAddPolicy_GROUP_ADD_POLICY_UNSPECIFIED
+}
+
+func (x *GroupInfo) GetHistoryVisibility() HistoryVisibility {
+	if x != nil {
+		return x.HistoryVisibility
+	}
+	return HistoryVisibility_HISTORY_VISIBILITY_UNSPECIFIED
+}
+
 // CreateGroup makes a group with the sender as owner and user_ids as members.
 // Reply: group.
 type CreateGroup struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	AvatarUrl     string                 `protobuf:"bytes,2,opt,name=avatar_url,json=avatarUrl,proto3" json:"avatar_url,omitempty"`
-	Announcement  string                 `protobuf:"bytes,3,opt,name=announcement,proto3" json:"announcement,omitempty"`
-	UserIds       []string               `protobuf:"bytes,4,rep,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
-	OpenJoin      bool                   `protobuf:"varint,5,opt,name=open_join,json=openJoin,proto3" json:"open_join,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Name         string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	AvatarUrl    string                 `protobuf:"bytes,2,opt,name=avatar_url,json=avatarUrl,proto3" json:"avatar_url,omitempty"`
+	Announcement string                 `protobuf:"bytes,3,opt,name=announcement,proto3" json:"announcement,omitempty"`
+	UserIds      []string               `protobuf:"bytes,4,rep,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
+	OpenJoin     bool                   `protobuf:"varint,5,opt,name=open_join,json=openJoin,proto3" json:"open_join,omitempty"`
+	// Unset: ADMINS.
+	AddPolicy GroupAddPolicy `protobuf:"varint,6,opt,name=add_policy,json=addPolicy,proto3,enum=parley.v1.GroupAddPolicy" json:"add_policy,omitempty"`
+	// Unset: SINCE_JOIN.
+	HistoryVisibility HistoryVisibility `protobuf:"varint,7,opt,name=history_visibility,json=historyVisibility,proto3,enum=parley.v1.HistoryVisibility" json:"history_visibility,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CreateGroup) Reset() {
@@ -3154,17 +3304,35 @@ func (x *CreateGroup) GetOpenJoin() bool {
 	return false
 }
 
+func (x *CreateGroup) GetAddPolicy() GroupAddPolicy {
+	if x != nil {
+		return x.AddPolicy
+	}
+	return GroupAddPolicy_GROUP_ADD_POLICY_UNSPECIFIED
+}
+
+func (x *CreateGroup) GetHistoryVisibility() HistoryVisibility {
+	if x != nil {
+		return x.HistoryVisibility
+	}
+	return HistoryVisibility_HISTORY_VISIBILITY_UNSPECIFIED
+}
+
 // UpdateGroup changes the fields that are set (owner and admins). Reply: group.
+// Setting add_policy or history_visibility to UNSPECIFIED (or an unknown
+// value) is BAD_REQUEST.
 type UpdateGroup struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
-	Name           *string                `protobuf:"bytes,2,opt,name=name,proto3,oneof" json:"name,omitempty"`
-	AvatarUrl      *string                `protobuf:"bytes,3,opt,name=avatar_url,json=avatarUrl,proto3,oneof" json:"avatar_url,omitempty"`
-	Announcement   *string                `protobuf:"bytes,4,opt,name=announcement,proto3,oneof" json:"announcement,omitempty"`
-	OpenJoin       *bool                  `protobuf:"varint,5,opt,name=open_join,json=openJoin,proto3,oneof" json:"open_join,omitempty"`
-	MuteAll        *bool                  `protobuf:"varint,6,opt,name=mute_all,json=muteAll,proto3,oneof" json:"mute_all,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId    string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	Name              *string                `protobuf:"bytes,2,opt,name=name,proto3,oneof" json:"name,omitempty"`
+	AvatarUrl         *string                `protobuf:"bytes,3,opt,name=avatar_url,json=avatarUrl,proto3,oneof" json:"avatar_url,omitempty"`
+	Announcement      *string                `protobuf:"bytes,4,opt,name=announcement,proto3,oneof" json:"announcement,omitempty"`
+	OpenJoin          *bool                  `protobuf:"varint,5,opt,name=open_join,json=openJoin,proto3,oneof" json:"open_join,omitempty"`
+	MuteAll           *bool                  `protobuf:"varint,6,opt,name=mute_all,json=muteAll,proto3,oneof" json:"mute_all,omitempty"`
+	AddPolicy         *GroupAddPolicy        `protobuf:"varint,7,opt,name=add_policy,json=addPolicy,proto3,enum=parley.v1.GroupAddPolicy,oneof" json:"add_policy,omitempty"`
+	HistoryVisibility *HistoryVisibility     `protobuf:"varint,8,opt,name=history_visibility,json=historyVisibility,proto3,enum=parley.v1.HistoryVisibility,oneof" json:"history_visibility,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *UpdateGroup) Reset() {
@@ -3239,7 +3407,23 @@ func (x *UpdateGroup) GetMuteAll() bool {
 	return false
 }
 
-// AddMembers adds users (owner and admins; members too unless mute_all). Reply: ok.
+func (x *UpdateGroup) GetAddPolicy() GroupAddPolicy {
+	if x != nil && x.AddPolicy != nil {
+		return *x.AddPolicy
+	}
+	return GroupAddPolicy_GROUP_ADD_POLICY_UNSPECIFIED
+}
+
+func (x *UpdateGroup) GetHistoryVisibility() HistoryVisibility {
+	if x != nil && x.HistoryVisibility != nil {
+		return *x.HistoryVisibility
+	}
+	return HistoryVisibility_HISTORY_VISIBILITY_UNSPECIFIED
+}
+
+// AddMembers adds users: the owner and admins, and every member when the
+// group's add_policy is EVERYONE (unless mute_all). Otherwise PERMISSION_DENIED.
+// Reply: ok.
 type AddMembers struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
@@ -5703,15 +5887,18 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12.\n" +
 	"\bmessages\x18\x02 \x03(\v2\x12.parley.v1.MessageR\bmessages\x12\x19\n" +
 	"\bhas_more\x18\x03 \x01(\bR\ahasMore\x12\x19\n" +
-	"\blast_seq\x18\x04 \x01(\x04R\alastSeq\"K\n" +
+	"\blast_seq\x18\x04 \x01(\x04R\alastSeq\"|\n" +
 	"\x05Error\x12(\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x14.parley.v1.ErrorCodeR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x81\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12!\n" +
+	"\ttemporary\x18\x03 \x01(\bH\x00R\ttemporary\x88\x01\x01B\f\n" +
+	"\n" +
+	"_temporary\"\x81\x01\n" +
 	"\n" +
 	"Disconnect\x12-\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x19.parley.v1.DisconnectCodeR\x04code\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12,\n" +
-	"\x12reconnect_after_ms\x18\x03 \x01(\rR\x10reconnectAfterMs\"\xb9\x02\n" +
+	"\x12reconnect_after_ms\x18\x03 \x01(\rR\x10reconnectAfterMs\"\xc0\x03\n" +
 	"\tGroupInfo\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
@@ -5725,14 +5912,20 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\tdissolved\x18\t \x01(\bR\tdissolved\x12\x1d\n" +
 	"\n" +
 	"created_at\x18\n" +
-	" \x01(\x03R\tcreatedAt\"\x9c\x01\n" +
+	" \x01(\x03R\tcreatedAt\x128\n" +
+	"\n" +
+	"add_policy\x18\v \x01(\x0e2\x19.parley.v1.GroupAddPolicyR\taddPolicy\x12K\n" +
+	"\x12history_visibility\x18\f \x01(\x0e2\x1c.parley.v1.HistoryVisibilityR\x11historyVisibility\"\xa3\x02\n" +
 	"\vCreateGroup\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
 	"avatar_url\x18\x02 \x01(\tR\tavatarUrl\x12\"\n" +
 	"\fannouncement\x18\x03 \x01(\tR\fannouncement\x12\x19\n" +
 	"\buser_ids\x18\x04 \x03(\tR\auserIds\x12\x1b\n" +
-	"\topen_join\x18\x05 \x01(\bR\bopenJoin\"\xa2\x02\n" +
+	"\topen_join\x18\x05 \x01(\bR\bopenJoin\x128\n" +
+	"\n" +
+	"add_policy\x18\x06 \x01(\x0e2\x19.parley.v1.GroupAddPolicyR\taddPolicy\x12K\n" +
+	"\x12history_visibility\x18\a \x01(\x0e2\x1c.parley.v1.HistoryVisibilityR\x11historyVisibility\"\xd9\x03\n" +
 	"\vUpdateGroup\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x17\n" +
 	"\x04name\x18\x02 \x01(\tH\x00R\x04name\x88\x01\x01\x12\"\n" +
@@ -5740,13 +5933,18 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"avatar_url\x18\x03 \x01(\tH\x01R\tavatarUrl\x88\x01\x01\x12'\n" +
 	"\fannouncement\x18\x04 \x01(\tH\x02R\fannouncement\x88\x01\x01\x12 \n" +
 	"\topen_join\x18\x05 \x01(\bH\x03R\bopenJoin\x88\x01\x01\x12\x1e\n" +
-	"\bmute_all\x18\x06 \x01(\bH\x04R\amuteAll\x88\x01\x01B\a\n" +
+	"\bmute_all\x18\x06 \x01(\bH\x04R\amuteAll\x88\x01\x01\x12=\n" +
+	"\n" +
+	"add_policy\x18\a \x01(\x0e2\x19.parley.v1.GroupAddPolicyH\x05R\taddPolicy\x88\x01\x01\x12P\n" +
+	"\x12history_visibility\x18\b \x01(\x0e2\x1c.parley.v1.HistoryVisibilityH\x06R\x11historyVisibility\x88\x01\x01B\a\n" +
 	"\x05_nameB\r\n" +
 	"\v_avatar_urlB\x0f\n" +
 	"\r_announcementB\f\n" +
 	"\n" +
 	"_open_joinB\v\n" +
-	"\t_mute_all\"P\n" +
+	"\t_mute_allB\r\n" +
+	"\v_add_policyB\x15\n" +
+	"\x13_history_visibility\"P\n" +
 	"\n" +
 	"AddMembers\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x19\n" +
@@ -5905,7 +6103,7 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x10ConversationType\x12!\n" +
 	"\x1dCONVERSATION_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONVERSATION_TYPE_DIRECT\x10\x01\x12\x1b\n" +
-	"\x17CONVERSATION_TYPE_GROUP\x10\x02*\xc3\x03\n" +
+	"\x17CONVERSATION_TYPE_GROUP\x10\x02*\xe2\x03\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ERROR_CODE_BAD_REQUEST\x10\x01\x12\x1e\n" +
@@ -5922,7 +6120,8 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x10ERROR_CODE_MUTED\x10\v\x12#\n" +
 	"\x1fERROR_CODE_RECALL_WINDOW_PASSED\x10\f\x12\x19\n" +
 	"\x15ERROR_CODE_GROUP_FULL\x10\r\x12\x17\n" +
-	"\x13ERROR_CODE_CONFLICT\x10\x0e*\x82\x03\n" +
+	"\x13ERROR_CODE_CONFLICT\x10\x0e\x12\x1d\n" +
+	"\x19ERROR_CODE_QUOTA_EXCEEDED\x10\x0f*\x82\x03\n" +
 	"\x0eDisconnectCode\x12\x1f\n" +
 	"\x1bDISCONNECT_CODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16DISCONNECT_CODE_KICKED\x10\x01\x12\x18\n" +
@@ -5940,7 +6139,15 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x16GROUP_ROLE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11GROUP_ROLE_MEMBER\x10\x01\x12\x14\n" +
 	"\x10GROUP_ROLE_ADMIN\x10\x02\x12\x14\n" +
-	"\x10GROUP_ROLE_OWNER\x10\x03*\x8b\x01\n" +
+	"\x10GROUP_ROLE_OWNER\x10\x03*n\n" +
+	"\x0eGroupAddPolicy\x12 \n" +
+	"\x1cGROUP_ADD_POLICY_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17GROUP_ADD_POLICY_ADMINS\x10\x01\x12\x1d\n" +
+	"\x19GROUP_ADD_POLICY_EVERYONE\x10\x02*v\n" +
+	"\x11HistoryVisibility\x12\"\n" +
+	"\x1eHISTORY_VISIBILITY_UNSPECIFIED\x10\x00\x12!\n" +
+	"\x1dHISTORY_VISIBILITY_SINCE_JOIN\x10\x01\x12\x1a\n" +
+	"\x16HISTORY_VISIBILITY_ALL\x10\x02*\x8b\x01\n" +
 	"\fContactState\x12\x1d\n" +
 	"\x19CONTACT_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14CONTACT_STATE_FRIEND\x10\x01\x12\x1e\n" +
@@ -5959,7 +6166,7 @@ func file_parley_v1_parley_proto_rawDescGZIP() []byte {
 	return file_parley_v1_parley_proto_rawDescData
 }
 
-var file_parley_v1_parley_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_parley_v1_parley_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
 var file_parley_v1_parley_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_parley_v1_parley_proto_goTypes = []any{
 	(MessageKind)(0),            // 0: parley.v1.MessageKind
@@ -5967,160 +6174,168 @@ var file_parley_v1_parley_proto_goTypes = []any{
 	(ErrorCode)(0),              // 2: parley.v1.ErrorCode
 	(DisconnectCode)(0),         // 3: parley.v1.DisconnectCode
 	(GroupRole)(0),              // 4: parley.v1.GroupRole
-	(ContactState)(0),           // 5: parley.v1.ContactState
-	(*ClientFrame)(nil),         // 6: parley.v1.ClientFrame
-	(*ServerFrame)(nil),         // 7: parley.v1.ServerFrame
-	(*Auth)(nil),                // 8: parley.v1.Auth
-	(*AuthOk)(nil),              // 9: parley.v1.AuthOk
-	(*Ping)(nil),                // 10: parley.v1.Ping
-	(*Pong)(nil),                // 11: parley.v1.Pong
-	(*Ok)(nil),                  // 12: parley.v1.Ok
-	(*Send)(nil),                // 13: parley.v1.Send
-	(*SendAck)(nil),             // 14: parley.v1.SendAck
-	(*MessageEvent)(nil),        // 15: parley.v1.MessageEvent
-	(*Message)(nil),             // 16: parley.v1.Message
-	(*DeliveredAck)(nil),        // 17: parley.v1.DeliveredAck
-	(*ReadAck)(nil),             // 18: parley.v1.ReadAck
-	(*Receipt)(nil),             // 19: parley.v1.Receipt
-	(*SyncConversations)(nil),   // 20: parley.v1.SyncConversations
-	(*Conversation)(nil),        // 21: parley.v1.Conversation
-	(*ConversationList)(nil),    // 22: parley.v1.ConversationList
-	(*SyncMessages)(nil),        // 23: parley.v1.SyncMessages
-	(*History)(nil),             // 24: parley.v1.History
-	(*MessagePage)(nil),         // 25: parley.v1.MessagePage
-	(*Error)(nil),               // 26: parley.v1.Error
-	(*Disconnect)(nil),          // 27: parley.v1.Disconnect
-	(*GroupInfo)(nil),           // 28: parley.v1.GroupInfo
-	(*CreateGroup)(nil),         // 29: parley.v1.CreateGroup
-	(*UpdateGroup)(nil),         // 30: parley.v1.UpdateGroup
-	(*AddMembers)(nil),          // 31: parley.v1.AddMembers
-	(*RemoveMember)(nil),        // 32: parley.v1.RemoveMember
-	(*JoinGroup)(nil),           // 33: parley.v1.JoinGroup
-	(*LeaveGroup)(nil),          // 34: parley.v1.LeaveGroup
-	(*SetRole)(nil),             // 35: parley.v1.SetRole
-	(*MuteMember)(nil),          // 36: parley.v1.MuteMember
-	(*TransferOwnership)(nil),   // 37: parley.v1.TransferOwnership
-	(*DissolveGroup)(nil),       // 38: parley.v1.DissolveGroup
-	(*GetGroup)(nil),            // 39: parley.v1.GetGroup
-	(*ListMembers)(nil),         // 40: parley.v1.ListMembers
-	(*Member)(nil),              // 41: parley.v1.Member
-	(*MemberPage)(nil),          // 42: parley.v1.MemberPage
-	(*Recall)(nil),              // 43: parley.v1.Recall
-	(*Edit)(nil),                // 44: parley.v1.Edit
-	(*DeleteForMe)(nil),         // 45: parley.v1.DeleteForMe
-	(*HiddenEvent)(nil),         // 46: parley.v1.HiddenEvent
-	(*ReadCounts)(nil),          // 47: parley.v1.ReadCounts
-	(*ReadCount)(nil),           // 48: parley.v1.ReadCount
-	(*ReadCountList)(nil),       // 49: parley.v1.ReadCountList
-	(*Typing)(nil),              // 50: parley.v1.Typing
-	(*TypingEvent)(nil),         // 51: parley.v1.TypingEvent
-	(*SubscribePresence)(nil),   // 52: parley.v1.SubscribePresence
-	(*UnsubscribePresence)(nil), // 53: parley.v1.UnsubscribePresence
-	(*Presence)(nil),            // 54: parley.v1.Presence
-	(*PresenceList)(nil),        // 55: parley.v1.PresenceList
-	(*PresenceEvent)(nil),       // 56: parley.v1.PresenceEvent
-	(*Contact)(nil),             // 57: parley.v1.Contact
-	(*FriendRequest)(nil),       // 58: parley.v1.FriendRequest
-	(*RespondFriend)(nil),       // 59: parley.v1.RespondFriend
-	(*RemoveFriend)(nil),        // 60: parley.v1.RemoveFriend
-	(*ListContacts)(nil),        // 61: parley.v1.ListContacts
-	(*ContactList)(nil),         // 62: parley.v1.ContactList
-	(*ContactEvent)(nil),        // 63: parley.v1.ContactEvent
-	(*Block)(nil),               // 64: parley.v1.Block
-	(*Unblock)(nil),             // 65: parley.v1.Unblock
-	(*SetConversation)(nil),     // 66: parley.v1.SetConversation
-	(*ConversationEvent)(nil),   // 67: parley.v1.ConversationEvent
-	(*Push)(nil),                // 68: parley.v1.Push
-	(*JoinRoom)(nil),            // 69: parley.v1.JoinRoom
-	(*LeaveRoom)(nil),           // 70: parley.v1.LeaveRoom
-	(*RoomSend)(nil),            // 71: parley.v1.RoomSend
-	(*RoomInfo)(nil),            // 72: parley.v1.RoomInfo
+	(GroupAddPolicy)(0),         // 5: parley.v1.GroupAddPolicy
+	(HistoryVisibility)(0),      // 6: parley.v1.HistoryVisibility
+	(ContactState)(0),           // 7: parley.v1.ContactState
+	(*ClientFrame)(nil),         // 8: parley.v1.ClientFrame
+	(*ServerFrame)(nil),         // 9: parley.v1.ServerFrame
+	(*Auth)(nil),                // 10: parley.v1.Auth
+	(*AuthOk)(nil),              // 11: parley.v1.AuthOk
+	(*Ping)(nil),                // 12: parley.v1.Ping
+	(*Pong)(nil),                // 13: parley.v1.Pong
+	(*Ok)(nil),                  // 14: parley.v1.Ok
+	(*Send)(nil),                // 15: parley.v1.Send
+	(*SendAck)(nil),             // 16: parley.v1.SendAck
+	(*MessageEvent)(nil),        // 17: parley.v1.MessageEvent
+	(*Message)(nil),             // 18: parley.v1.Message
+	(*DeliveredAck)(nil),        // 19: parley.v1.DeliveredAck
+	(*ReadAck)(nil),             // 20: parley.v1.ReadAck
+	(*Receipt)(nil),             // 21: parley.v1.Receipt
+	(*SyncConversations)(nil),   // 22: parley.v1.SyncConversations
+	(*Conversation)(nil),        // 23: parley.v1.Conversation
+	(*ConversationList)(nil),    // 24: parley.v1.ConversationList
+	(*SyncMessages)(nil),        // 25: parley.v1.SyncMessages
+	(*History)(nil),             // 26: parley.v1.History
+	(*MessagePage)(nil),         // 27: parley.v1.MessagePage
+	(*Error)(nil),               // 28: parley.v1.Error
+	(*Disconnect)(nil),          // 29: parley.v1.Disconnect
+	(*GroupInfo)(nil),           // 30: parley.v1.GroupInfo
+	(*CreateGroup)(nil),         // 31: parley.v1.CreateGroup
+	(*UpdateGroup)(nil),         // 32: parley.v1.UpdateGroup
+	(*AddMembers)(nil),          // 33: parley.v1.AddMembers
+	(*RemoveMember)(nil),        // 34: parley.v1.RemoveMember
+	(*JoinGroup)(nil),           // 35: parley.v1.JoinGroup
+	(*LeaveGroup)(nil),          // 36: parley.v1.LeaveGroup
+	(*SetRole)(nil),             // 37: parley.v1.SetRole
+	(*MuteMember)(nil),          // 38: parley.v1.MuteMember
+	(*TransferOwnership)(nil),   // 39: parley.v1.TransferOwnership
+	(*DissolveGroup)(nil),       // 40: parley.v1.DissolveGroup
+	(*GetGroup)(nil),            // 41: parley.v1.GetGroup
+	(*ListMembers)(nil),         // 42: parley.v1.ListMembers
+	(*Member)(nil),              // 43: parley.v1.Member
+	(*MemberPage)(nil),          // 44: parley.v1.MemberPage
+	(*Recall)(nil),              // 45: parley.v1.Recall
+	(*Edit)(nil),                // 46: parley.v1.Edit
+	(*DeleteForMe)(nil),         // 47: parley.v1.DeleteForMe
+	(*HiddenEvent)(nil),         // 48: parley.v1.HiddenEvent
+	(*ReadCounts)(nil),          // 49: parley.v1.ReadCounts
+	(*ReadCount)(nil),           // 50: parley.v1.ReadCount
+	(*ReadCountList)(nil),       // 51: parley.v1.ReadCountList
+	(*Typing)(nil),              // 52: parley.v1.Typing
+	(*TypingEvent)(nil),         // 53: parley.v1.TypingEvent
+	(*SubscribePresence)(nil),   // 54: parley.v1.SubscribePresence
+	(*UnsubscribePresence)(nil), // 55: parley.v1.UnsubscribePresence
+	(*Presence)(nil),            // 56: parley.v1.Presence
+	(*PresenceList)(nil),        // 57: parley.v1.PresenceList
+	(*PresenceEvent)(nil),       // 58: parley.v1.PresenceEvent
+	(*Contact)(nil),             // 59: parley.v1.Contact
+	(*FriendRequest)(nil),       // 60: parley.v1.FriendRequest
+	(*RespondFriend)(nil),       // 61: parley.v1.RespondFriend
+	(*RemoveFriend)(nil),        // 62: parley.v1.RemoveFriend
+	(*ListContacts)(nil),        // 63: parley.v1.ListContacts
+	(*ContactList)(nil),         // 64: parley.v1.ContactList
+	(*ContactEvent)(nil),        // 65: parley.v1.ContactEvent
+	(*Block)(nil),               // 66: parley.v1.Block
+	(*Unblock)(nil),             // 67: parley.v1.Unblock
+	(*SetConversation)(nil),     // 68: parley.v1.SetConversation
+	(*ConversationEvent)(nil),   // 69: parley.v1.ConversationEvent
+	(*Push)(nil),                // 70: parley.v1.Push
+	(*JoinRoom)(nil),            // 71: parley.v1.JoinRoom
+	(*LeaveRoom)(nil),           // 72: parley.v1.LeaveRoom
+	(*RoomSend)(nil),            // 73: parley.v1.RoomSend
+	(*RoomInfo)(nil),            // 74: parley.v1.RoomInfo
 }
 var file_parley_v1_parley_proto_depIdxs = []int32{
-	8,  // 0: parley.v1.ClientFrame.auth:type_name -> parley.v1.Auth
-	10, // 1: parley.v1.ClientFrame.ping:type_name -> parley.v1.Ping
-	13, // 2: parley.v1.ClientFrame.send:type_name -> parley.v1.Send
-	17, // 3: parley.v1.ClientFrame.delivered:type_name -> parley.v1.DeliveredAck
-	18, // 4: parley.v1.ClientFrame.read:type_name -> parley.v1.ReadAck
-	20, // 5: parley.v1.ClientFrame.sync_conversations:type_name -> parley.v1.SyncConversations
-	23, // 6: parley.v1.ClientFrame.sync_messages:type_name -> parley.v1.SyncMessages
-	24, // 7: parley.v1.ClientFrame.history:type_name -> parley.v1.History
-	29, // 8: parley.v1.ClientFrame.create_group:type_name -> parley.v1.CreateGroup
-	30, // 9: parley.v1.ClientFrame.update_group:type_name -> parley.v1.UpdateGroup
-	31, // 10: parley.v1.ClientFrame.add_members:type_name -> parley.v1.AddMembers
-	32, // 11: parley.v1.ClientFrame.remove_member:type_name -> parley.v1.RemoveMember
-	33, // 12: parley.v1.ClientFrame.join_group:type_name -> parley.v1.JoinGroup
-	34, // 13: parley.v1.ClientFrame.leave_group:type_name -> parley.v1.LeaveGroup
-	35, // 14: parley.v1.ClientFrame.set_role:type_name -> parley.v1.SetRole
-	36, // 15: parley.v1.ClientFrame.mute_member:type_name -> parley.v1.MuteMember
-	37, // 16: parley.v1.ClientFrame.transfer_ownership:type_name -> parley.v1.TransferOwnership
-	38, // 17: parley.v1.ClientFrame.dissolve_group:type_name -> parley.v1.DissolveGroup
-	39, // 18: parley.v1.ClientFrame.get_group:type_name -> parley.v1.GetGroup
-	40, // 19: parley.v1.ClientFrame.list_members:type_name -> parley.v1.ListMembers
-	43, // 20: parley.v1.ClientFrame.recall:type_name -> parley.v1.Recall
-	44, // 21: parley.v1.ClientFrame.edit:type_name -> parley.v1.Edit
-	45, // 22: parley.v1.ClientFrame.delete_for_me:type_name -> parley.v1.DeleteForMe
-	47, // 23: parley.v1.ClientFrame.read_counts:type_name -> parley.v1.ReadCounts
-	50, // 24: parley.v1.ClientFrame.typing:type_name -> parley.v1.Typing
-	52, // 25: parley.v1.ClientFrame.subscribe_presence:type_name -> parley.v1.SubscribePresence
-	53, // 26: parley.v1.ClientFrame.unsubscribe_presence:type_name -> parley.v1.UnsubscribePresence
-	58, // 27: parley.v1.ClientFrame.friend_request:type_name -> parley.v1.FriendRequest
-	59, // 28: parley.v1.ClientFrame.respond_friend:type_name -> parley.v1.RespondFriend
-	60, // 29: parley.v1.ClientFrame.remove_friend:type_name -> parley.v1.RemoveFriend
-	61, // 30: parley.v1.ClientFrame.list_contacts:type_name -> parley.v1.ListContacts
-	64, // 31: parley.v1.ClientFrame.block:type_name -> parley.v1.Block
-	65, // 32: parley.v1.ClientFrame.unblock:type_name -> parley.v1.Unblock
-	66, // 33: parley.v1.ClientFrame.set_conversation:type_name -> parley.v1.SetConversation
-	69, // 34: parley.v1.ClientFrame.join_room:type_name -> parley.v1.JoinRoom
-	70, // 35: parley.v1.ClientFrame.leave_room:type_name -> parley.v1.LeaveRoom
-	71, // 36: parley.v1.ClientFrame.room_send:type_name -> parley.v1.RoomSend
-	9,  // 37: parley.v1.ServerFrame.auth_ok:type_name -> parley.v1.AuthOk
-	11, // 38: parley.v1.ServerFrame.pong:type_name -> parley.v1.Pong
-	14, // 39: parley.v1.ServerFrame.send_ack:type_name -> parley.v1.SendAck
-	16, // 40: parley.v1.ServerFrame.message:type_name -> parley.v1.Message
-	19, // 41: parley.v1.ServerFrame.receipt:type_name -> parley.v1.Receipt
-	22, // 42: parley.v1.ServerFrame.conversations:type_name -> parley.v1.ConversationList
-	25, // 43: parley.v1.ServerFrame.messages:type_name -> parley.v1.MessagePage
-	26, // 44: parley.v1.ServerFrame.error:type_name -> parley.v1.Error
-	27, // 45: parley.v1.ServerFrame.disconnect:type_name -> parley.v1.Disconnect
-	12, // 46: parley.v1.ServerFrame.ok:type_name -> parley.v1.Ok
-	28, // 47: parley.v1.ServerFrame.group:type_name -> parley.v1.GroupInfo
-	42, // 48: parley.v1.ServerFrame.members:type_name -> parley.v1.MemberPage
-	49, // 49: parley.v1.ServerFrame.read_counts:type_name -> parley.v1.ReadCountList
-	51, // 50: parley.v1.ServerFrame.typing:type_name -> parley.v1.TypingEvent
-	55, // 51: parley.v1.ServerFrame.presence:type_name -> parley.v1.PresenceList
-	56, // 52: parley.v1.ServerFrame.presence_event:type_name -> parley.v1.PresenceEvent
-	62, // 53: parley.v1.ServerFrame.contacts:type_name -> parley.v1.ContactList
-	63, // 54: parley.v1.ServerFrame.contact_event:type_name -> parley.v1.ContactEvent
-	46, // 55: parley.v1.ServerFrame.hidden:type_name -> parley.v1.HiddenEvent
-	67, // 56: parley.v1.ServerFrame.conversation_event:type_name -> parley.v1.ConversationEvent
-	68, // 57: parley.v1.ServerFrame.push:type_name -> parley.v1.Push
-	72, // 58: parley.v1.ServerFrame.room:type_name -> parley.v1.RoomInfo
+	10, // 0: parley.v1.ClientFrame.auth:type_name -> parley.v1.Auth
+	12, // 1: parley.v1.ClientFrame.ping:type_name -> parley.v1.Ping
+	15, // 2: parley.v1.ClientFrame.send:type_name -> parley.v1.Send
+	19, // 3: parley.v1.ClientFrame.delivered:type_name -> parley.v1.DeliveredAck
+	20, // 4: parley.v1.ClientFrame.read:type_name -> parley.v1.ReadAck
+	22, // 5: parley.v1.ClientFrame.sync_conversations:type_name -> parley.v1.SyncConversations
+	25, // 6: parley.v1.ClientFrame.sync_messages:type_name -> parley.v1.SyncMessages
+	26, // 7: parley.v1.ClientFrame.history:type_name -> parley.v1.History
+	31, // 8: parley.v1.ClientFrame.create_group:type_name -> parley.v1.CreateGroup
+	32, // 9: parley.v1.ClientFrame.update_group:type_name -> parley.v1.UpdateGroup
+	33, // 10: parley.v1.ClientFrame.add_members:type_name -> parley.v1.AddMembers
+	34, // 11: parley.v1.ClientFrame.remove_member:type_name -> parley.v1.RemoveMember
+	35, // 12: parley.v1.ClientFrame.join_group:type_name -> parley.v1.JoinGroup
+	36, // 13: parley.v1.ClientFrame.leave_group:type_name -> parley.v1.LeaveGroup
+	37, // 14: parley.v1.ClientFrame.set_role:type_name -> parley.v1.SetRole
+	38, // 15: parley.v1.ClientFrame.mute_member:type_name -> parley.v1.MuteMember
+	39, // 16: parley.v1.ClientFrame.transfer_ownership:type_name -> parley.v1.TransferOwnership
+	40, // 17: parley.v1.ClientFrame.dissolve_group:type_name -> parley.v1.DissolveGroup
+	41, // 18: parley.v1.ClientFrame.get_group:type_name -> parley.v1.GetGroup
+	42, // 19: parley.v1.ClientFrame.list_members:type_name -> parley.v1.ListMembers
+	45, // 20: parley.v1.ClientFrame.recall:type_name -> parley.v1.Recall
+	46, // 21: parley.v1.ClientFrame.edit:type_name -> parley.v1.Edit
+	47, // 22: parley.v1.ClientFrame.delete_for_me:type_name -> parley.v1.DeleteForMe
+	49, // 23: parley.v1.ClientFrame.read_counts:type_name -> parley.v1.ReadCounts
+	52, // 24: parley.v1.ClientFrame.typing:type_name -> parley.v1.Typing
+	54, // 25: parley.v1.ClientFrame.subscribe_presence:type_name -> parley.v1.SubscribePresence
+	55, // 26: parley.v1.ClientFrame.unsubscribe_presence:type_name -> parley.v1.UnsubscribePresence
+	60, // 27: parley.v1.ClientFrame.friend_request:type_name -> parley.v1.FriendRequest
+	61, // 28: parley.v1.ClientFrame.respond_friend:type_name -> parley.v1.RespondFriend
+	62, // 29: parley.v1.ClientFrame.remove_friend:type_name -> parley.v1.RemoveFriend
+	63, // 30: parley.v1.ClientFrame.list_contacts:type_name -> parley.v1.ListContacts
+	66, // 31: parley.v1.ClientFrame.block:type_name -> parley.v1.Block
+	67, // 32: parley.v1.ClientFrame.unblock:type_name -> parley.v1.Unblock
+	68, // 33: parley.v1.ClientFrame.set_conversation:type_name -> parley.v1.SetConversation
+	71, // 34: parley.v1.ClientFrame.join_room:type_name -> parley.v1.JoinRoom
+	72, // 35: parley.v1.ClientFrame.leave_room:type_name -> parley.v1.LeaveRoom
+	73, // 36: parley.v1.ClientFrame.room_send:type_name -> parley.v1.RoomSend
+	11, // 37: parley.v1.ServerFrame.auth_ok:type_name -> parley.v1.AuthOk
+	13, // 38: parley.v1.ServerFrame.pong:type_name -> parley.v1.Pong
+	16, // 39: parley.v1.ServerFrame.send_ack:type_name -> parley.v1.SendAck
+	18, // 40: parley.v1.ServerFrame.message:type_name -> parley.v1.Message
+	21, // 41: parley.v1.ServerFrame.receipt:type_name -> parley.v1.Receipt
+	24, // 42: parley.v1.ServerFrame.conversations:type_name -> parley.v1.ConversationList
+	27, // 43: parley.v1.ServerFrame.messages:type_name -> parley.v1.MessagePage
+	28, // 44: parley.v1.ServerFrame.error:type_name -> parley.v1.Error
+	29, // 45: parley.v1.ServerFrame.disconnect:type_name -> parley.v1.Disconnect
+	14, // 46: parley.v1.ServerFrame.ok:type_name -> parley.v1.Ok
+	30, // 47: parley.v1.ServerFrame.group:type_name -> parley.v1.GroupInfo
+	44, // 48: parley.v1.ServerFrame.members:type_name -> parley.v1.MemberPage
+	51, // 49: parley.v1.ServerFrame.read_counts:type_name -> parley.v1.ReadCountList
+	53, // 50: parley.v1.ServerFrame.typing:type_name -> parley.v1.TypingEvent
+	57, // 51: parley.v1.ServerFrame.presence:type_name -> parley.v1.PresenceList
+	58, // 52: parley.v1.ServerFrame.presence_event:type_name -> parley.v1.PresenceEvent
+	64, // 53: parley.v1.ServerFrame.contacts:type_name -> parley.v1.ContactList
+	65, // 54: parley.v1.ServerFrame.contact_event:type_name -> parley.v1.ContactEvent
+	48, // 55: parley.v1.ServerFrame.hidden:type_name -> parley.v1.HiddenEvent
+	69, // 56: parley.v1.ServerFrame.conversation_event:type_name -> parley.v1.ConversationEvent
+	70, // 57: parley.v1.ServerFrame.push:type_name -> parley.v1.Push
+	74, // 58: parley.v1.ServerFrame.room:type_name -> parley.v1.RoomInfo
 	4,  // 59: parley.v1.MessageEvent.role:type_name -> parley.v1.GroupRole
-	28, // 60: parley.v1.MessageEvent.group:type_name -> parley.v1.GroupInfo
+	30, // 60: parley.v1.MessageEvent.group:type_name -> parley.v1.GroupInfo
 	0,  // 61: parley.v1.Message.kind:type_name -> parley.v1.MessageKind
-	15, // 62: parley.v1.Message.event:type_name -> parley.v1.MessageEvent
+	17, // 62: parley.v1.Message.event:type_name -> parley.v1.MessageEvent
 	1,  // 63: parley.v1.Conversation.type:type_name -> parley.v1.ConversationType
-	16, // 64: parley.v1.Conversation.last_message:type_name -> parley.v1.Message
-	28, // 65: parley.v1.Conversation.group:type_name -> parley.v1.GroupInfo
-	21, // 66: parley.v1.ConversationList.conversations:type_name -> parley.v1.Conversation
-	16, // 67: parley.v1.MessagePage.messages:type_name -> parley.v1.Message
+	18, // 64: parley.v1.Conversation.last_message:type_name -> parley.v1.Message
+	30, // 65: parley.v1.Conversation.group:type_name -> parley.v1.GroupInfo
+	23, // 66: parley.v1.ConversationList.conversations:type_name -> parley.v1.Conversation
+	18, // 67: parley.v1.MessagePage.messages:type_name -> parley.v1.Message
 	2,  // 68: parley.v1.Error.code:type_name -> parley.v1.ErrorCode
 	3,  // 69: parley.v1.Disconnect.code:type_name -> parley.v1.DisconnectCode
-	4,  // 70: parley.v1.SetRole.role:type_name -> parley.v1.GroupRole
-	4,  // 71: parley.v1.Member.role:type_name -> parley.v1.GroupRole
-	41, // 72: parley.v1.MemberPage.members:type_name -> parley.v1.Member
-	48, // 73: parley.v1.ReadCountList.counts:type_name -> parley.v1.ReadCount
-	54, // 74: parley.v1.PresenceList.users:type_name -> parley.v1.Presence
-	54, // 75: parley.v1.PresenceEvent.presence:type_name -> parley.v1.Presence
-	5,  // 76: parley.v1.Contact.state:type_name -> parley.v1.ContactState
-	57, // 77: parley.v1.ContactList.contacts:type_name -> parley.v1.Contact
-	57, // 78: parley.v1.ContactEvent.contact:type_name -> parley.v1.Contact
-	79, // [79:79] is the sub-list for method output_type
-	79, // [79:79] is the sub-list for method input_type
-	79, // [79:79] is the sub-list for extension type_name
-	79, // [79:79] is the sub-list for extension extendee
-	0,  // [0:79] is the sub-list for field type_name
+	5,  // 70: parley.v1.GroupInfo.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,  // 71: parley.v1.GroupInfo.history_visibility:type_name -> parley.v1.HistoryVisibility
+	5,  // 72: parley.v1.CreateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,  // 73: parley.v1.CreateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
+	5,  // 74: parley.v1.UpdateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,  // 75: parley.v1.UpdateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
+	4,  // 76: parley.v1.SetRole.role:type_name -> parley.v1.GroupRole
+	4,  // 77: parley.v1.Member.role:type_name -> parley.v1.GroupRole
+	43, // 78: parley.v1.MemberPage.members:type_name -> parley.v1.Member
+	50, // 79: parley.v1.ReadCountList.counts:type_name -> parley.v1.ReadCount
+	56, // 80: parley.v1.PresenceList.users:type_name -> parley.v1.Presence
+	56, // 81: parley.v1.PresenceEvent.presence:type_name -> parley.v1.Presence
+	7,  // 82: parley.v1.Contact.state:type_name -> parley.v1.ContactState
+	59, // 83: parley.v1.ContactList.contacts:type_name -> parley.v1.Contact
+	59, // 84: parley.v1.ContactEvent.contact:type_name -> parley.v1.Contact
+	85, // [85:85] is the sub-list for method output_type
+	85, // [85:85] is the sub-list for method input_type
+	85, // [85:85] is the sub-list for extension type_name
+	85, // [85:85] is the sub-list for extension extendee
+	0,  // [0:85] is the sub-list for field type_name
 }
 
 func init() { file_parley_v1_parley_proto_init() }
@@ -6191,6 +6406,7 @@ func file_parley_v1_parley_proto_init() {
 		(*ServerFrame_Push)(nil),
 		(*ServerFrame_Room)(nil),
 	}
+	file_parley_v1_parley_proto_msgTypes[20].OneofWrappers = []any{}
 	file_parley_v1_parley_proto_msgTypes[24].OneofWrappers = []any{}
 	file_parley_v1_parley_proto_msgTypes[60].OneofWrappers = []any{}
 	type x struct{}
@@ -6198,7 +6414,7 @@ func file_parley_v1_parley_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_parley_v1_parley_proto_rawDesc), len(file_parley_v1_parley_proto_rawDesc)),
-			NumEnums:      6,
+			NumEnums:      8,
 			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   0,

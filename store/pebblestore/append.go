@@ -40,6 +40,7 @@ func (s *Store) Append(ctx context.Context, msgs []*pb.Message) ([]store.AppendR
 	clear(s.pendingDup)
 	clear(s.pendingConv)
 	clear(s.batchSeqs)
+	clear(s.batchUsage)
 
 	b := s.db.NewBatch()
 	defer b.Close()
@@ -83,6 +84,7 @@ func (s *Store) Append(ctx context.Context, msgs []*pb.Message) ([]store.AppendR
 		m.Seq = last + 1
 		s.batchSeqs[conv] = m.Seq
 		res[i] = store.AppendResult{Msg: m}
+		s.countUsage(m)
 
 		if err := putMessage(b, m); err != nil {
 			return fail(err)
@@ -112,7 +114,15 @@ func (s *Store) commit(b *pebble.Batch, msgs []*pb.Message) error {
 	for conv, seq := range s.batchSeqs {
 		putLastSeq(b, conv, seq)
 	}
-	if err := b.Commit(s.wo); err != nil {
+	for user, add := range s.batchUsage {
+		cur, err := s.committedUsage(user)
+		if err != nil {
+			return err
+		}
+		s.batchUsage[user] = cur + add // the new total, cached after the commit
+		putUsage(b, user, cur+add)
+	}
+	if err := s.commitBatch(b, s.wo, bulk); err != nil {
 		// Whether the batch reached the WAL is unknown: forget the cached
 		// seqs of its conversations so the next Append reads them from disk
 		// (a failed batch is atomic: all or nothing).
@@ -121,7 +131,13 @@ func (s *Store) commit(b *pebble.Batch, msgs []*pb.Message) error {
 			s.seqs.del(conv)
 		}
 		s.seqMu.Unlock()
+		for user := range s.batchUsage {
+			s.usage.del(user)
+		}
 		return err
+	}
+	for user, total := range s.batchUsage {
+		s.usage.put(user, total)
 	}
 
 	s.seqMu.Lock()
@@ -284,4 +300,48 @@ func (s *Store) addToConversationList(b *pebble.Batch, user, conv string) {
 	copy(op.Key, ck)
 	sealValue(op.Key, op.Value)
 	_ = op.Finish()
+}
+
+// countUsage adds a new message's payload to its sender's stored bytes.
+// Called with appendMu held.
+func (s *Store) countUsage(m *pb.Message) {
+	if m.From != "" && len(m.Payload) > 0 {
+		s.batchUsage[m.From] += uint64(len(m.Payload))
+	}
+}
+
+// committedUsage returns user's stored payload bytes from the cache, else
+// from disk. Called with appendMu held (the only writer).
+func (s *Store) committedUsage(user string) (uint64, error) {
+	if n, ok := s.usage.get(user); ok {
+		return n, nil
+	}
+	return s.readUsage(user)
+}
+
+func (s *Store) readUsage(user string) (uint64, error) {
+	key := usageKey(nil, user)
+	body, found, err := s.getBody(key)
+	if err != nil || !found {
+		return 0, err
+	}
+	if len(body) != 8 {
+		return 0, corruptf(key, "bad storage usage record")
+	}
+	return binary.BigEndian.Uint64(body), nil
+}
+
+// putUsage records user's stored payload bytes, in the batch of the messages.
+func putUsage(b *pebble.Batch, user string, n uint64) {
+	key := usageKey(nil, user)
+	_ = b.Set(key, frame(key, binary.BigEndian.AppendUint64(nil, n)), nil)
+}
+
+// UserStorage implements store.Store.
+func (s *Store) UserStorage(ctx context.Context, userID string) (uint64, error) {
+	if err := s.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer s.closeMu.RUnlock()
+	return s.readUsage(userID)
 }

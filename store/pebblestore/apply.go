@@ -38,6 +38,7 @@ func (s *Store) Apply(ctx context.Context, ch store.Change) (store.AppendResult,
 	clear(s.pendingDup)
 	clear(s.pendingConv)
 	clear(s.batchSeqs)
+	clear(s.batchUsage)
 
 	if ev.ClientMsgId != "" {
 		dk := dedupKey(s.keyBuf[:0], ev.From, ev.ClientMsgId)
@@ -109,6 +110,7 @@ func (s *Store) writeChange(b *pebble.Batch, ch *store.Change) error {
 	if err := putMessage(b, ev); err != nil {
 		return err
 	}
+	s.countUsage(ev)
 	if ev.ClientMsgId != "" {
 		putDedup(b, s.keyBuf, conv, ev.Seq)
 	}
@@ -125,6 +127,9 @@ func (s *Store) writeChange(b *pebble.Batch, ch *store.Change) error {
 	for _, m := range ch.Members { // m is a copy: the caller's slice is not changed
 		if m.Left && m.LeftSeq == 0 {
 			m.LeftSeq = ev.Seq
+		}
+		if ch.Joined && !m.Left && m.JoinSeq == 0 {
+			m.JoinSeq = ev.Seq
 		}
 		ns, other := nsMember, nsPastMember
 		if m.Left {

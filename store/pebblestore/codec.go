@@ -230,12 +230,16 @@ func (r *bodyReader) time() time.Time {
 func (r *bodyReader) ok() bool { return !r.bad && len(r.b) == 0 }
 
 // group values: lp(name) lp(avatar) lp(announcement) lp(owner)
-// flags(open join, mute all, dissolved) time(created).
+// flags(open join, mute all, dissolved) time(created)
+// [varint(add policy) varint(history visibility)]. The bracketed fields
+// are absent in records written before they existed (read as zero).
 func encodeGroup(g *store.Group) []byte {
 	b := make([]byte, 0, 32+len(g.Name)+len(g.AvatarURL)+len(g.Announcement)+len(g.Owner))
 	b = appendLP(appendLP(appendLP(appendLP(b, g.Name), g.AvatarURL), g.Announcement), g.Owner)
 	b = append(b, flags(g.OpenJoin, g.MuteAll, g.Dissolved))
-	return appendTime(b, g.CreatedAt)
+	b = appendTime(b, g.CreatedAt)
+	b = binary.AppendVarint(b, int64(g.AddPolicy))
+	return binary.AppendVarint(b, int64(g.HistoryVisibility))
 }
 
 func decodeGroup(key []byte, conv string, body []byte) (store.Group, error) {
@@ -244,20 +248,26 @@ func decodeGroup(key []byte, conv string, body []byte) (store.Group, error) {
 	f := r.flags(3)
 	g.OpenJoin, g.MuteAll, g.Dissolved = f&1 != 0, f&2 != 0, f&4 != 0
 	g.CreatedAt = r.time()
+	if len(r.b) > 0 {
+		g.AddPolicy, g.HistoryVisibility = pb.GroupAddPolicy(r.varint()), pb.HistoryVisibility(r.varint())
+	}
 	if !r.ok() {
 		return store.Group{}, corruptf(key, "bad group record")
 	}
 	return g, nil
 }
 
-// member values: varint(role) time(muted until) time(joined) flags(left) uvarint(left seq).
+// member values: varint(role) time(muted until) time(joined) flags(left)
+// uvarint(left seq) [uvarint(join seq)]; join seq is absent in records
+// written before it existed (read as 0).
 // The user id is the key's; whether the record is under the current or the
 // past members' namespace must agree with the left flag.
 func encodeMember(m *store.Member) []byte {
 	b := binary.AppendVarint(make([]byte, 0, 40), int64(m.Role))
 	b = appendTime(appendTime(b, m.MutedUntil), m.JoinedAt)
 	b = append(b, flags(m.Left))
-	return binary.AppendUvarint(b, m.LeftSeq)
+	b = binary.AppendUvarint(b, m.LeftSeq)
+	return binary.AppendUvarint(b, m.JoinSeq)
 }
 
 func decodeMember(key []byte, user string, body []byte) (store.Member, error) {
@@ -265,6 +275,9 @@ func decodeMember(key []byte, user string, body []byte) (store.Member, error) {
 	m := store.Member{UserID: user, Role: pb.GroupRole(r.varint()), MutedUntil: r.time(), JoinedAt: r.time()}
 	m.Left = r.flags(1) != 0
 	m.LeftSeq = r.uvarint()
+	if len(r.b) > 0 {
+		m.JoinSeq = r.uvarint()
+	}
 	if !r.ok() || m.Left != (key[0] == nsPastMember) {
 		return store.Member{}, corruptf(key, "bad member record")
 	}

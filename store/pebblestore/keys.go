@@ -25,6 +25,8 @@ import (
 //	'f' lp(owner) user                        -> contact record
 //	'b' lp(owner) user                        -> empty            (block list)
 //	'a' lp(user)                              -> last seen
+//	'U' lp(normalized username)               -> user id          (unique names; bare 'U': index built)
+//	'q' lp(user)                              -> payload bytes stored (storage quota)
 //
 // The last component of 'n', 'o', 'f' and 'b' keys is the raw user id, not
 // length-prefixed: those lists are returned ordered by user id, and a length
@@ -50,6 +52,7 @@ const (
 	nsContact    byte = 'f'
 	nsBlock      byte = 'b'
 	nsLastSeen   byte = 'a'
+	nsUsage      byte = 'q'
 )
 
 var errBadKey = errors.New("malformed key")
@@ -167,6 +170,10 @@ func ownedPrefix(b []byte, ns byte, owner string) []byte {
 
 func ownedKey(b []byte, ns byte, owner, user string) []byte {
 	return append(ownedPrefix(b, ns, owner), user...)
+}
+
+func usageKey(b []byte, user string) []byte {
+	return appendLP(append(b, nsUsage), user)
 }
 
 func lastSeenKey(b []byte, user string) []byte {

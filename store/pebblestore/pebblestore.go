@@ -14,11 +14,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/parleyim/parley/store"
 )
@@ -52,6 +55,23 @@ type Options struct {
 	// Negative is invalid.
 	ConversationCacheEntries int
 
+	// AcceptDataLoss opens the store even when write-ahead logs that held
+	// synced (acknowledged) writes are missing or cut short (see ErrDataLoss):
+	// what survives is served and the loss is logged. Zero value (false):
+	// Open refuses such a directory, so an operator decides.
+	AcceptDataLoss bool
+
+	// MinFreeDisk is the free-space floor, in bytes: a write that would
+	// leave less free space on the store's volume is refused with
+	// store.ErrNoSpace (small writes such as cursors may use half of it), so
+	// Pebble never meets a full disk. 0 means 5 % of the volume, at most
+	// 1 GiB. Negative turns the floor and its ballast file off.
+	MinFreeDisk int64
+
+	// FS is the filesystem the store lives on. nil means the operating
+	// system's. (Pebble's vfs: an instrumented or in-memory one.)
+	FS vfs.FS
+
 	// Logger receives Pebble's own log lines: informational ones at Debug
 	// level, errors and data corruption at Error. nil means slog.Default(), so
 	// by default only errors are printed.
@@ -63,7 +83,9 @@ const (
 	defaultCacheSize  = 1 << 20
 	// A 32 MiB memtable (Pebble's default is 4 MiB) lets a burst of appends and
 	// their de-dup entries be found in memory and flushed as fewer, larger
-	// tables; with up to 4 queued that is at most 128 MiB.
+	// tables; with up to 4 queued that is at most 128 MiB. On a volume under
+	// 2 GiB it is 1/64 of the volume (at least 1 MiB), since the free-space
+	// guard keeps three memtables' worth free for flushing (disk.go).
 	memTableBytes = 32 << 20
 	// bloomBitsPerKey of 10 gives a ~1% false-positive rate: a de-dup lookup
 	// for a new client message id almost never reads a data block.
@@ -73,6 +95,10 @@ const (
 	tokenPurgeInterval = time.Hour
 )
 
+// validate rejects negative sizes and fills in the zero fields. A Parley
+// server passes NoSync, MinFreeDisk, AcceptDataLoss and Logger explicitly
+// (from server.Config); the cache sizes have no configuration key and take
+// their defaults here.
 func (o *Options) validate() error {
 	if o.CacheBytes < 0 || o.DedupCacheEntries < 0 || o.ConversationCacheEntries < 0 {
 		return errors.New("pebblestore: negative size in Options")
@@ -100,14 +126,29 @@ type dedupEntry struct {
 
 // Store is a store.Store in one Pebble directory. Safe for concurrent use.
 type Store struct {
-	db  *pebble.DB
-	wo  *pebble.WriteOptions
-	log *slog.Logger
+	db       *pebble.DB // replaced only with closeMu held for writing (reopen)
+	opts     Options
+	memTable int64  // Pebble's MemTableSize, bytes
+	pebbleFS vfs.FS // the volume, wrapped to remove the ballast on ENOSPC
+	wo       *pebble.WriteOptions
+	log      *slog.Logger
+	guard    *walGuard // records the WALs' synced sizes for Open's loss check
+
+	// Disk space guard (disk.go).
+	disk      disk
+	mode      atomic.Int32  // modeRW, modeReadOnly, modeFailed, modeStuck
+	inflight  atomic.Int64  // writes inside Pebble
+	refused   atomic.Uint64 // writes refused for disk space
+	failed    atomic.Uint64 // writes that failed inside Pebble
+	wake      chan struct{} // pokes the watcher
+	stop      chan struct{} // closed by Close
+	watchDone chan struct{} // closed when the watcher returned
 
 	// closeMu is held for reading by every method while it uses db and for
 	// writing by Close, so db is never used after it is closed.
-	closeMu sync.RWMutex
-	closed  bool // guarded by closeMu
+	closeMu   sync.RWMutex
+	closed    bool // guarded by closeMu
+	closeOnce sync.Once
 
 	// appendMu serializes Append. It guards dedup, convs and the scratch
 	// fields below, and is held around every write to seqs.
@@ -118,6 +159,8 @@ type Store struct {
 	pendingDup  map[string]int      // de-dup key → index of its first message in the batch
 	pendingConv map[string]struct{} // conversation-list keys written by the batch
 	batchSeqs   map[string]uint64   // conversation → newest seq assigned in the batch
+	batchUsage  map[string]uint64   // sender → payload bytes added by the batch
+	usage       *genMap[uint64]     // sender → payload bytes stored, as committed
 	keyBuf      []byte              // de-dup key of the message being appended
 	convBuf     []byte              // conversation-list key being checked
 
@@ -136,23 +179,117 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
-// Open opens (creating if needed) the store in dir.
+// Open opens (creating if needed) the store in dir. On a disk below the
+// free-space floor (or when opening needs to write and the disk is full) it
+// opens read-only: reads work, writes return store.ErrNoSpace, and the store
+// switches to read-write by itself once space is freed.
 func Open(dir string, opts Options) (*Store, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	pl := pebbleLogger{opts.Logger}
+	fs := opts.FS
+	if fs == nil {
+		fs = vfs.Default
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
+	}
+	losses, err := checkWALs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
+	}
+	if len(losses) > 0 {
+		if !opts.AcceptDataLoss {
+			return nil, fmt.Errorf("%w in %s: %s; acknowledged writes would be lost: restore the directory from a backup, or accept the loss explicitly",
+				ErrDataLoss, dir, strings.Join(losses, "; "))
+		}
+		opts.Logger.Error("pebblestore: opening with write-ahead log data missing, as accepted: acknowledged writes are lost",
+			"dir", dir, "losses", strings.Join(losses, "; "))
+	}
+	du, err := fs.GetDiskUsage(dir)
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: free space of %s: %w", dir, err)
+	}
+	s := &Store{
+		opts:      opts,
+		log:       opts.Logger,
+		wo:        pebble.Sync,
+		wake:      make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+		watchDone: make(chan struct{}),
+	}
+	if opts.NoSync {
+		s.wo = pebble.NoSync
+	}
+	s.disk.fs, s.disk.dir = fs, dir
+	s.disk.floor = floorFor(opts.MinFreeDisk, du.TotalBytes)
+	s.disk.ballast = min(int64(s.disk.floor/4), maxBallast)
+	s.memTable = memTableFor(du.TotalBytes)
+	if s.disk.floor > 0 {
+		s.disk.reserve = 3 * uint64(s.memTable)
+	}
+	if s.guard, err = newWALGuard(fs, dir, opts.Logger); err != nil {
+		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
+	}
+	s.pebbleFS = s.guard
+	if s.disk.ballast > 0 {
+		s.pebbleFS = vfs.OnDiskFull(s.guard, s.onDiskFull)
+	}
+	s.setupBallast()
+	s.resetCaches()
+
+	s.disk.mu.Lock()
+	free := s.measureLocked(true)
+	s.disk.mu.Unlock()
+	readOnly := s.disk.floor > 0 && free < s.disk.floor
+	db, err := s.openDB(readOnly)
+	if err != nil && !readOnly && isNoSpace(err) {
+		readOnly = true
+		db, err = s.openDB(true)
+	}
+	if err != nil {
+		s.guard.close()
+		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, mapErr(err))
+	}
+	s.db = db
+	if readOnly {
+		s.mode.Store(modeReadOnly)
+		s.log.Error("pebblestore: disk full at start; store opened read-only until space is freed",
+			"dir", dir, "free_bytes", free, "floor_bytes", s.disk.floor)
+	} else {
+		s.purgeTokens(time.Now())
+		s.keepBallast(free)
+		if err := wrapIndexErr(s.indexUserNames()); err != nil {
+			_ = closeDB(db)
+			s.guard.close()
+			return nil, err
+		}
+	}
+	go s.watch()
+	return s, nil
+}
+
+// openDB opens the Pebble DB in s.disk.dir.
+func (s *Store) openDB(readOnly bool) (*pebble.DB, error) {
+	opts := s.opts
 	// Pebble reserves memtable memory out of the block cache; without the
 	// headroom a 64 MiB cache holds no blocks at all once two memtables exist.
-	cache := pebble.NewCache(opts.CacheBytes + 2*memTableBytes)
+	cache := pebble.NewCache(opts.CacheBytes + 2*s.memTable)
 	defer cache.Unref() // the DB holds its own reference
 	po := &pebble.Options{
 		Cache:                       cache,
 		FormatMajorVersion:          pebble.FormatNewest,
-		MemTableSize:                memTableBytes,
+		MemTableSize:                uint64(s.memTable),
 		MemTableStopWritesThreshold: 4,
-		Logger:                      pl,
+		Logger:                      pebbleLogger{opts.Logger},
+		FS:                          s.pebbleFS,
+		ReadOnly:                    readOnly,
 		EventListener: &pebble.EventListener{
+			// A failed flush or compaction is retried by Pebble, often;
+			// one line per errorLogInterval is enough.
+			BackgroundError: s.backgroundError,
+			CompactionBegin: s.compactionBegin,
+			CompactionEnd:   s.compactionEnd,
 			// Pebble's default treats corruption as fatal and exits the
 			// process. Parley must keep running: the read that hit it
 			// returns an error (mapped to store.ErrCorrupt) instead.
@@ -168,34 +305,34 @@ func Open(dir string, opts Options) (*Store, error) {
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
 	}
-	db, err := pebble.Open(dir, po)
-	if err != nil {
-		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, mapErr(err))
-	}
-	s := &Store{
-		db:          db,
-		wo:          pebble.Sync,
-		log:         opts.Logger,
-		dedup:       newGenMap[dedupEntry](opts.DedupCacheEntries),
-		convs:       newGenMap[struct{}](opts.ConversationCacheEntries),
-		seqs:        newGenMap[uint64](opts.ConversationCacheEntries),
-		cursorCache: newGenMap[cursorValue](opts.ConversationCacheEntries),
-		pendingDup:  make(map[string]int),
-		pendingConv: make(map[string]struct{}),
-		batchSeqs:   make(map[string]uint64),
-	}
-	if opts.NoSync {
-		s.wo = pebble.NoSync
-	}
-	s.purgeTokens(time.Now())
-	return s, nil
+	return pebble.Open(s.disk.dir, po)
+}
+
+// resetCaches empties every cache. Called at Open and, with closeMu held
+// for writing, when the DB is reopened.
+func (s *Store) resetCaches() {
+	o := s.opts
+	s.dedup = newGenMap[dedupEntry](o.DedupCacheEntries)
+	s.convs = newGenMap[struct{}](o.ConversationCacheEntries)
+	s.seqs = newGenMap[uint64](o.ConversationCacheEntries)
+	s.cursorCache = newGenMap[cursorValue](o.ConversationCacheEntries)
+	s.pendingDup = make(map[string]int)
+	s.pendingConv = make(map[string]struct{})
+	s.batchSeqs = make(map[string]uint64)
+	s.batchUsage = make(map[string]uint64)
+	s.usage = newGenMap[uint64](o.ConversationCacheEntries)
 }
 
 // enter checks the store is open and holds closeMu for reading; the caller
-// must call s.closeMu.RUnlock when done.
+// must call s.closeMu.RUnlock when done. Between a failed write and the
+// reopen that follows it (milliseconds) reads are refused too: Pebble may
+// show the failed, unacknowledged batch until the DB is reopened.
 func (s *Store) enter(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if m := s.mode.Load(); m == modeFailed {
+		return modeErr(m)
 	}
 	s.closeMu.RLock()
 	if s.closed {
@@ -208,21 +345,40 @@ func (s *Store) enter(ctx context.Context) error {
 // Close releases the directory. Every acknowledged write is already in the
 // WAL. Later calls, including Close, return store.ErrClosed.
 func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		<-s.watchDone
+	})
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()
 	if s.closed {
 		return store.ErrClosed
 	}
 	s.closed = true
-	return mapErr(s.db.Close())
+	// The synced sizes are recorded whatever becomes of the DB.
+	defer func() {
+		if gerr := s.guard.close(); gerr != nil {
+			s.log.Warn("pebblestore: recording WAL sizes at close", "err", gerr)
+		}
+	}()
+	if s.mode.Load() == modeStuck {
+		// Pebble may hold its commit lock forever: closing could hang.
+		return errors.New("pebblestore: store not closed after a failed write; its WAL is intact up to the last acknowledged write")
+	}
+	return mapErr(closeDB(s.db))
 }
 
-// Ping reads through Pebble; an error means reads (and so writes) fail.
+// Ping reads through Pebble; an error means reads or writes fail. Writes
+// refused for disk space (below the floor, read-only) give store.ErrNoSpace
+// with the reason.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.enter(ctx); err != nil {
 		return err
 	}
 	defer s.closeMu.RUnlock()
+	if err := s.diskErr(); err != nil {
+		return err
+	}
 	_, closer, err := s.db.Get([]byte{0})
 	if err == nil {
 		return closer.Close()
@@ -260,8 +416,13 @@ func (p pebbleLogger) Errorf(format string, args ...any) {
 }
 
 // Fatalf must not return (Pebble relies on it); a panic keeps the stack.
+// On a write's goroutine the store recovers it (disk.go).
 func (p pebbleLogger) Fatalf(format string, args ...any) {
 	msg := "pebble: " + fmt.Sprintf(format, args...)
 	p.l.Error(msg)
-	panic(msg)
+	panic(fatalPanic(msg))
 }
+
+// fatalPanic is the value Fatalf panics with, so the store can tell it
+// from Pebble's other panics.
+type fatalPanic string

@@ -131,6 +131,11 @@ func (s *Store) LastSeq(ctx context.Context, conversationID string) (uint64, err
 		return 0, err
 	}
 	defer s.closeMu.RUnlock()
+	return s.lastSeq(conversationID)
+}
+
+// lastSeq is LastSeq for callers inside the store (closeMu held).
+func (s *Store) lastSeq(conversationID string) (uint64, error) {
 	s.seqMu.RLock()
 	seq, ok := s.seqs.get(conversationID)
 	s.seqMu.RUnlock()

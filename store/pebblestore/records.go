@@ -33,8 +33,15 @@ func getBodyFrom(r pebble.Reader, key []byte) (body []byte, found bool, err erro
 	return append([]byte(nil), b...), true, nil
 }
 
-func (s *Store) put(key, body []byte) error {
-	return mapErr(s.db.Set(key, frame(key, body), s.wo))
+// put writes one record durably (under the sync policy), if admitted.
+func (s *Store) put(key, body []byte, class writeClass) error {
+	v := frame(key, body)
+	return mapErr(s.write(class, len(key)+len(v), func() error { return s.db.Set(key, v, s.wo) }))
+}
+
+// del deletes one record durably, if admitted (a small write).
+func (s *Store) del(key []byte) error {
+	return mapErr(s.write(small, len(key), func() error { return s.db.Delete(key, s.wo) }))
 }
 
 // SetCursors implements store.Store. The whole call is one atomic batch,
@@ -43,6 +50,11 @@ func (s *Store) put(key, body []byte) error {
 // every cursor flush competed with message commits. (The next durable
 // message batch fsyncs the shared WAL, cursors included.) Recently written
 // cursors are kept in memory so raising one rarely reads the disk.
+//
+// A cursor is clamped to its conversation's last seq (as LastSeq reports
+// it): a client cannot mark messages read that do not exist yet. A stored
+// value above the last seq (written before this clamp existed) is lowered
+// by the next move, so one bad ACK cannot hide every later message.
 func (s *Store) SetCursors(ctx context.Context, cursors []store.Cursor) error {
 	if err := s.enter(ctx); err != nil {
 		return err
@@ -72,7 +84,11 @@ func (s *Store) SetCursors(ctx context.Context, cursors []store.Cursor) error {
 				}
 			}
 		}
-		next := cursorValue{max(cur.delivered, c.Delivered), max(cur.read, c.Read)}
+		last, err := s.lastSeq(c.ConversationID)
+		if err != nil {
+			return err
+		}
+		next := cursorValue{min(max(cur.delivered, c.Delivered), last), min(max(cur.read, c.Read), last)}
 		if next == cur {
 			continue
 		}
@@ -84,7 +100,7 @@ func (s *Store) SetCursors(ctx context.Context, cursors []store.Cursor) error {
 	if b.Empty() {
 		return nil
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if err := s.commitBatch(b, pebble.NoSync, small); err != nil {
 		// Unknown whether it landed: forget what this call raised.
 		for k := range raised {
 			s.cursorCache.del(k)
@@ -138,18 +154,20 @@ func (s *Store) writeUser(ctx context.Context, u store.User, mustExist bool) err
 	}
 	s.userMu.Lock()
 	defer s.userMu.Unlock()
+	if !mustExist {
+		return s.createUser(u)
+	}
 	key := userKey(nil, u.ID)
 	_, found, err := s.getBody(key)
 	if err != nil {
 		return err
 	}
-	switch {
-	case found && !mustExist:
-		return store.ErrExists
-	case !found && mustExist:
+	if !found {
 		return store.ErrNotFound
 	}
-	return s.put(key, encodeUser(u))
+	// An update (password change, disable) must still work on a nearly
+	// full disk; the name index is not touched.
+	return s.put(key, encodeUser(u), small)
 }
 
 // GetUser implements store.Store.
@@ -192,7 +210,7 @@ func (s *Store) RevokeToken(ctx context.Context, tokenID string, expires time.Ti
 			expires = prev
 		}
 	}
-	if err := s.put(key, encodeToken(expires)); err != nil {
+	if err := s.put(key, encodeToken(expires), small); err != nil {
 		return err
 	}
 	if now := time.Now(); now.Sub(s.lastPurge) > tokenPurgeInterval {
@@ -263,7 +281,7 @@ func (s *Store) purgeTokensErr(now time.Time) error {
 		return nil
 	}
 	// Losing a purge in a crash only keeps expired records a little longer.
-	return mapErr(b.Commit(pebble.NoSync))
+	return mapErr(s.commitBatch(b, pebble.NoSync, small))
 }
 
 // cursorValue is a cursor's two positions (the cursor cache's value).

@@ -20,7 +20,7 @@ func (s *Store) SetConversationSettings(ctx context.Context, userID, conversatio
 		return err
 	}
 	defer s.closeMu.RUnlock()
-	return s.put(settingsKey(nil, userID, conversationID), encodeSettings(cs))
+	return s.put(settingsKey(nil, userID, conversationID), encodeSettings(cs), bulk)
 }
 
 // GetConversationSettings implements store.Store.
@@ -55,7 +55,7 @@ func (s *Store) HideMessages(ctx context.Context, userID, conversationID string,
 			return err
 		}
 	}
-	return mapErr(b.Commit(s.wo))
+	return mapErr(s.commitBatch(b, s.wo, bulk))
 }
 
 // HiddenMessages implements store.Store: a range scan of [from, to].
@@ -97,7 +97,7 @@ func (s *Store) PutContact(ctx context.Context, owner string, c store.Contact) e
 	if c.UserID == "" {
 		return errEmptyID
 	}
-	return s.put(ownedKey(nil, nsContact, owner, c.UserID), encodeContact(c))
+	return s.put(ownedKey(nil, nsContact, owner, c.UserID), encodeContact(c), bulk)
 }
 
 // DeleteContact implements store.Store.
@@ -109,7 +109,7 @@ func (s *Store) DeleteContact(ctx context.Context, owner, userID string) error {
 	if userID == "" {
 		return nil // no record can exist
 	}
-	return mapErr(s.db.Delete(ownedKey(nil, nsContact, owner, userID), s.wo))
+	return s.del(ownedKey(nil, nsContact, owner, userID))
 }
 
 // GetContact implements store.Store.
@@ -165,9 +165,9 @@ func (s *Store) SetBlocked(ctx context.Context, owner, userID string, blocked bo
 	}
 	key := ownedKey(nil, nsBlock, owner, userID)
 	if !blocked {
-		return mapErr(s.db.Delete(key, s.wo))
+		return s.del(key)
 	}
-	return s.put(key, nil)
+	return s.put(key, nil, small)
 }
 
 // Blocked implements store.Store: a prefix scan of owner's block keys.
@@ -220,7 +220,8 @@ func (s *Store) SetLastSeen(ctx context.Context, userID string, t time.Time) err
 	// No fsync of its own (like cursors): an approximate time a crash may
 	// set back a little, while a sync per disconnect cost ~6 % of a login.
 	key := lastSeenKey(nil, userID)
-	return mapErr(s.db.Set(key, frame(key, appendTime(nil, t)), pebble.NoSync))
+	v := frame(key, appendTime(nil, t))
+	return mapErr(s.write(small, len(key)+len(v), func() error { return s.db.Set(key, v, pebble.NoSync) }))
 }
 
 // LastSeen implements store.Store.

@@ -131,6 +131,9 @@ func (s *Store) appendOnce(ctx context.Context, conn *pgx.Conn, msgs []*pb.Messa
 	b := &pgx.Batch{}
 	b.Queue(s.q.bumpSeqs, ids, counts)
 	b.Queue(s.q.insertMessages, convs, backs, senders2, cmids, bodies, crcs)
+	if users, sizes := usage(msgs, fresh); len(users) > 0 {
+		b.Queue(s.q.addUsage, users, sizes)
+	}
 	if len(lists.users) > 0 {
 		b.Queue(s.q.insertLists, lists.users, lists.convs)
 	}
@@ -420,8 +423,12 @@ func (s *Store) applyOnce(ctx context.Context, conn *pgx.Conn, ch *store.Change)
 	}
 	b = &pgx.Batch{}
 	b.Queue(s.q.insertMessages, []string{conv}, []int64{0}, []string{ev.From}, []string{ev.ClientMsgId}, [][]byte{body}, []int32{crc})
+	if users, sizes := usage([]*pb.Message{ev}, []int{0}); len(users) > 0 {
+		b.Queue(s.q.addUsage, users, sizes)
+	}
 	if g := ch.Group; g != nil {
-		b.Queue(s.q.upsertGroup, conv, g.Name, g.AvatarURL, g.Announcement, g.Owner, g.OpenJoin, g.MuteAll, g.Dissolved, timestamp(g.CreatedAt))
+		b.Queue(s.q.upsertGroup, conv, g.Name, g.AvatarURL, g.Announcement, g.Owner, g.OpenJoin, g.MuteAll, g.Dissolved, timestamp(g.CreatedAt),
+			int32(g.AddPolicy), int32(g.HistoryVisibility))
 	}
 	if len(ch.Members) > 0 {
 		// The last record of a user wins, as if written in order (ON
@@ -431,23 +438,26 @@ func (s *Store) applyOnce(ctx context.Context, conn *pgx.Conn, ch *store.Change)
 		var roles []int32
 		var muted, joined []pgtype.Timestamptz
 		var left []bool
-		var leftSeqs []int64
+		var leftSeqs, joinSeqs []int64
 		for _, m := range ch.Members {
 			if m.Left && m.LeftSeq == 0 {
 				m.LeftSeq = uint64(seq)
+			}
+			if ch.Joined && !m.Left && m.JoinSeq == 0 {
+				m.JoinSeq = uint64(seq)
 			}
 			j, ok := idx[m.UserID]
 			if !ok {
 				j = len(users)
 				idx[m.UserID] = j
 				users, roles, muted, joined = append(users, ""), append(roles, 0), append(muted, pgtype.Timestamptz{}), append(joined, pgtype.Timestamptz{})
-				left, leftSeqs = append(left, false), append(leftSeqs, 0)
+				left, leftSeqs, joinSeqs = append(left, false), append(leftSeqs, 0), append(joinSeqs, 0)
 			}
 			users[j], roles[j], muted[j], joined[j] = m.UserID, int32(m.Role), timestamp(m.MutedUntil), timestamp(m.JoinedAt)
-			left[j], leftSeqs[j] = m.Left, int64(m.LeftSeq)
+			left[j], leftSeqs[j], joinSeqs[j] = m.Left, int64(m.LeftSeq), int64(m.JoinSeq)
 			lists.add(m.UserID, conv)
 		}
-		b.Queue(s.q.upsertMembers, conv, users, roles, muted, joined, left, leftSeqs)
+		b.Queue(s.q.upsertMembers, conv, users, roles, muted, joined, left, leftSeqs, joinSeqs)
 	}
 	s.dropKnownLists(lists)
 	if len(lists.users) > 0 {
@@ -478,4 +488,37 @@ func fromTimestamp(v pgtype.Timestamptz) time.Time {
 		return time.Time{}
 	}
 	return v.Time.UTC()
+}
+
+// usage sums the payload bytes of the messages msgs[fresh] by sender.
+func usage(msgs []*pb.Message, fresh []int) ([]string, []int64) {
+	sum := make(map[string]int64)
+	for _, i := range fresh {
+		if m := msgs[i]; m.From != "" && len(m.Payload) > 0 {
+			sum[m.From] += int64(len(m.Payload))
+		}
+	}
+	users, sizes := make([]string, 0, len(sum)), make([]int64, 0, len(sum))
+	for u, n := range sum {
+		users, sizes = append(users, u), append(sizes, n)
+	}
+	return users, sizes
+}
+
+// UserStorage implements store.Store.
+func (s *Store) UserStorage(ctx context.Context, userID string) (uint64, error) {
+	ctx, done, err := s.enter(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	var n int64
+	err = s.pool.QueryRow(ctx, s.q.userStorage, userID).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, mapErr("user storage", err)
+	}
+	return uint64(n), nil
 }

@@ -112,6 +112,10 @@ const (
 	knownListsMax = 1 << 17
 )
 
+// validate rejects negative values and fills in the zero fields. A Parley
+// server passes Schema (its default, "parley", is server.Config's) and
+// Logger explicitly; the pool settings come from the URL and QueryTimeout
+// has no configuration key, so it takes its default here.
 func (o *Options) validate() error {
 	if o.MaxConns < 0 || o.MinConns < 0 || o.ConnectTimeout < 0 || o.QueryTimeout < 0 || o.MaxConnLifetime < 0 {
 		return errors.New("pgstore: negative value in Options")

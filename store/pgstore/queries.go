@@ -9,11 +9,13 @@ type queries struct {
 	// Append and Apply.
 	lookupDups, bumpSeqs, insertMessages, insertLists string
 	updateMessage, upsertGroup, upsertMembers         string
+	addUsage, userStorage                             string
 	// Reads of messages.
 	messagesAfter, messagesBefore, getMessage, lastSeq, conversations string
+	raiseSeq                                                          string
 	// Cursors, users, tokens.
 	setCursors, getCursor, cursorsOf                          string
-	createUser, updateUser, getUser                           string
+	createUser, updateUser, getUser, userByName               string
 	revokeToken, tokenRevoked, purgeTokens                    string
 	getGroup, getMember, membersAfter                         string
 	setSettings, getSettings, hideMessages, hiddenMessages    string
@@ -47,37 +49,48 @@ func newQueries(schema string) queries {
 		insertLists: q(`INSERT INTO {s}.user_conversations (user_id, conversation_id)
 			SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING`),
 		updateMessage: q(`UPDATE {s}.messages SET body = $3, crc = $4 WHERE conversation_id = $1 AND seq = $2`),
-		upsertGroup: q(`INSERT INTO {s}.groups (conversation_id, name, avatar_url, announcement, owner_id, open_join, mute_all, dissolved, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		upsertGroup: q(`INSERT INTO {s}.groups (conversation_id, name, avatar_url, announcement, owner_id, open_join, mute_all, dissolved, created_at,
+				add_policy, history_visibility)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 			ON CONFLICT (conversation_id) DO UPDATE SET name = excluded.name, avatar_url = excluded.avatar_url,
 				announcement = excluded.announcement, owner_id = excluded.owner_id, open_join = excluded.open_join,
-				mute_all = excluded.mute_all, dissolved = excluded.dissolved, created_at = excluded.created_at`),
-		upsertMembers: q(`INSERT INTO {s}.members (conversation_id, user_id, role, muted_until, joined_at, has_left, left_seq)
-			SELECT $1, * FROM unnest($2::text[], $3::int4[], $4::timestamptz[], $5::timestamptz[], $6::bool[], $7::int8[])
+				mute_all = excluded.mute_all, dissolved = excluded.dissolved, created_at = excluded.created_at,
+				add_policy = excluded.add_policy, history_visibility = excluded.history_visibility`),
+		upsertMembers: q(`INSERT INTO {s}.members (conversation_id, user_id, role, muted_until, joined_at, has_left, left_seq, join_seq)
+			SELECT $1, * FROM unnest($2::text[], $3::int4[], $4::timestamptz[], $5::timestamptz[], $6::bool[], $7::int8[], $8::int8[])
 			ON CONFLICT (conversation_id, user_id) DO UPDATE SET role = excluded.role, muted_until = excluded.muted_until,
-				joined_at = excluded.joined_at, has_left = excluded.has_left, left_seq = excluded.left_seq`),
+				joined_at = excluded.joined_at, has_left = excluded.has_left, left_seq = excluded.left_seq, join_seq = excluded.join_seq`),
 
 		messagesAfter: q(`SELECT seq, body, crc FROM {s}.messages
 			WHERE conversation_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`),
 		messagesBefore: q(`SELECT seq, body, crc FROM {s}.messages
 			WHERE conversation_id = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3`),
-		getMessage:    q(`SELECT seq, body, crc FROM {s}.messages WHERE conversation_id = $1 AND seq = $2`),
-		lastSeq:       q(`SELECT last_seq FROM {s}.conversations WHERE id = $1`),
+		getMessage: q(`SELECT seq, body, crc FROM {s}.messages WHERE conversation_id = $1 AND seq = $2`),
+		lastSeq:    q(`SELECT last_seq FROM {s}.conversations WHERE id = $1`),
+		raiseSeq: q(`INSERT INTO {s}.conversations AS c (id, last_seq) VALUES ($1, $2)
+			ON CONFLICT (id) DO UPDATE SET last_seq = GREATEST(c.last_seq, excluded.last_seq)`),
 		conversations: q(`SELECT conversation_id FROM {s}.user_conversations WHERE user_id = $1`),
 
 		// One statement per call; repeats of a cursor are folded first,
-		// since ON CONFLICT cannot touch one row twice.
+		// since ON CONFLICT cannot touch one row twice. Each value is
+		// clamped to its conversation's last seq (a conversation without
+		// a row has none, so its cursors are not written).
 		setCursors: q(`INSERT INTO {s}.cursors AS c (conversation_id, user_id, delivered_seq, read_seq)
-			SELECT conv, usr, max(d), max(r) FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[]) AS t(conv, usr, d, r)
-			GROUP BY conv, usr ORDER BY conv COLLATE "C", usr COLLATE "C"
+			SELECT t.conv, t.usr, least(max(t.d), cv.last_seq), least(max(t.r), cv.last_seq)
+			FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[]) AS t(conv, usr, d, r)
+			JOIN {s}.conversations cv ON cv.id = t.conv
+			GROUP BY t.conv, t.usr, cv.last_seq ORDER BY t.conv COLLATE "C", t.usr COLLATE "C"
 			ON CONFLICT (conversation_id, user_id) DO UPDATE
 				SET delivered_seq = greatest(c.delivered_seq, excluded.delivered_seq), read_seq = greatest(c.read_seq, excluded.read_seq)
 				WHERE c.delivered_seq < excluded.delivered_seq OR c.read_seq < excluded.read_seq`),
 		getCursor: q(`SELECT delivered_seq, read_seq FROM {s}.cursors WHERE conversation_id = $1 AND user_id = $2`),
 		cursorsOf: q(`SELECT user_id, delivered_seq, read_seq FROM {s}.cursors WHERE conversation_id = $1`),
 
-		createUser: q(`INSERT INTO {s}.users (id, password_hash, token_epoch, disabled, created_at)
-			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING`),
+		// No conflict target: a taken id and a taken name_key both insert
+		// nothing (the unique index decides between concurrent creates).
+		createUser: q(`INSERT INTO {s}.users (id, password_hash, token_epoch, disabled, created_at, name_key)
+			VALUES ($1, $2, $3, $4, $5, nullif($6, '')) ON CONFLICT DO NOTHING`),
+		userByName: q(`SELECT id, password_hash, token_epoch, disabled, created_at FROM {s}.users WHERE name_key = $1`),
 		updateUser: q(`UPDATE {s}.users SET password_hash = $2, token_epoch = $3, disabled = $4, created_at = $5 WHERE id = $1`),
 		getUser:    q(`SELECT password_hash, token_epoch, disabled, created_at FROM {s}.users WHERE id = $1`),
 
@@ -86,11 +99,11 @@ func newQueries(schema string) queries {
 		tokenRevoked: q(`SELECT EXISTS (SELECT 1 FROM {s}.revoked_tokens WHERE id = $1)`),
 		purgeTokens:  q(`DELETE FROM {s}.revoked_tokens WHERE expires_at < $1`),
 
-		getGroup: q(`SELECT name, avatar_url, announcement, owner_id, open_join, mute_all, dissolved, created_at
+		getGroup: q(`SELECT name, avatar_url, announcement, owner_id, open_join, mute_all, dissolved, created_at, add_policy, history_visibility
 			FROM {s}.groups WHERE conversation_id = $1`),
-		getMember: q(`SELECT user_id, role, muted_until, joined_at, has_left, left_seq
+		getMember: q(`SELECT user_id, role, muted_until, joined_at, has_left, left_seq, join_seq
 			FROM {s}.members WHERE conversation_id = $1 AND user_id = $2`),
-		membersAfter: q(`SELECT user_id, role, muted_until, joined_at, has_left, left_seq
+		membersAfter: q(`SELECT user_id, role, muted_until, joined_at, has_left, left_seq, join_seq
 			FROM {s}.members WHERE conversation_id = $1 AND user_id > $2 AND NOT has_left ORDER BY user_id LIMIT $3`),
 
 		setSettings: q(`INSERT INTO {s}.conversation_settings (user_id, conversation_id, pinned, muted, cleared_seq)
@@ -115,5 +128,11 @@ func newQueries(schema string) queries {
 		setLastSeen: q(`INSERT INTO {s}.last_seen (user_id, seen_at) VALUES ($1, $2)
 			ON CONFLICT (user_id) DO UPDATE SET seen_at = excluded.seen_at`),
 		lastSeen: q(`SELECT seen_at FROM {s}.last_seen WHERE user_id = $1`),
+		// Rows locked in one order, like bumpSeqs, and always after the
+		// conversation rows, so concurrent batches queue rather than deadlock.
+		addUsage: q(`INSERT INTO {s}.user_storage AS u (user_id, bytes)
+			SELECT id, n FROM unnest($1::text[], $2::int8[]) AS t(id, n) ORDER BY id COLLATE "C"
+			ON CONFLICT (user_id) DO UPDATE SET bytes = u.bytes + excluded.bytes`),
+		userStorage: q(`SELECT bytes FROM {s}.user_storage WHERE user_id = $1`),
 	}
 }

@@ -14,8 +14,8 @@ import (
 )
 
 // Values above math.MaxInt64 do not fit PostgreSQL's bigint. Seqs never
-// get there; a client could send such a cursor, which is stored as
-// MaxInt64 (still above every seq). Fields that are only stored and read
+// get there; a client could send such a cursor, which is passed as
+// MaxInt64 and clamped to the conversation's last seq by SetCursors. Fields that are only stored and read
 // back (epochs, LeftSeq, ClearedSeq) keep all 64 bits as two's complement.
 func clampSeq(v uint64) int64 { return int64(min(v, math.MaxInt64)) }
 
@@ -24,7 +24,8 @@ var errEmptyID = errors.New("pgstore: empty id")
 // SetCursors implements store.Store: one statement for the whole call,
 // committed without waiting for the WAL flush (synchronous_commit off for
 // this transaction only): cursors only grow and clients send them again, so
-// losing the newest moves in a database crash costs nothing.
+// losing the newest moves in a database crash costs nothing. Values are
+// clamped to the conversation's last seq in the statement itself.
 func (s *Store) SetCursors(ctx context.Context, cursors []store.Cursor) error {
 	ctx, done, err := s.enter(ctx)
 	if err != nil {
@@ -91,7 +92,28 @@ func (s *Store) Cursors(ctx context.Context, conversationID string) ([]store.Cur
 
 // CreateUser implements store.Store.
 func (s *Store) CreateUser(ctx context.Context, u store.User) error {
-	return s.writeUser(ctx, "create user", s.q.createUser, u, store.ErrExists)
+	return s.writeUser(ctx, "create user", s.q.createUser, u, store.ErrExists, u.NameKey)
+}
+
+// UserByName implements store.Store.
+func (s *Store) UserByName(ctx context.Context, key string) (store.User, error) {
+	ctx, done, err := s.enter(ctx)
+	if err != nil {
+		return store.User{}, err
+	}
+	defer done()
+	var u store.User
+	var epoch int64
+	var created pgtype.Timestamptz
+	err = s.pool.QueryRow(ctx, s.q.userByName, key).Scan(&u.ID, &u.PasswordHash, &epoch, &u.Disabled, &created)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.User{}, store.ErrNotFound
+	}
+	if err != nil {
+		return store.User{}, mapErr("user by name", err)
+	}
+	u.TokenEpoch, u.CreatedAt = uint64(epoch), fromTimestamp(created)
+	return u, nil
 }
 
 // UpdateUser implements store.Store.
@@ -101,7 +123,7 @@ func (s *Store) UpdateUser(ctx context.Context, u store.User) error {
 
 // writeUser runs an insert or update of u; noRow is the error when it
 // touched no row (the user exists, or does not).
-func (s *Store) writeUser(ctx context.Context, op, sql string, u store.User, noRow error) error {
+func (s *Store) writeUser(ctx context.Context, op, sql string, u store.User, noRow error, extra ...any) error {
 	ctx, done, err := s.enter(ctx)
 	if err != nil {
 		return err
@@ -110,7 +132,8 @@ func (s *Store) writeUser(ctx context.Context, op, sql string, u store.User, noR
 	if u.ID == "" {
 		return errEmptyID
 	}
-	tag, err := s.pool.Exec(ctx, sql, u.ID, u.PasswordHash, int64(u.TokenEpoch), u.Disabled, timestamp(u.CreatedAt))
+	args := append([]any{u.ID, u.PasswordHash, int64(u.TokenEpoch), u.Disabled, timestamp(u.CreatedAt)}, extra...)
+	tag, err := s.pool.Exec(ctx, sql, args...)
 	if err != nil {
 		return mapErr(op, err)
 	}
@@ -205,8 +228,9 @@ func (s *Store) GetGroup(ctx context.Context, conversationID string) (store.Grou
 	defer done()
 	g := store.Group{ConversationID: conversationID}
 	var created pgtype.Timestamptz
+	var addPolicy, visibility int32
 	err = s.pool.QueryRow(ctx, s.q.getGroup, conversationID).Scan(
-		&g.Name, &g.AvatarURL, &g.Announcement, &g.Owner, &g.OpenJoin, &g.MuteAll, &g.Dissolved, &created)
+		&g.Name, &g.AvatarURL, &g.Announcement, &g.Owner, &g.OpenJoin, &g.MuteAll, &g.Dissolved, &created, &addPolicy, &visibility)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Group{}, store.ErrNotFound
 	}
@@ -214,6 +238,7 @@ func (s *Store) GetGroup(ctx context.Context, conversationID string) (store.Grou
 		return store.Group{}, mapErr("get group", err)
 	}
 	g.CreatedAt = fromTimestamp(created)
+	g.AddPolicy, g.HistoryVisibility = pb.GroupAddPolicy(addPolicy), pb.HistoryVisibility(visibility)
 	return g, nil
 }
 
@@ -223,15 +248,17 @@ type memberScanner struct {
 	role          int32
 	muted, joined pgtype.Timestamptz
 	leftSeq       int64
+	joinSeq       int64
 }
 
 func (ms *memberScanner) dest() []any {
-	return []any{&ms.m.UserID, &ms.role, &ms.muted, &ms.joined, &ms.m.Left, &ms.leftSeq}
+	return []any{&ms.m.UserID, &ms.role, &ms.muted, &ms.joined, &ms.m.Left, &ms.leftSeq, &ms.joinSeq}
 }
 
 func (ms *memberScanner) member() store.Member {
 	m := ms.m
 	m.Role, m.MutedUntil, m.JoinedAt, m.LeftSeq = pb.GroupRole(ms.role), fromTimestamp(ms.muted), fromTimestamp(ms.joined), uint64(ms.leftSeq)
+	m.JoinSeq = uint64(ms.joinSeq)
 	return m
 }
 

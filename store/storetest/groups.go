@@ -592,6 +592,10 @@ func testCursorsOfConversation(t *testing.T, s store.Store) {
 	if cs, err := s.Cursors(ctx, "g:1"); err != nil || len(cs) != 0 {
 		t.Fatalf("Cursors of a new conversation = %v, %v", cs, err)
 	}
+	fill(t, s, "g:1", 5)
+	fill(t, s, "g:10", 9)
+	fill(t, s, "g:", 9)
+	fill(t, s, "g", 9)
 	setCursors(t, s,
 		store.Cursor{ConversationID: "g:1", UserID: "alice", Delivered: 3, Read: 2},
 		store.Cursor{ConversationID: "g:1", UserID: "bob", Delivered: 5, Read: 5},

@@ -30,6 +30,7 @@ func RunPersistence(t *testing.T, newStore func(t *testing.T) (open func() store
 		{"RepeatedRestarts", testRepeatedRestarts},
 		{"ChangesSurvive", testRestartChanges},
 		{"SocialRecordsSurvive", testRestartSocial},
+		{"RaisedSeqSurvives", testRestartRaisedSeq},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

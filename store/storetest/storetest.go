@@ -43,8 +43,12 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"MessagesPaging", testMessagesPaging},
 		{"HistoryPaging", testHistoryPaging},
 		{"LastSeq", testLastSeq},
+		{"RaiseSeq", testRaiseSeq},
 		{"CursorsOnlyGrow", testCursors},
+		{"CursorsClampToLastSeq", testCursorsClamp},
 		{"Users", testUsers},
+		{"UserNamesAreUnique", testUserNames},
+		{"ConcurrentUserNames", testConcurrentUserNames},
 		{"TokenRevocation", testTokens},
 		{"ApplyGroupChange", testApplyGroupChange},
 		{"ApplyMembersLeave", testApplyMembersLeave},
@@ -52,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ApplyUpdatesMessage", testApplyUpdate},
 		{"GetMessage", testGetMessage},
 		{"GroupRecordReplaced", testGroupRecordReplaced},
+		{"GroupPolicyAndJoinSeq", testGroupPolicy},
 		{"MembersPaging", testMembersPaging},
 		{"CursorsOfConversation", testCursorsOfConversation},
 		{"ConversationSettings", testConversationSettings},
@@ -59,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Contacts", testContacts},
 		{"Blocks", testBlocks},
 		{"LastSeen", testLastSeen},
+		{"UserStorage", testUserStorage},
 		{"ConcurrentAppend", testConcurrentAppend},
 		{"ConcurrentApplyAndAppend", testConcurrentApplyAndAppend},
 		{"ConcurrentResends", testConcurrentResends},
@@ -494,10 +500,20 @@ func setCursors(t *testing.T, s store.Store, cs ...store.Cursor) {
 	}
 }
 
+// fill appends n messages to conv, so cursors up to its last seq are valid.
+func fill(t *testing.T, s store.Store, conv string, n int) {
+	t.Helper()
+	for range n {
+		appendOK(t, s, msg(conv, "filler", "", fmt.Sprintf("fill-%s-%d", conv, nextMessageID())))
+	}
+}
+
 func testCursors(t *testing.T, s store.Store) {
 	if d, r := getCursor(t, s, "c1", "alice"); d != 0 || r != 0 {
 		t.Fatalf("unset cursor = %d/%d, want 0/0", d, r)
 	}
+	fill(t, s, "c1", 9)
+	fill(t, s, "c2", 7)
 	steps := []struct {
 		delivered, read uint64
 		wantD, wantR    uint64
@@ -536,6 +552,45 @@ func testCursors(t *testing.T, s store.Store) {
 		}
 	}
 	setCursors(t, s) // an empty call is fine
+}
+
+// testCursorsClamp: a cursor never passes its conversation's last seq, so a
+// client claiming to have read "everything, forever" cannot hide later
+// messages from its own unread count or mark them read for the sender.
+func testCursorsClamp(t *testing.T, s store.Store) {
+	const huge = ^uint64(0)
+	fill(t, s, "c1", 3)
+	setCursors(t, s, store.Cursor{ConversationID: "c1", UserID: "alice", Delivered: huge, Read: huge})
+	if d, r := getCursor(t, s, "c1", "alice"); d != 3 || r != 3 {
+		t.Fatalf("cursor set to 2^64-1 in a conversation of 3 = %d/%d, want 3/3", d, r)
+	}
+	// Later messages are unread again, and the cursor can move onto them.
+	fill(t, s, "c1", 2)
+	setCursors(t, s, store.Cursor{ConversationID: "c1", UserID: "alice", Delivered: 4, Read: 0})
+	if d, r := getCursor(t, s, "c1", "alice"); d != 4 || r != 3 {
+		t.Fatalf("cursor after 2 more messages = %d/%d, want 4/3", d, r)
+	}
+	setCursors(t, s, store.Cursor{ConversationID: "c1", UserID: "alice", Delivered: 6, Read: 6})
+	if d, r := getCursor(t, s, "c1", "alice"); d != 5 || r != 5 {
+		t.Fatalf("cursor past the end of 5 = %d/%d, want 5/5", d, r)
+	}
+	// A conversation without messages keeps no position at all; repeats in
+	// one call and other conversations of the same call are clamped each.
+	fill(t, s, "c2", 1)
+	setCursors(t, s,
+		store.Cursor{ConversationID: "empty", UserID: "alice", Delivered: 10, Read: 10},
+		store.Cursor{ConversationID: "c2", UserID: "bob", Delivered: huge, Read: 1},
+		store.Cursor{ConversationID: "c2", UserID: "bob", Delivered: 1, Read: huge},
+	)
+	if d, r := getCursor(t, s, "empty", "alice"); d != 0 || r != 0 {
+		t.Fatalf("cursor in a conversation without messages = %d/%d, want 0/0", d, r)
+	}
+	if d, r := getCursor(t, s, "c2", "bob"); d != 1 || r != 1 {
+		t.Fatalf("clamped repeats = %d/%d, want 1/1", d, r)
+	}
+	if cs, err := s.Cursors(context.Background(), "c2"); err != nil || len(cs) != 1 || cs[0].Delivered != 1 || cs[0].Read != 1 {
+		t.Fatalf("Cursors(c2) = %+v, %v; want bob at 1/1", cs, err)
+	}
 }
 
 func testUsers(t *testing.T, s store.Store) {

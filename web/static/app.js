@@ -498,7 +498,9 @@ async function loadOlder(c, first = false) {
     const before = first ? 0 : Math.min(...seqs);
     const page = await client.history(c.id, before, PAGE);
     for (const m of page.messages || []) apply(m, false);
-    c.hasOlder = !!page.hasMore;
+    // Pages are bounded by bytes, so a page may be short: only hasMore ends the history (an
+    // empty page cannot move `before`, so it ends it too rather than asking again forever).
+    c.hasOlder = !!page.hasMore && (page.messages || []).length > 0;
     if (!first) c.restoreFromBottom = box.scrollHeight - box.scrollTop;
     else c.stick = true;
     c.loaded = true;

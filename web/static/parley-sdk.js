@@ -92,13 +92,30 @@ function decodeFrame(data) {
 
 // src/errors.ts
 var ParleyError = class extends Error {
-  constructor(code, message) {
+  constructor(code, message, temporary) {
     super(`parley: ${code}${message ? ": " + message : ""}`);
     __publicField(this, "code");
+    /**
+     * Whether the same request may succeed later, as the server said
+     * (`temporary` in the frame or body); undefined from servers that do not
+     * send it. {@link isTemporary} falls back to the code then.
+     */
+    __publicField(this, "temporary");
     this.name = "ParleyError";
     this.code = code;
+    this.temporary = temporary;
   }
 };
+var temporaryCodes = /* @__PURE__ */ new Set([
+  "ERROR_CODE_UNAVAILABLE",
+  "ERROR_CODE_TOO_MANY_REQUESTS",
+  "unavailable",
+  "too_many_requests"
+]);
+function isTemporary(err) {
+  if (!(err instanceof ParleyError)) return false;
+  return err.temporary ?? temporaryCodes.has(err.code);
+}
 var DisconnectError = class extends Error {
   constructor(code, reason = "", reconnectAfterMs = 0) {
     super(`parley: disconnected: ${code}${reason ? " (" + reason + ")" : ""}`);
@@ -249,7 +266,7 @@ var Connection = class _Connection {
       if (!p) return;
       this.pending.delete(f.id);
       clearTimeout(p.timer);
-      if (f.error) p.reject(new ParleyError(f.error.code, f.error.message));
+      if (f.error) p.reject(new ParleyError(f.error.code, f.error.message, f.error.temporary));
       else p.resolve(f);
       return;
     }
@@ -332,7 +349,7 @@ function newClientMsgId() {
   return randomHex(12);
 }
 function retryable(err) {
-  return err instanceof TimeoutError || err instanceof ParleyError && (err.code === "ERROR_CODE_UNAVAILABLE" || err.code === "ERROR_CODE_TOO_MANY_REQUESTS" || err.code === "ERROR_CODE_INTERNAL");
+  return err instanceof TimeoutError || isTemporary(err);
 }
 var ParleyClient = class extends Emitter {
   constructor(opts) {
@@ -627,9 +644,12 @@ var ParleyClient = class extends Emitter {
     if (m.seq > cur + 1) await this.syncConv(conn, id, m.seq - 1);
     if (m.seq > this.cursor(id)) this.deliver(m);
   }
-  /** Delivers a conversation's entries after its cursor, page by page, up to upTo (0: the end). */
+  /** Delivers a conversation's entries after its cursor, page by page, up to upTo (0: the end).
+   *  The server bounds pages by bytes, so a page may hold fewer entries than asked: only
+   *  hasMore says whether more follow. A busy server's refusal is retried on the same link. */
   async syncConv(conn, conv, upTo) {
     const limit = this.opts.syncPageSize ?? 200;
+    let busy = 0;
     for (; ; ) {
       const cur = this.cursor(conv);
       if (upTo !== 0 && cur >= upTo) return;
@@ -638,8 +658,13 @@ var ParleyClient = class extends Emitter {
         page = (await conn.request("syncMessages", { conversationId: conv, afterSeq: cur, limit })).messages;
       } catch (err) {
         if (err instanceof ParleyError && !retryable(err)) return;
+        if (err instanceof ParleyError && conn.open && busy < 8) {
+          await this.sleep(jitter((this.opts.minBackoffMs ?? 200) * 2 ** Math.min(busy++, 5)));
+          continue;
+        }
         throw err;
       }
+      busy = 0;
       const msgs = page.messages ?? [];
       for (const m of msgs) if (m.seq > this.cursor(conv)) this.deliver(m);
       if (!page.hasMore || msgs.length === 0) {
@@ -934,13 +959,15 @@ async function call(o, path, init) {
   if (!res.ok) {
     let code = `http_${res.status}`;
     let message = res.statusText;
+    let temporary;
     try {
       const body = await res.json();
       if (body.error?.code) code = body.error.code;
       if (body.error?.message) message = body.error.message;
+      if (typeof body.error?.temporary === "boolean") temporary = body.error.temporary;
     } catch {
     }
-    throw new ParleyError(code, message);
+    throw new ParleyError(code, message, temporary);
   }
   return res;
 }
@@ -987,6 +1014,7 @@ export {
   encodeFrame,
   fromBase64,
   isCode,
+  isTemporary,
   login,
   logout,
   newClientMsgId,

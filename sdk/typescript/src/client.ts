@@ -7,7 +7,7 @@
 import { utf8 } from './codec.js';
 import { Connection, type WebSocketConstructor } from './connection.js';
 import { Emitter } from './emitter.js';
-import { ClosedError, DisconnectError, ParleyError, TimeoutError } from './errors.js';
+import { ClosedError, DisconnectError, ParleyError, TimeoutError, isTemporary } from './errors.js';
 import type {
   AuthOk,
   ClientBodies,
@@ -131,15 +131,10 @@ export function newClientMsgId(): string {
   return randomHex(12);
 }
 
-/** Temporary refusals after which a request is retried on the same link. */
+/** Temporary refusals after which a request is retried on the same link:
+ *  no reply in time, or an error the server says is temporary. */
 function retryable(err: unknown): boolean {
-  return (
-    err instanceof TimeoutError ||
-    (err instanceof ParleyError &&
-      (err.code === 'ERROR_CODE_UNAVAILABLE' ||
-        err.code === 'ERROR_CODE_TOO_MANY_REQUESTS' ||
-        err.code === 'ERROR_CODE_INTERNAL'))
-  );
+  return err instanceof TimeoutError || isTemporary(err);
 }
 
 export class ParleyClient extends Emitter<ClientEvents> {
@@ -468,9 +463,12 @@ export class ParleyClient extends Emitter<ClientEvents> {
     if (m.seq > this.cursor(id)) this.deliver(m);
   }
 
-  /** Delivers a conversation's entries after its cursor, page by page, up to upTo (0: the end). */
+  /** Delivers a conversation's entries after its cursor, page by page, up to upTo (0: the end).
+   *  The server bounds pages by bytes, so a page may hold fewer entries than asked: only
+   *  hasMore says whether more follow. A busy server's refusal is retried on the same link. */
   private async syncConv(conn: Connection, conv: string, upTo: number): Promise<void> {
     const limit = this.opts.syncPageSize ?? 200;
+    let busy = 0;
     for (;;) {
       const cur = this.cursor(conv);
       if (upTo !== 0 && cur >= upTo) return;
@@ -479,8 +477,15 @@ export class ParleyClient extends Emitter<ClientEvents> {
         page = (await conn.request('syncMessages', { conversationId: conv, afterSeq: cur, limit })).messages!;
       } catch (err) {
         if (err instanceof ParleyError && !retryable(err)) return; // refused: skip, do not loop
+        // Temporarily refused (e.g. TOO_MANY_REQUESTS: the server's read memory is taken):
+        // wait and ask again, a few times, before giving the link up.
+        if (err instanceof ParleyError && conn.open && busy < 8) {
+          await this.sleep(jitter((this.opts.minBackoffMs ?? 200) * 2 ** Math.min(busy++, 5)));
+          continue;
+        }
         throw err;
       }
+      busy = 0;
       const msgs = page.messages ?? [];
       for (const m of msgs) if (m.seq > this.cursor(conv)) this.deliver(m);
       if (!page.hasMore || msgs.length === 0) {

@@ -170,7 +170,7 @@ export class Connection {
       if (!p) return; // a reply that timed out
       this.pending.delete(f.id);
       clearTimeout(p.timer);
-      if (f.error) p.reject(new ParleyError(f.error.code, f.error.message));
+      if (f.error) p.reject(new ParleyError(f.error.code, f.error.message, f.error.temporary));
       else p.resolve(f);
       return;
     }

@@ -3,11 +3,37 @@ import type { DisconnectCode, ErrorCode } from './types.js';
 /** The server refused a request (an `error` frame, or an HTTP error body). */
 export class ParleyError extends Error {
   readonly code: ErrorCode | string;
-  constructor(code: ErrorCode | string, message?: string) {
+  /**
+   * Whether the same request may succeed later, as the server said
+   * (`temporary` in the frame or body); undefined from servers that do not
+   * send it. {@link isTemporary} falls back to the code then.
+   */
+  readonly temporary: boolean | undefined;
+  constructor(code: ErrorCode | string, message?: string, temporary?: boolean) {
     super(`parley: ${code}${message ? ': ' + message : ''}`);
     this.name = 'ParleyError';
     this.code = code;
+    this.temporary = temporary;
   }
+}
+
+/** Codes taken as temporary when a server does not send `temporary` (as
+ *  the server's own table says; INTERNAL is not: damaged storage stays so). */
+const temporaryCodes: ReadonlySet<string> = new Set([
+  'ERROR_CODE_UNAVAILABLE',
+  'ERROR_CODE_TOO_MANY_REQUESTS',
+  'unavailable',
+  'too_many_requests',
+]);
+
+/**
+ * isTemporary reports whether err is a refusal after which the same request
+ * may succeed: the server's `temporary`, or, from a server that does not send
+ * it, a guess by the code.
+ */
+export function isTemporary(err: unknown): boolean {
+  if (!(err instanceof ParleyError)) return false;
+  return err.temporary ?? temporaryCodes.has(err.code);
 }
 
 /** The server closed the connection and said why (a `disconnect` frame). */

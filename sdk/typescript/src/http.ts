@@ -21,14 +21,16 @@ async function call(o: HttpOptions, path: string, init: RequestInit): Promise<Re
   if (!res.ok) {
     let code = `http_${res.status}`;
     let message = res.statusText;
+    let temporary: boolean | undefined;
     try {
-      const body = (await res.json()) as { error?: { code?: string; message?: string } };
+      const body = (await res.json()) as { error?: { code?: string; message?: string; temporary?: boolean } };
       if (body.error?.code) code = body.error.code;
       if (body.error?.message) message = body.error.message;
+      if (typeof body.error?.temporary === 'boolean') temporary = body.error.temporary;
     } catch {
       /* not JSON */
     }
-    throw new ParleyError(code, message);
+    throw new ParleyError(code, message, temporary);
   }
   return res;
 }

@@ -2,7 +2,7 @@ export { ParleyClient, newClientMsgId } from './client.js';
 export type { ClientOptions, ClientEvents, ClientState, SendInput } from './client.js';
 export { Connection } from './connection.js';
 export type { ConnectionOptions, WebSocketLike, WebSocketConstructor } from './connection.js';
-export { ParleyError, DisconnectError, ClosedError, TimeoutError, isCode } from './errors.js';
+export { ParleyError, DisconnectError, ClosedError, TimeoutError, isCode, isTemporary } from './errors.js';
 export { encodeFrame, decodeFrame, toBase64, fromBase64, utf8, text } from './codec.js';
 export { register, login, logout, changePassword, rpc } from './http.js';
 export type { TokenResponse, HttpOptions } from './http.js';

@@ -22,6 +22,13 @@ export type MessageKind =
   | 'MESSAGE_KIND_GROUP_DISSOLVED';
 
 export type GroupRole = 'GROUP_ROLE_UNSPECIFIED' | 'GROUP_ROLE_MEMBER' | 'GROUP_ROLE_ADMIN' | 'GROUP_ROLE_OWNER';
+/** Who may add members: the owner and admins (the default), or every member. */
+export type GroupAddPolicy = 'GROUP_ADD_POLICY_UNSPECIFIED' | 'GROUP_ADD_POLICY_ADMINS' | 'GROUP_ADD_POLICY_EVERYONE';
+/** What members added later (or added again) read: from their addition on (the default), or everything. */
+export type HistoryVisibility =
+  | 'HISTORY_VISIBILITY_UNSPECIFIED'
+  | 'HISTORY_VISIBILITY_SINCE_JOIN'
+  | 'HISTORY_VISIBILITY_ALL';
 
 export type ConversationType = 'CONVERSATION_TYPE_UNSPECIFIED' | 'CONVERSATION_TYPE_DIRECT' | 'CONVERSATION_TYPE_GROUP';
 
@@ -46,7 +53,8 @@ export type ErrorCode =
   | 'ERROR_CODE_MUTED'
   | 'ERROR_CODE_RECALL_WINDOW_PASSED'
   | 'ERROR_CODE_GROUP_FULL'
-  | 'ERROR_CODE_CONFLICT';
+  | 'ERROR_CODE_CONFLICT'
+  | 'ERROR_CODE_QUOTA_EXCEEDED';
 
 export type DisconnectCode =
   | 'DISCONNECT_CODE_UNSPECIFIED'
@@ -89,6 +97,9 @@ export interface GroupInfo {
   memberCount?: number;
   dissolved?: boolean;
   createdAt?: number;
+  /** As in force: never UNSPECIFIED from the server. */
+  addPolicy?: GroupAddPolicy;
+  historyVisibility?: HistoryVisibility;
 }
 
 export interface MessageEvent {
@@ -156,6 +167,8 @@ export interface MessagePage {
 export interface ErrorBody {
   code: ErrorCode;
   message?: string;
+  /** Whether the same request may succeed later; absent from older servers. */
+  temporary?: boolean;
 }
 
 export interface Disconnect {
@@ -292,7 +305,15 @@ export interface ClientBodies {
   syncConversations: { limit?: number; pageToken?: string };
   syncMessages: { conversationId: string; afterSeq?: number; limit?: number };
   history: { conversationId: string; beforeSeq?: number; limit?: number };
-  createGroup: { name?: string; avatarUrl?: string; announcement?: string; userIds?: string[]; openJoin?: boolean };
+  createGroup: {
+    name?: string;
+    avatarUrl?: string;
+    announcement?: string;
+    userIds?: string[];
+    openJoin?: boolean;
+    addPolicy?: GroupAddPolicy;
+    historyVisibility?: HistoryVisibility;
+  };
   updateGroup: {
     conversationId: string;
     name?: string;
@@ -300,6 +321,8 @@ export interface ClientBodies {
     announcement?: string;
     openJoin?: boolean;
     muteAll?: boolean;
+    addPolicy?: GroupAddPolicy;
+    historyVisibility?: HistoryVisibility;
   };
   addMembers: { conversationId: string; userIds: string[] };
   removeMember: { conversationId: string; userId: string };

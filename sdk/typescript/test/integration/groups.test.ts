@@ -77,7 +77,7 @@ describe('groups, contacts and rooms against a real server', () => {
     await Promise.all([a.waitReady(5000), e.waitReady(5000)]);
     const g = await a.createGroup({ name: 'open', openJoin: true });
     const closed = await a.createGroup({ name: 'closed' });
-    await expect(e.sendText(closed.conversationId, 'let me in')).rejects.toMatchObject({ code: 'ERROR_CODE_PERMISSION_DENIED' });
+    await expect(e.sendText(closed.conversationId, 'let me in')).rejects.toMatchObject({ code: 'ERROR_CODE_PERMISSION_DENIED', temporary: false });
     await expect(e.history('g:0000000000000000')).rejects.toMatchObject({ code: 'ERROR_CODE_PERMISSION_DENIED' });
     const joined = await e.joinGroup(g.conversationId);
     expect(joined.memberCount).toBe(2);

@@ -236,7 +236,7 @@ describe('1:1 messaging against a real server', () => {
     await logout({ baseUrl: srv.http }, t.token);
     const err = await closed;
     expect((err as DisconnectError).code).toBe('DISCONNECT_CODE_TOKEN_REVOKED');
-    await expect(login({ baseUrl: srv.http }, alice.id, 'wrong-password')).rejects.toMatchObject({ code: 'invalid_credentials' });
+    await expect(login({ baseUrl: srv.http }, alice.id, 'wrong-password')).rejects.toMatchObject({ code: 'invalid_credentials', temporary: false });
     await expect(rpc({ baseUrl: srv.http }, t.token, 'listContacts', {})).rejects.toBeInstanceOf(ParleyError);
   });
 });

@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ParleyClient } from '../../src/client.js';
 import { text } from '../../src/codec.js';
-import { DisconnectError } from '../../src/errors.js';
-import type { Message } from '../../src/types.js';
+import { DisconnectError, ParleyError, isTemporary } from '../../src/errors.js';
+import type { ErrorBody, Message } from '../../src/types.js';
 import { FakeServer } from '../helpers/fake-server.js';
 import { waitFor } from '../helpers/server.js';
 
@@ -58,6 +58,75 @@ describe('ParleyClient against a scripted server', () => {
     expect(got.map((m) => m.seq)).toEqual([3, 4, 5]);
     const pages = srv.frames.filter((f) => f.syncMessages).map((f) => Number(f.syncMessages!.afterSeq));
     expect(pages).toEqual([2, 4]);
+  });
+
+  it('keeps paging while hasMore on short pages and retries a busy refusal on the same link', async () => {
+    const srv = new FakeServer();
+    for (let i = 1; i <= 7; i++) srv.store('g:1', 'alice', 'm' + i);
+    let busy = 2;
+    srv.hook = (s, f) => {
+      if (!f.syncMessages) return false;
+      if (busy > 0) {
+        busy--;
+        s.push({ id: f.id, error: { code: 'ERROR_CODE_TOO_MANY_REQUESTS' } });
+        return true;
+      }
+      // A byte-bounded page: two entries, though the client asked for 200.
+      const list = srv.convs.get(f.syncMessages.conversationId) ?? [];
+      const page = list.filter((m) => m.seq > Number(f.syncMessages!.afterSeq ?? 0)).slice(0, 2);
+      const last = page.length ? page[page.length - 1]!.seq : 0;
+      s.push({ id: f.id, messages: { conversationId: 'g:1', messages: page, hasMore: last < list.length, lastSeq: list.length } });
+      return true;
+    };
+    const c = client(srv);
+    const got = collect(c);
+    await c.waitReady(2000);
+    expect(got.map((m) => m.seq)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    expect(srv.sockets.length).toBe(1); // retried in place, not by reconnecting
+  });
+
+  it('retries a refused send only when the server says the refusal is temporary', async () => {
+    const srv = new FakeServer();
+    const refusals: ErrorBody[] = [
+      { code: 'ERROR_CODE_BAD_REQUEST', temporary: true }, // the server's word beats the code
+      { code: 'ERROR_CODE_UNAVAILABLE' }, // an older server: the code decides
+    ];
+    srv.hook = (s, f) => {
+      if (!f.send) return false;
+      const e = refusals.shift();
+      if (!e) return false;
+      s.push({ id: f.id, error: e });
+      return true;
+    };
+    const c = client(srv);
+    await c.waitReady(2000);
+    const ack = await c.sendText('alice', 'retried twice');
+    expect(ack.seq).toBe(1);
+    expect(srv.frames.filter((f) => f.send)).toHaveLength(3);
+
+    // UNAVAILABLE but not temporary (the server knows better): not retried.
+    srv.hook = (s, f) => {
+      if (!f.send) return false;
+      s.push({ id: f.id, error: { code: 'ERROR_CODE_UNAVAILABLE', temporary: false } });
+      return true;
+    };
+    const err = await c.sendText('alice', 'refused').then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(ParleyError);
+    expect((err as ParleyError).temporary).toBe(false);
+    expect(isTemporary(err)).toBe(false);
+    expect(srv.frames.filter((f) => f.send)).toHaveLength(4);
+  });
+
+  it('decides by the code when a server does not say whether a refusal is temporary', () => {
+    expect(isTemporary(new ParleyError('ERROR_CODE_UNAVAILABLE'))).toBe(true);
+    expect(isTemporary(new ParleyError('too_many_requests'))).toBe(true);
+    expect(isTemporary(new ParleyError('ERROR_CODE_INTERNAL'))).toBe(false); // damaged storage: never mended by a retry
+    expect(isTemporary(new ParleyError('ERROR_CODE_QUOTA_EXCEEDED'))).toBe(false);
+    expect(isTemporary(new ParleyError('ERROR_CODE_INTERNAL', '', true))).toBe(true);
+    expect(isTemporary(new Error('x'))).toBe(false);
   });
 
   it('resends an unacknowledged send after a reconnect under the same clientMsgId, stored once', async () => {
