@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CI for the TypeScript SDK (sdk/typescript) and the web client (web/static):
+# CI for the TypeScript SDK (sdk/typescript) and the web client (internal/web/static):
 # type checks, the browser bundle's freshness, SDK unit tests, SDK integration
 # tests against a real server, and browser tests in Debian's Chromium.
 # Installs what a fresh machine lacks: Chromium (apt) and the npm packages (npm ci).

@@ -14,7 +14,7 @@ import (
 
 // Admin calls the admin HTTP API with an API key: what an app's backend
 // uses to manage users, groups and messages and to push. Every method maps
-// to one route of api/openapi.json.
+// to one route of internal/api/openapi.json.
 type Admin struct {
 	HTTP HTTPClient
 	Key  string

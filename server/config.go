@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/parleyim/parley/limit"
-	"github.com/parleyim/parley/session"
+	"github.com/parleyim/parley/internal/limit"
+	"github.com/parleyim/parley/internal/session"
 )
 
 // Config is the whole configuration of a Parley server. Every field's zero

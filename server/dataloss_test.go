@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/parleyim/parley/internal/store/pebblestore"
 	"github.com/parleyim/parley/server"
-	"github.com/parleyim/parley/store/pebblestore"
 )
 
 // TestLostSecretsRefuseToStart: a data directory that holds a store but

@@ -21,8 +21,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/parleyim/parley/auth"
 	"github.com/parleyim/parley/client"
+	"github.com/parleyim/parley/internal/auth"
 	pb "github.com/parleyim/parley/proto/parleyv1"
 	"github.com/parleyim/parley/server"
 	"github.com/parleyim/parley/wire"

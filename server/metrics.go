@@ -5,10 +5,10 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/parleyim/parley/gateway"
-	"github.com/parleyim/parley/metrics"
+	"github.com/parleyim/parley/internal/gateway"
+	"github.com/parleyim/parley/internal/metrics"
+	"github.com/parleyim/parley/internal/store/pebblestore"
 	pb "github.com/parleyim/parley/proto/parleyv1"
-	"github.com/parleyim/parley/store/pebblestore"
 )
 
 // writeMetrics writes every figure of this node in the Prometheus text format.

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/parleyim/parley/internal/webhook"
 	"github.com/parleyim/parley/server"
-	"github.com/parleyim/parley/webhook"
 )
 
 func scrape(t *testing.T, ts *testServer, key string) (int, string) {

@@ -17,17 +17,17 @@ import (
 	"sync"
 	"time"
 
-	"github.com/parleyim/parley/api"
-	"github.com/parleyim/parley/auth"
-	"github.com/parleyim/parley/chat"
-	"github.com/parleyim/parley/gateway"
-	"github.com/parleyim/parley/route"
-	"github.com/parleyim/parley/session"
-	"github.com/parleyim/parley/store"
-	"github.com/parleyim/parley/store/pebblestore"
-	"github.com/parleyim/parley/store/pgstore"
-	"github.com/parleyim/parley/web"
-	"github.com/parleyim/parley/webhook"
+	"github.com/parleyim/parley/internal/api"
+	"github.com/parleyim/parley/internal/auth"
+	"github.com/parleyim/parley/internal/chat"
+	"github.com/parleyim/parley/internal/gateway"
+	"github.com/parleyim/parley/internal/route"
+	"github.com/parleyim/parley/internal/session"
+	"github.com/parleyim/parley/internal/store"
+	"github.com/parleyim/parley/internal/store/pebblestore"
+	"github.com/parleyim/parley/internal/store/pgstore"
+	"github.com/parleyim/parley/internal/web"
+	"github.com/parleyim/parley/internal/webhook"
 )
 
 // Server is one Parley node. New builds it, Start opens its listeners without
@@ -315,7 +315,7 @@ func (s *Server) TCPAddr() string {
 }
 
 // Routes lists the HTTP API's routes as "METHOD /path/{param}" (the set
-// api/openapi.json documents).
+// internal/api/openapi.json documents).
 func (s *Server) Routes() []string { return s.api.Routes() }
 
 // Stats are the figures the server exposes about itself.

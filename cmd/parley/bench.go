@@ -15,7 +15,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/parleyim/parley/bench"
+	"github.com/parleyim/parley/internal/bench"
 )
 
 // benchCmd is `parley bench <scenario> [flags]` and `parley bench worker`.

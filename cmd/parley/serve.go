@@ -18,7 +18,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/parleyim/parley/auth"
+	"github.com/parleyim/parley/internal/auth"
 	"github.com/parleyim/parley/server"
 )
 

@@ -1,5 +1,5 @@
 // Bundles the SDK into one browser ES module for the web client, which the
-// server embeds (web/static/parley-sdk.js). The bundle is committed so that
+// server embeds (internal/web/static/parley-sdk.js). The bundle is committed so that
 // users need no build step; test/unit/bundle.test.ts fails when it is stale.
 //   node scripts/bundle.mjs          write the bundle
 //   node scripts/bundle.mjs --check  exit 1 when the committed bundle is stale
@@ -9,7 +9,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
-export const bundlePath = resolve(here, '../../../web/static/parley-sdk.js');
+export const bundlePath = resolve(here, '../../../internal/web/static/parley-sdk.js');
 
 export async function bundle() {
   const r = await build({

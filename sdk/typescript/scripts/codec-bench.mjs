@@ -11,7 +11,7 @@ import { chromium } from 'playwright-core';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '../../..');
-const sdkBundle = readFileSync(resolve(root, 'web/static/parley-sdk.js'), 'utf8');
+const sdkBundle = readFileSync(resolve(root, 'internal/web/static/parley-sdk.js'), 'utf8');
 const pbRuntime = readFileSync(resolve(here, '../node_modules/protobufjs/dist/protobuf.min.js'), 'utf8');
 const proto = readFileSync(resolve(root, 'proto/parley/v1/parley.proto'), 'utf8');
 

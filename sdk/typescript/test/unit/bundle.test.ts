@@ -3,8 +3,8 @@ import { expect, it } from 'vitest';
 // @ts-expect-error: a plain .mjs script without types
 import { bundle, bundlePath } from '../../scripts/bundle.mjs';
 
-it('the browser bundle committed in web/static is built from the current SDK source', async () => {
+it('the browser bundle committed in internal/web/static is built from the current SDK source', async () => {
   const fresh = (await bundle()) as string;
   const committed = readFileSync(bundlePath as string, 'utf8');
-  expect(committed === fresh, 'web/static/parley-sdk.js is stale: run `npm run bundle` in sdk/typescript').toBe(true);
+  expect(committed === fresh, 'internal/web/static/parley-sdk.js is stale: run `npm run bundle` in sdk/typescript').toBe(true);
 });

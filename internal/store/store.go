@@ -1,0 +1,255 @@
+// Package store defines Parley's persistent state behind one narrow interface.
+// Implementations: internal/store/pebblestore (embedded, the single-node default) and,
+// for clusters, PostgreSQL. Every implementation passes internal/store/storetest.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	pb "github.com/parleyim/parley/proto/parleyv1"
+)
+
+var (
+	// ErrNotFound: the user (or other record) does not exist.
+	ErrNotFound = errors.New("store: not found")
+	// ErrExists: a record with that key already exists.
+	ErrExists = errors.New("store: already exists")
+	// ErrClosed: the store has been closed.
+	ErrClosed = errors.New("store: closed")
+	// ErrCorrupt: a record failed its checksum or could not be decoded. It is
+	// never served; the caller reports an internal error.
+	ErrCorrupt = errors.New("store: corrupt record")
+	// ErrNoSpace: a write was refused because the disk is full or nearly
+	// (below the configured free-space floor), or the store is read-only
+	// until space is freed. Temporary: the same write may succeed later.
+	// Reads still work.
+	ErrNoSpace = errors.New("store: no disk space")
+)
+
+// AppendResult is the outcome of one message of an Append batch.
+type AppendResult struct {
+	// Msg is the stored message: the one passed in with Seq assigned, or, for a
+	// duplicate, the message stored by the first attempt.
+	Msg *pb.Message
+	// Duplicate is true when (From, ClientMsgId) had already been stored.
+	Duplicate bool
+}
+
+// Cursor is one user's position in one conversation. Both values only grow,
+// and never past the conversation's last seq.
+type Cursor struct {
+	ConversationID string
+	UserID         string
+	Delivered      uint64
+	Read           uint64
+}
+
+// User is a user record. Users minted by an app with the app secret may have no record.
+type User struct {
+	// ID is the user id exactly as created (the display form): the key of
+	// every record that names the user (conversation ids, members, cursors).
+	ID string
+	// NameKey is the normalized (case-folded) username, unique among users:
+	// CreateUser refuses a second user with the same NameKey (ErrExists).
+	// Empty: the user is not indexed. Reads do not return it; UpdateUser
+	// never changes it. Users stored before the index existed are indexed
+	// under strings.ToLower(ID) when the store first opens with it, the
+	// oldest (by CreatedAt, then ID) of look-alikes keeping the name; the
+	// others stay reachable by their exact ID.
+	NameKey string
+	// PasswordHash is an encoded argon2id/bcrypt hash, or empty for users without a password.
+	PasswordHash string
+	// TokenEpoch invalidates every token issued with a lower epoch (password change, "log out everywhere").
+	TokenEpoch uint64
+	Disabled   bool
+	CreatedAt  time.Time
+}
+
+// Group is a group's settings. Its conversation id is "g:" + an id.
+type Group struct {
+	ConversationID string
+	Name           string
+	AvatarURL      string
+	Announcement   string
+	Owner          string
+	OpenJoin       bool
+	MuteAll        bool
+	Dissolved      bool
+	CreatedAt      time.Time
+	// AddPolicy: who may add members; UNSPECIFIED (every group stored
+	// before the setting existed) means admins only.
+	AddPolicy pb.GroupAddPolicy
+	// HistoryVisibility: what new and re-added members read; UNSPECIFIED
+	// means since their join.
+	HistoryVisibility pb.HistoryVisibility
+}
+
+// Member is one user's membership of a group, current or past.
+type Member struct {
+	UserID     string
+	Role       pb.GroupRole
+	MutedUntil time.Time // zero: not muted
+	JoinedAt   time.Time
+	// Left is true once the user left or was removed; LeftSeq is the seq of
+	// the event that recorded it (they may read up to it).
+	Left    bool
+	LeftSeq uint64
+	// JoinSeq is the seq of the event that last added the user (the first
+	// seq they read when the group's history visibility is since-join); 0
+	// for members stored before it was recorded, who read from the start.
+	JoinSeq uint64
+}
+
+// Change is a state change stored atomically with the event that records it
+// in a conversation's sequence (group changes, recalls, edits).
+type Change struct {
+	// Event is appended exactly as Append would (de-dup by From and
+	// ClientMsgId, next seq of its conversation). Required.
+	Event *pb.Message
+	// Group, when set, replaces the group record of Event's conversation.
+	Group *Group
+	// Members are written (inserted or replaced) for Event's conversation.
+	// A member with Left set and LeftSeq 0 gets the event's seq as LeftSeq.
+	// When Joined is set, every member not Left with JoinSeq 0 gets the
+	// event's seq as JoinSeq.
+	// Every member written gets the conversation in their conversation list.
+	Members []Member
+	// Joined marks the Members as joining with Event (create, add, join).
+	Joined bool
+	// Update, when set, replaces the stored message (its ConversationId, Seq),
+	// which must exist: a recall clears its payload, an edit replaces it.
+	Update *pb.Message
+}
+
+// ConversationSettings are one user's settings of one conversation.
+type ConversationSettings struct {
+	Pinned bool
+	Muted  bool
+	// ClearedSeq: the user deleted the conversation up to this seq.
+	ClearedSeq uint64
+}
+
+// Contact is one side of a contact relation (each user has their own record).
+type Contact struct {
+	UserID    string
+	State     pb.ContactState
+	Note      string
+	UpdatedAt time.Time
+}
+
+// Store is Parley's persistent state. All methods are safe for concurrent use.
+type Store interface {
+	// Append stores a batch of messages durably and in order. For each message
+	// (ConversationId, From, To, ClientMsgId, ContentType, Payload, ServerTime,
+	// MessageId and Kind set by the caller, Seq zero):
+	//   - if a message from the same From with the same ClientMsgId is already
+	//     stored, nothing is written and the result is that stored message with
+	//     Duplicate set (this holds within one batch too);
+	//   - otherwise Seq becomes the conversation's newest seq + 1 (in batch
+	//     order), and the conversation is added to the conversation list of From
+	//     and, when To is a user id, of To.
+	// Append returns only after the whole batch is durable under the store's
+	// sync policy. On error nothing of the batch may be assumed stored, and
+	// per-conversation seqs stay gap-free. Results align with msgs.
+	Append(ctx context.Context, msgs []*pb.Message) ([]AppendResult, error)
+
+	// Messages returns up to limit messages of the conversation with seq > after, ascending.
+	Messages(ctx context.Context, conversationID string, after uint64, limit int) ([]*pb.Message, error)
+	// History returns up to limit messages with seq < before (before == 0: from the
+	// newest), in ascending order.
+	History(ctx context.Context, conversationID string, before uint64, limit int) ([]*pb.Message, error)
+	// LastSeq returns the conversation's newest seq, 0 when it has none.
+	LastSeq(ctx context.Context, conversationID string) (uint64, error)
+	// RaiseSeq makes floor the conversation's newest seq when it is higher:
+	// LastSeq returns at least floor afterwards and the next message gets a
+	// seq above it, with no message at the seqs skipped. For a conversation
+	// whose newest messages were lost, so that no seq a client already holds
+	// is issued again. Durable when it returns; a lower floor changes nothing.
+	RaiseSeq(ctx context.Context, conversationID string, floor uint64) error
+
+	// Conversations returns the ids of the conversations userID takes part in, in no particular order.
+	Conversations(ctx context.Context, userID string) ([]string, error)
+	// SetCursors raises cursors; a lower value than the stored one is ignored
+	// (per field). Each value is clamped to the conversation's LastSeq (a
+	// conversation without messages keeps its cursors at 0), so no client
+	// can mark messages read before they exist. It need not be durable when it returns: cursors only grow
+	// and clients send them again, so a crash may lose the newest moves.
+	SetCursors(ctx context.Context, cursors []Cursor) error
+	// GetCursor returns the user's cursor in the conversation (zeros when none).
+	GetCursor(ctx context.Context, conversationID, userID string) (Cursor, error)
+
+	// CreateUser stores a new user, or ErrExists when the ID or a non-empty
+	// NameKey is taken (atomically: of two concurrent creates of one
+	// NameKey, exactly one succeeds).
+	CreateUser(ctx context.Context, u User) error
+	// GetUser returns the user, or ErrNotFound.
+	GetUser(ctx context.Context, id string) (User, error)
+	// UserByName returns the user whose NameKey is key, or ErrNotFound.
+	UserByName(ctx context.Context, key string) (User, error)
+	// UpdateUser replaces an existing user, or ErrNotFound.
+	UpdateUser(ctx context.Context, u User) error
+
+	// RevokeToken records a token id as revoked until it expires.
+	RevokeToken(ctx context.Context, tokenID string, expires time.Time) error
+	// TokenRevoked reports whether the token id was revoked.
+	TokenRevoked(ctx context.Context, tokenID string) (bool, error)
+
+	// Apply stores a Change atomically and durably; on a duplicate Event
+	// (same From and ClientMsgId) nothing is written and the original is
+	// returned with Duplicate set. ErrNotFound when Update names no message.
+	Apply(ctx context.Context, ch Change) (AppendResult, error)
+	// GetMessage returns one message, or ErrNotFound.
+	GetMessage(ctx context.Context, conversationID string, seq uint64) (*pb.Message, error)
+
+	// GetGroup returns a group, or ErrNotFound.
+	GetGroup(ctx context.Context, conversationID string) (Group, error)
+	// GetMember returns a user's membership record (current or past), or ErrNotFound.
+	GetMember(ctx context.Context, conversationID, userID string) (Member, error)
+	// Members returns current (not Left) members with user id > after, by user id, at most limit.
+	Members(ctx context.Context, conversationID, after string, limit int) ([]Member, error)
+	// Cursors returns every cursor of the conversation (for group read counts).
+	Cursors(ctx context.Context, conversationID string) ([]Cursor, error)
+
+	// SetConversationSettings replaces the user's settings of a conversation.
+	SetConversationSettings(ctx context.Context, userID, conversationID string, cs ConversationSettings) error
+	// GetConversationSettings returns them (zero when never set).
+	GetConversationSettings(ctx context.Context, userID, conversationID string) (ConversationSettings, error)
+	// HideMessages hides seqs of a conversation for one user.
+	HideMessages(ctx context.Context, userID, conversationID string, seqs []uint64) error
+	// HiddenMessages returns the hidden seqs of the conversation for the user in [from, to], ascending.
+	HiddenMessages(ctx context.Context, userID, conversationID string, from, to uint64) ([]uint64, error)
+
+	// PutContact writes owner's record about c.UserID (replacing it).
+	PutContact(ctx context.Context, owner string, c Contact) error
+	// DeleteContact removes owner's record about userID (no error if absent).
+	DeleteContact(ctx context.Context, owner, userID string) error
+	// GetContact returns owner's record about userID, or ErrNotFound.
+	GetContact(ctx context.Context, owner, userID string) (Contact, error)
+	// Contacts returns all of owner's records, by user id.
+	Contacts(ctx context.Context, owner string) ([]Contact, error)
+	// SetBlocked adds or removes userID from owner's block list.
+	SetBlocked(ctx context.Context, owner, userID string, blocked bool) error
+	// Blocked returns owner's block list, by user id.
+	Blocked(ctx context.Context, owner string) ([]string, error)
+	// IsBlocked reports whether owner blocked userID.
+	IsBlocked(ctx context.Context, owner, userID string) (bool, error)
+
+	// SetLastSeen records when a user's last session ended. It need not be
+	// durable when it returns (a crash may lose the newest times).
+	SetLastSeen(ctx context.Context, userID string, t time.Time) error
+	// LastSeen returns it (zero when unknown).
+	LastSeen(ctx context.Context, userID string) (time.Time, error)
+
+	// UserStorage returns the bytes of message payload userID has stored:
+	// the payloads of the messages and events they sent, each counted once
+	// when first stored, in the same atomic write. Duplicates, edits and
+	// recalls do not change it. 0 when none.
+	UserStorage(ctx context.Context, userID string) (uint64, error)
+
+	// Ping reports whether the store can serve reads and writes (readiness).
+	Ping(ctx context.Context) error
+	// Close releases the store; later calls return ErrClosed.
+	Close() error
+}
