@@ -84,6 +84,13 @@ type NATS struct {
 	mu        sync.Mutex
 	interests map[string]*interest // guarded by mu; by subject
 
+	// Startup: until the embedded server is routed to every peer named in
+	// Routes (or routeWait has passed since startedAt), the node is not
+	// ready; routed latches once either happens (see Ready).
+	startedAt  time.Time
+	wantRoutes int
+	routed     atomic.Bool
+
 	dropped   atomic.Uint64 // envelopes NATS dropped as a slow consumer
 	unsent    atomic.Uint64 // envelopes not published: NATS was unreachable
 	malformed atomic.Uint64 // envelopes received that did not decode
@@ -124,7 +131,9 @@ func NewNATS(cfg NATSConfig, local Local) (*NATS, error) {
 		return nil, errors.New("route: set either NATS URLs or an embedded cluster listener")
 	}
 	r := &NATS{cfg: cfg, local: local, log: cfg.Logger, inbox: make(chan *nats.Msg, inboxCap),
-		done: make(chan struct{}), interests: make(map[string]*interest)}
+		done: make(chan struct{}), interests: make(map[string]*interest),
+		startedAt: time.Now(), wantRoutes: peerRoutes(cfg)}
+	r.routed.Store(r.wantRoutes == 0)
 	opts := []nats.Option{
 		nats.Name("parley-node-" + cfg.NodeID),
 		nats.NoEcho(), // this node delivers to itself directly
@@ -393,9 +402,21 @@ func dupBefore(users []string, i int) bool {
 }
 
 // DeliverGroup implements Router.
-func (r *NATS) DeliverGroup(_ context.Context, conv string, local []string, out *wire.Outbound, except string, hold *wire.Hold) error {
+func (r *NATS) DeliverGroup(_ context.Context, conv string, local, joined []string, out *wire.Outbound, except string, hold *wire.Hold) error {
 	r.local.DeliverLocal(local, out, except, hold)
-	return r.publish(r.subject(TopicGroup, conv), encode(&Envelope{Except: except, Data: out.Bytes(wire.Proto)}))
+	var first error
+	if len(joined) > 0 {
+		data := encode(&Envelope{Except: except, Data: out.Bytes(wire.Proto)})
+		for _, u := range joined {
+			if err := r.publish(r.subject(TopicUser, u), data); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	if err := r.publish(r.subject(TopicGroup, conv), encode(&Envelope{Except: except, Keys: joined, Data: out.Bytes(wire.Proto)})); err != nil && first == nil {
+		first = err
+	}
+	return first
 }
 
 // Publish implements Router.
@@ -523,7 +544,54 @@ func (r *NATS) Ready() error {
 	if !r.nc.IsConnected() {
 		return ErrNotConnected
 	}
+	if !r.routed.Load() {
+		return r.checkRouted()
+	}
 	return nil
+}
+
+// routeWait bounds how long a starting node waits to be routed to every peer
+// its Routes name: a peer that is down must not keep the others from serving.
+const routeWait = 10 * time.Second
+
+// ErrNotRouted is Ready's answer while a starting node is not yet routed to
+// the peers it was told of.
+var ErrNotRouted = errors.New("route: not yet routed to every configured peer")
+
+// checkRouted is Ready before the routes first formed. A node that served
+// before its routes did would take a client's message and publish it where
+// no other node hears it yet (seen: the first messages of a cluster started
+// and used at once were lost to users on other nodes).
+func (r *NATS) checkRouted() error {
+	if r.Routes() >= r.wantRoutes {
+		r.routed.Store(true)
+		return nil
+	}
+	if time.Since(r.startedAt) >= routeWait {
+		r.log.Warn("serving before every configured NATS route formed", "routed", r.Routes(), "configured", r.wantRoutes)
+		r.routed.Store(true)
+		return nil
+	}
+	return ErrNotRouted
+}
+
+// peerRoutes is how many of the configured routes name another node: every
+// node may be given the same list, its own address included.
+func peerRoutes(cfg NATSConfig) int {
+	if cfg.ClusterListen == "" {
+		return 0 // external NATS: its servers route among themselves
+	}
+	self := map[string]bool{cfg.ClusterListen: true}
+	if cfg.ClusterAdvertise != "" {
+		self[cfg.ClusterAdvertise] = true
+	}
+	peers := map[string]bool{}
+	for _, s := range cfg.Routes {
+		if u, err := url.Parse(s); err == nil && u.Host != "" && !self[u.Host] {
+			peers[u.Host] = true
+		}
+	}
+	return len(peers)
 }
 
 // Routes is the number of other nodes the embedded NATS is routed to (0 with external NATS).
