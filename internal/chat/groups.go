@@ -37,6 +37,62 @@ type groupState struct {
 	info       store.Group
 	members    map[string]store.Member // current members only
 	recipients []string                // the current members' ids, for delivery
+	// joiners are the members who joined within newInterestGrace of when
+	// this state was built, oldest first, at most maxJoiners (see
+	// groupDelivery); nil for most groups.
+	joiners []joiner
+}
+
+type joiner struct {
+	user string
+	at   time.Time
+}
+
+// newInterestGrace is how long after a member joins that group messages also
+// reach them through their user's interest. A node starts watching a group
+// for its member when it hears of the join; NATS carries that interest to
+// the other nodes' servers a moment later, and a message published there in
+// that moment would miss the member (seen: a group's first message, sent at
+// once after it was made through another node). Seconds is far more than the
+// moment takes.
+const newInterestGrace = 5 * time.Second
+
+// maxJoiners caps the members delivered individually: a group made with
+// thousands of members would cost a publish per member per message.
+// Beyond it the newest are kept; the others rely on the group's interest
+// (and on sync, should its first messages miss them).
+const maxJoiners = 64
+
+// setRecipients fills the lists derived from g.members.
+func (g *groupState) setRecipients(now time.Time) {
+	g.recipients = recipientList(g.members)
+	g.joiners = g.joiners[:0:0]
+	for id, m := range g.members {
+		if now.Sub(m.JoinedAt) < newInterestGrace {
+			g.joiners = append(g.joiners, joiner{user: id, at: m.JoinedAt})
+		}
+	}
+	if len(g.joiners) == 0 {
+		g.joiners = nil
+		return
+	}
+	slices.SortFunc(g.joiners, func(a, b joiner) int { return a.at.Compare(b.at) })
+	if len(g.joiners) > maxJoiners {
+		g.joiners = g.joiners[len(g.joiners)-maxJoiners:]
+	}
+}
+
+// recentJoiners are the members still within newInterestGrace of joining,
+// sorted by id.
+func (g *groupState) recentJoiners(now time.Time) []string {
+	var ids []string
+	for _, j := range g.joiners {
+		if now.Sub(j.at) < newInterestGrace {
+			ids = append(ids, j.user)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 func (g *groupState) role(uid string) (pb.GroupRole, bool) {
@@ -89,7 +145,7 @@ func (s *Service) group(ctx context.Context, conv string) (*groupState, error) {
 		}
 		after = page[len(page)-1].UserID
 	}
-	g.recipients = recipientList(g.members)
+	g.setRecipients(time.Now())
 	s.groups.mu.Lock()
 	if cur := s.groups.m[conv]; cur != nil {
 		g = cur // another goroutine loaded it first
@@ -169,7 +225,7 @@ func (s *Service) applyToCache(conv string, info *store.Group, members []store.M
 			}
 		}
 	}
-	g.recipients = recipientList(g.members)
+	g.setRecipients(time.Now())
 	s.groups.m[conv] = g
 	if created {
 		s.online.track(conv, g.members, s.isOnline)
@@ -182,6 +238,24 @@ func (s *Service) applyToCache(conv string, info *store.Group, members []store.M
 // groupRecipients returns the members of a group to deliver to: those with
 // a session on this node (so the work follows the members online, not the
 // group's size), or all members when the group is not tracked yet.
+// groupDelivery is groupRecipients, and in a cluster the members who joined
+// so lately that they are reached individually (DeliverGroup's joined).
+func (s *Service) groupDelivery(conv string) (local, joined []string) {
+	g, err := s.group(context.Background(), conv)
+	if err != nil {
+		return nil, nil
+	}
+	if online, ok := s.online.online(conv); ok {
+		local = online
+	} else {
+		local = g.recipients
+	}
+	if g.joiners != nil && s.router.Clustered() {
+		joined = g.recentJoiners(time.Now())
+	}
+	return local, joined
+}
+
 func (s *Service) groupRecipients(conv string) []string {
 	g, err := s.group(context.Background(), conv)
 	if err != nil {

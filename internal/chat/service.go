@@ -814,8 +814,8 @@ func (s *Service) deliverMessage(ctx context.Context, m *pb.Message, exceptSessi
 func (s *Service) deliverHeld(ctx context.Context, m *pb.Message, exceptSession string, hold *wire.Hold) {
 	var err error
 	if isGroup(m.ConversationId) {
-		err = s.router.DeliverGroup(ctx, m.ConversationId, s.groupRecipients(m.ConversationId),
-			newMessageOutbound(m), exceptSession, hold)
+		local, joined := s.groupDelivery(m.ConversationId)
+		err = s.router.DeliverGroup(ctx, m.ConversationId, local, joined, newMessageOutbound(m), exceptSession, hold)
 	} else {
 		err = s.router.DeliverToUsers(ctx, []string{m.To, m.From}, newMessageOutbound(m), exceptSession, hold)
 	}

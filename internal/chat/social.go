@@ -476,7 +476,7 @@ func (s *Service) typing(ctx context.Context, c Replier, sess *session.Session, 
 		out := wire.NewOutbound(&pb.ServerFrame{Body: &pb.ServerFrame_Typing{
 			Typing: &pb.TypingEvent{ConversationId: conv, UserId: uid}}})
 		if isGroup(conv) {
-			err = s.router.DeliverGroup(ctx, conv, users, out, sess.ID, nil)
+			err = s.router.DeliverGroup(ctx, conv, users, nil, out, sess.ID, nil)
 		} else {
 			err = s.router.DeliverToUsers(ctx, users, out, sess.ID, nil)
 		}

@@ -69,7 +69,11 @@ type Deliverer interface {
 	// DeliverGroup queues out for the group's online members: local (this
 	// node's online members) directly, and once to every other node with an
 	// interest in TopicGroup conv, which fans it out to its own members.
-	DeliverGroup(ctx context.Context, conv string, local []string, out *wire.Outbound, exceptSession string, hold *wire.Hold) error
+	// Members in joined (sorted) are reached through their own users'
+	// interests instead, and the other nodes skip them: a node that just
+	// began watching the group for them may not be known to the sending
+	// node's NATS server yet. An in-process router ignores joined.
+	DeliverGroup(ctx context.Context, conv string, local, joined []string, out *wire.Outbound, exceptSession string, hold *wire.Hold) error
 }
 
 // Cluster is what a node asks of and tells the other nodes, beyond
@@ -120,7 +124,7 @@ func (r *InProcess) DeliverToUsers(_ context.Context, users []string, out *wire.
 }
 
 // DeliverGroup implements Router.
-func (r *InProcess) DeliverGroup(_ context.Context, _ string, local []string, out *wire.Outbound, except string, hold *wire.Hold) error {
+func (r *InProcess) DeliverGroup(_ context.Context, _ string, local, _ []string, out *wire.Outbound, except string, hold *wire.Hold) error {
 	r.local.DeliverLocal(local, out, except, hold)
 	return nil
 }
