@@ -148,10 +148,10 @@ func (b *Book) Relation(ctx context.Context, from, to string) (Relation, error) 
 	return e, nil
 }
 
-// Invalidate forgets the cached relations of a and b (both directions).
+// Invalidate forgets the cached relations of u and v (both directions).
 // Call it after the store was changed.
-func (b *Book) Invalidate(a, c string) {
-	for _, k := range [2]relKey{{a, c}, {c, a}} {
+func (b *Book) Invalidate(u, v string) {
+	for _, k := range [2]relKey{{u, v}, {v, u}} {
 		sh := b.relShard(k)
 		sh.mu.Lock()
 		delete(sh.m, k)
@@ -180,16 +180,16 @@ func (b *Book) MayMessage(ctx context.Context, from, to string) error {
 
 // ---- Contacts ----
 
-// lockPair locks the pair (a, c) against other contact changes on this node.
-func (b *Book) lockPair(a, c string) func() {
-	if c < a {
-		a, c = c, a
+// lockPair locks the pair (u, v) against other contact changes on this node.
+func (b *Book) lockPair(u, v string) func() {
+	if v < u {
+		u, v = v, u
 	}
 	var h maphash.Hash
 	h.SetSeed(b.seed)
-	h.WriteString(a)
+	h.WriteString(u)
 	h.WriteByte(0)
-	h.WriteString(c)
+	h.WriteString(v)
 	mu := &b.pairMu[h.Sum64()%pairLockCount]
 	mu.Lock()
 	return mu.Unlock
