@@ -558,22 +558,7 @@ func (s *Service) sweepPeers(now time.Time) {
 		return
 	}
 	s.log.Warn("cluster: nodes silent, taken for dead", "nodes", dead)
-	p := &s.social.pres
-	var check []string
-	p.mu.Lock()
-	for uid, nodes := range p.remote {
-		had := len(nodes)
-		for _, node := range dead {
-			delete(nodes, node)
-		}
-		if had > 0 && len(nodes) == 0 {
-			check = append(check, uid)
-		}
-	}
-	p.mu.Unlock()
-	for _, uid := range check {
-		s.checkOffline(uid, 0)
-	}
+	s.social.presence.NodesGone(dead)
 }
 
 // receiveGroupFrame delivers a group frame from another node to this node's

@@ -11,7 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/parleyim/parley/internal/store"
+	"github.com/parleyim/parley/internal/reqerr"
 	pb "github.com/parleyim/parley/proto/parleyv1"
 )
 
@@ -308,9 +308,5 @@ func parsePageToken(tok string) (*pb.Conversation, bool, bool) {
 		LastMessage: &pb.Message{ServerTime: t, MessageId: mid}}, true, true
 }
 
-func storeErr(err error) error {
-	if errors.Is(err, store.ErrCorrupt) {
-		return errInternal
-	}
-	return errUnavail
-}
+// storeErr maps a store failure to what the client is told.
+func storeErr(err error) error { return reqerr.Store(err) }

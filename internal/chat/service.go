@@ -250,13 +250,12 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 	s.groups.m = make(map[string]*groupState)
 	s.changeLocks.m = make(map[any]chan struct{})
 	s.online.init()
-	s.social.init()
+	s.initSocial()
 	s.rooms.init()
 	s.cluster.users = make(map[string]*userInterest)
 	s.cluster.peers = make(map[string]time.Time)
 	s.cluster.loading = make(map[string][]remoteGroupFrame)
 	s.rooms.watch = func(name string, on bool) { s.watch(route.TopicRoom, name, on) }
-	s.social.pres.watch = func(uid string, on bool) { s.watch(route.TopicPresence, uid, on) }
 	return s
 }
 

@@ -1,0 +1,50 @@
+// Package reqerr holds the errors a client request is answered with: each
+// carries a wire error code, whose text, HTTP form and temporary flag come
+// from the error table (package errcode). The chat service and the packages
+// it calls (contacts, presence) return these, so a handler passes them on
+// unchanged.
+package reqerr
+
+import (
+	"errors"
+
+	"github.com/parleyim/parley/errcode"
+	"github.com/parleyim/parley/internal/store"
+	pb "github.com/parleyim/parley/proto/parleyv1"
+)
+
+// Error is a failure with a client-facing code.
+type Error struct{ Code pb.ErrorCode }
+
+func (e *Error) Error() string { return errcode.Of(e.Code).Text }
+
+func code(c pb.ErrorCode) *Error { return &Error{Code: c} }
+
+// The values are compared by identity (err == reqerr.Denied), so they are
+// never copied or wrapped by the packages returning them.
+var (
+	BadRequest = code(pb.ErrorCode_ERROR_CODE_BAD_REQUEST)
+	Denied     = code(pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED)
+	Unavail    = code(pb.ErrorCode_ERROR_CODE_UNAVAILABLE)
+	Internal   = code(pb.ErrorCode_ERROR_CODE_INTERNAL)
+	TooLarge   = code(pb.ErrorCode_ERROR_CODE_TOO_LARGE)
+	Unauth     = code(pb.ErrorCode_ERROR_CODE_UNAUTHENTICATED)
+	Muted      = code(pb.ErrorCode_ERROR_CODE_MUTED)
+	Window     = code(pb.ErrorCode_ERROR_CODE_RECALL_WINDOW_PASSED)
+	GroupFull  = code(pb.ErrorCode_ERROR_CODE_GROUP_FULL)
+	Conflict   = code(pb.ErrorCode_ERROR_CODE_CONFLICT)
+	TooMany    = code(pb.ErrorCode_ERROR_CODE_TOO_MANY_REQUESTS)
+	Quota      = code(pb.ErrorCode_ERROR_CODE_QUOTA_EXCEEDED)
+	// UnknownFrame: a frame without a body this server knows; a socket
+	// session is closed for it.
+	UnknownFrame = code(pb.ErrorCode_ERROR_CODE_UNKNOWN_FRAME)
+)
+
+// Store maps a store failure to what the client is told: damaged storage is
+// an internal error (a retry cannot mend it), anything else is temporary.
+func Store(err error) error {
+	if errors.Is(err, store.ErrCorrupt) {
+		return Internal
+	}
+	return Unavail
+}
