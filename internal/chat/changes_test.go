@@ -12,6 +12,7 @@ import (
 // message recalled without its content. Nobody else may recall it, and
 // recalling it again (or recalling the event) is a conflict.
 func TestRecall(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	bobDev := h.connect("bob", "phone")
 	ack := h.send("alice", textSend("oops", "bob", "", "oops, wrong chat"))
@@ -45,6 +46,7 @@ func TestRecall(t *testing.T) {
 
 // Past the recall window the sender's recall is refused and the message stays.
 func TestRecallAfterWindow(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{RecallWindow: time.Millisecond})
 	ack := h.send("alice", textSend("m", "bob", "", "said"))
 	// Server times are in milliseconds: wait until the window is over by
@@ -60,6 +62,7 @@ func TestRecallAfterWindow(t *testing.T) {
 // content, history shows the edited payload and when it was edited. Only
 // the sender edits, and only a plain message that is not recalled.
 func TestEdit(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	bobDev := h.connect("bob", "phone")
 	ack := h.send("alice", textSend("typo", "bob", "", "helo"))

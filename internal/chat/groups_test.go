@@ -12,6 +12,7 @@ import (
 // later message live and reads nothing said after the removal; a member who
 // left cannot send either; the owner cannot leave without handing over.
 func TestGroupMembership(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	carolDev := h.connect("carol", "phone")
 	conv := h.createGroup("alice", &pb.CreateGroup{Name: "trip", UserIds: []string{"bob", "carol"}})
@@ -72,6 +73,7 @@ func TestGroupMembership(t *testing.T) {
 // default), only what was said after they were added back; under "all"
 // they read the whole history.
 func TestHistoryVisibilityForReAddedMember(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		vis  pb.HistoryVisibility
 		want []string
@@ -81,6 +83,7 @@ func TestHistoryVisibilityForReAddedMember(t *testing.T) {
 		{pb.HistoryVisibility_HISTORY_VISIBILITY_ALL, []string{"before", "while out", "back"}},
 	} {
 		t.Run(tc.vis.String(), func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t, Config{})
 			conv := h.createGroup("alice", &pb.CreateGroup{Name: "h", UserIds: []string{"bob", "dave"}, HistoryVisibility: tc.vis})
 			h.send("alice", textSend("1", "", conv, "before"))

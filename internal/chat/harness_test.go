@@ -5,8 +5,8 @@ package chat
 // directory, the in-process router, the session registry), driven through
 // Call — the entry point of POST /v1/rpc — and, for what is pushed to live
 // sessions, through devices: real gateway connections over in-memory pipes
-// that log in with a token, like a client over TCP. No listener, no sockets,
-// no waiting on timers.
+// that log in with a token, like a client over TCP. No listener, no sockets;
+// every wait is for a condition, up to a deadline.
 
 import (
 	"context"
@@ -29,7 +29,7 @@ import (
 )
 
 // waitFor bounds every wait of the harness; a test that needs longer has failed.
-const waitFor = 5 * time.Second
+const waitFor = 10 * time.Second
 
 type harness struct {
 	t      *testing.T
@@ -49,6 +49,8 @@ func newHarness(t *testing.T, cfg Config) *harness {
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	// NoSync: a test's data need not survive a machine crash, and an fsync
+	// per commit would be most of a test's time.
 	st, err := pebblestore.Open(t.TempDir(), pebblestore.Options{NoSync: true, CacheBytes: 8 << 20, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +161,8 @@ func (h *harness) conversation(uid, conv string) *pb.Conversation {
 	return nil
 }
 
-// eventually waits, up to waitFor, until cond holds.
+// eventually polls cond until it holds, up to waitFor: for what the service
+// does in the background with nothing to wait on (cursor writes).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitFor)

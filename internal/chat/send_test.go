@@ -12,6 +12,7 @@ import (
 // stored gets the first ACK back (marked duplicate) and takes no seq, and the
 // stored message keeps its first content.
 func TestSendSeqsAndRetry(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	var first *pb.SendAck
 	for i, cmid := range []string{"m1", "m2", "m3"} {
@@ -41,6 +42,7 @@ func TestSendSeqsAndRetry(t *testing.T) {
 // Sync pages forward and history backward through a conversation, both in
 // ascending order within a page, with has_more true until the end.
 func TestSyncAndHistoryPages(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	var conv string
 	for i := range 7 {
@@ -82,6 +84,7 @@ func TestSyncAndHistoryPages(t *testing.T) {
 // the sender, in 1:1 and in groups; the receipt the sender gets live is
 // clamped the same way.
 func TestCursorsStopAtLastSeq(t *testing.T) {
+	t.Parallel()
 	const huge = ^uint64(0)
 	h := newHarness(t, Config{})
 	aliceDev := h.connect("alice", "phone")
@@ -135,6 +138,7 @@ func TestCursorsStopAtLastSeq(t *testing.T) {
 // A user who blocked another gets nothing from them, by user id or by
 // conversation id; the blocker can still write; unblocking lets messages in.
 func TestBlockedSenderIsRefused(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	conv := h.send("alice", textSend("before", "bob", "", "before")).ConversationId
 	block := &pb.ClientFrame{Body: &pb.ClientFrame_Block{Block: &pb.Block{UserId: "alice"}}}
@@ -153,6 +157,7 @@ func TestBlockedSenderIsRefused(t *testing.T) {
 
 // Malformed requests get the documented error codes and store nothing.
 func TestBadRequestsGetTheirCodes(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{MaxFrameBytes: 1 << 10})
 	for _, tc := range []struct {
 		name string
@@ -176,13 +181,14 @@ func TestBadRequestsGetTheirCodes(t *testing.T) {
 		}
 	}
 	if c := h.conversation("alice", DirectID("alice", "bob")); c != nil {
-		t.Fatalf("refused sends stored a conversation: %v", c)
+		t.Fatalf("refused sends stored messages (last seq %d)", c.LastSeq)
 	}
 }
 
 // On a live connection a frame without a known body is answered
 // UNKNOWN_FRAME and the connection is closed as a protocol error.
 func TestUnknownFrameClosesTheConnection(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	d := h.connect("alice", "phone")
 	if r := d.request(&pb.ClientFrame{}); r.GetError().GetCode() != pb.ErrorCode_ERROR_CODE_UNKNOWN_FRAME {
