@@ -478,7 +478,7 @@ func (s *Service) Receive(env *route.Envelope, hold *wire.Hold) {
 }
 
 // malformedEnvelope counts an envelope from another node that decoded but
-// does not hold what its kind needs: dropped, counted, never logged one by
+// does not hold what its event needs: dropped, counted, never logged one by
 // one (a faulty node would flood the log).
 func (s *Service) malformedEnvelope() { s.stats.malformed.Add(1) }
 
