@@ -4,6 +4,9 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/parleyim/parley/internal/cluster"
+	"github.com/parleyim/parley/internal/cluster/clusterpb"
 )
 
 // Envelopes from another node that do not decode, or do not hold what their
@@ -18,14 +21,28 @@ func TestClusterMalformedEnvelopesAreCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	for _, data := range [][]byte{
-		{},                        // nothing: does not decode
-		{1, 0, 9},                 // a kick claiming 9 keys and holding none: does not decode
-		{1, 0, 1, 1, 'x'},         // a kick to every node with only the user key
-		{2, 0, 1, 1, 'x'},         // a close with 1 key of 5
-		{99, 0, 0},                // a kind nobody knows
-		{6, 0, 2, 1, '7', 1, '8'}, // a node heartbeat with two node ids
-	} {
+	encode := func(m *clusterpb.Envelope) []byte {
+		b, err := cluster.Encode(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	v := cluster.Version
+	sent := [][]byte{
+		{},                 // nothing: does not decode
+		{v},                // no event: does not decode
+		{v, 0x12, 9},       // a kick claiming 9 bytes and holding none: does not decode
+		{v, 0xfa, 0x06, 0}, // only an event nobody knows (field 111): does not decode
+		{v, 0x3a, 1, 0x0a}, // a heartbeat cut short: does not decode
+		{1, 0, 9},          // the previous layout: a kick claiming 9 keys and holding none
+		{99, 0, 0},         // the previous layout: a kind nobody knows
+		encode(&clusterpb.Envelope{Event: &clusterpb.Envelope_Kick{Kick: &clusterpb.Kick{UserId: "x"}}}),                                     // a kick with only the user
+		encode(&clusterpb.Envelope{Event: &clusterpb.Envelope_Close{Close: &clusterpb.Close{Reason: "x"}}}),                                  // a close of nobody
+		encode(&clusterpb.Envelope{Event: &clusterpb.Envelope_NodeAlive{NodeAlive: &clusterpb.NodeAlive{}}}),                                 // a heartbeat of no node
+		encode(&clusterpb.Envelope{Event: &clusterpb.Envelope_RoomOnlineAnswer{RoomOnlineAnswer: &clusterpb.RoomOnlineAnswer{Sessions: 3}}}), // an answer nobody asked for
+	}
+	for _, data := range sent {
 		if err := nc.Publish("parley.all", data); err != nil {
 			t.Fatal(err)
 		}
@@ -36,7 +53,7 @@ func TestClusterMalformedEnvelopesAreCounted(t *testing.T) {
 	for _, n := range nodes {
 		eventually(t, "the malformed envelopes to be counted", func() bool {
 			_, text := scrape(t, n, testAPIKey)
-			return metricValue(t, text, "parley_cluster_malformed_total") == 6
+			return metricValue(t, text, "parley_cluster_malformed_total") == float64(len(sent))
 		})
 	}
 	alice, _ := nodes[0].connect(t, "alice", "a1", "phone", transports[0])

@@ -2,14 +2,13 @@ package chat
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/parleyim/parley/internal/cluster/clusterpb"
 	"github.com/parleyim/parley/internal/route"
 	"github.com/parleyim/parley/internal/session"
 	"github.com/parleyim/parley/internal/store"
@@ -21,18 +20,11 @@ import (
 // they tell it. In process (one node) every Publish is a no-op and no
 // envelope ever arrives, so none of this costs anything.
 
-// Envelope kinds (route.Envelope.Kind); 0 is a frame to deliver.
-const (
-	kindFrame        = 0
-	kindKick         = 1 // TopicAll: a session opened elsewhere; Keys: user, device type, device id, session id, start (Unix ns). (TopicUser, without the user key: from older nodes)
-	kindClose        = 2 // TopicAll: close a user's sessions; Keys: user, code, reason, session id ("": any), token id ("": any)
-	kindGroupChanged = 3 // TopicAll: Keys: conv, then "+uid" (joined) or "-uid" (left) per changed member
-	kindPresence     = 4 // TopicPresence: Keys: "1" (online here) or "0" (offline here)
-	kindSessions     = 5 // TopicNode: push Data to the sessions with the ids in Keys
-	kindNodeAlive    = 6 // TopicAll: Keys: the node's id; every peerBeat
-	kindListSessions = 7 // TopicUser, a question: the user's sessions on the answering node (JSON)
-	kindRoomOnline   = 8 // TopicRoom, a question: the room's sessions on the answering node (decimal)
-)
+// The events (proto/parley/cluster/v1/cluster.proto) and the topics they
+// go to: Frame to a user, group, room or every node; Kick, Close,
+// GroupChanged and NodeAlive (every peerBeat) to every node; Presence to the
+// user's presence subject; Sessions to one node; SessionsQuestion to a user,
+// RoomOnlineQuestion to a room.
 
 // gatherWait is how long a question to the other nodes waits for answers.
 // Nobody knows how many will come (only nodes with an interest hear it, and
@@ -100,7 +92,7 @@ func (s *Service) clusterOpened(sess *session.Session) {
 	if !first {
 		return
 	}
-	s.publish(&route.Envelope{Topic: route.TopicPresence, Key: uid, Kind: kindPresence, Keys: []string{"1", s.nodeID}})
+	s.publish(&route.Envelope{Topic: route.TopicPresence, Key: uid, Msg: presenceEvent(true, s.nodeID)})
 	convs, err := s.store.Conversations(context.Background(), uid)
 	if err != nil {
 		// The client's sync still brings every message; live group
@@ -141,8 +133,13 @@ func (s *Service) clusterKick(sess *session.Session) {
 // could each miss the other's kick. Every node has long subscribed to
 // TopicAll.
 func kickEnvelope(sess *session.Session) *route.Envelope {
-	return &route.Envelope{Topic: route.TopicAll, Kind: kindKick,
-		Keys: []string{sess.UserID, sess.DeviceType, sess.DeviceID, sess.ID, strconv.FormatInt(sess.Started.UnixNano(), 10)}}
+	return &route.Envelope{Topic: route.TopicAll, Msg: &clusterpb.Envelope{Event: &clusterpb.Envelope_Kick{Kick: &clusterpb.Kick{
+		UserId: sess.UserID, DeviceType: sess.DeviceType, DeviceId: sess.DeviceID, SessionId: sess.ID,
+		StartedUnixNano: sess.Started.UnixNano()}}}}
+}
+
+func presenceEvent(online bool, node string) *clusterpb.Envelope {
+	return &clusterpb.Envelope{Event: &clusterpb.Envelope_Presence{Presence: &clusterpb.Presence{Online: online, Node: node}}}
 }
 
 // receiveKick closes this node's sessions that newcomer, a session opened on
@@ -150,20 +147,16 @@ func kickEnvelope(sess *session.Session) *route.Envelope {
 // announces again those that rank after it: the newcomer's node may not have
 // heard of them (their kick went out before that node subscribed to the
 // user), and closes the newcomer when it hears.
-func (s *Service) receiveKick(uid string, keys []string) {
-	if len(keys) != 3 && len(keys) != 4 {
+func (s *Service) receiveKick(k *clusterpb.Kick) {
+	if k.UserId == "" || k.SessionId == "" {
 		s.malformedEnvelope()
 		return
 	}
 	now := time.Now()
-	newcomer := &session.Session{UserID: uid, DeviceType: keys[0], DeviceID: keys[1], ID: keys[2], Started: now}
-	if len(keys) == 4 { // else from a node that predates start times: it ranks as new
-		ns, err := strconv.ParseInt(keys[3], 10, 64)
-		if err != nil {
-			s.malformedEnvelope()
-			return
-		}
-		newcomer.Started = time.Unix(0, ns)
+	newcomer := &session.Session{UserID: k.UserId, DeviceType: k.DeviceType, DeviceID: k.DeviceId, ID: k.SessionId,
+		Started: time.Unix(0, k.StartedUnixNano)}
+	if k.StartedUnixNano == 0 { // unknown: it ranks as new
+		newcomer.Started = now
 	}
 	kicked, stayed := s.sessions.Evict(newcomer, now, simultaneousLogin)
 	for _, old := range kicked {
@@ -199,7 +192,7 @@ func (s *Service) clusterClosed(sess *session.Session) {
 	}
 	c.mu.Unlock()
 	if last {
-		s.publish(&route.Envelope{Topic: route.TopicPresence, Key: uid, Kind: kindPresence, Keys: []string{"0", s.nodeID}})
+		s.publish(&route.Envelope{Topic: route.TopicPresence, Key: uid, Msg: presenceEvent(false, s.nodeID)})
 	}
 }
 
@@ -211,16 +204,15 @@ func (s *Service) groupChanged(conv string, members []store.Member) {
 		return
 	}
 	s.memberInterests(conv, members)
-	keys := make([]string, 0, 1+len(members))
-	keys = append(keys, conv)
+	ev := &clusterpb.GroupChanged{ConversationId: conv}
 	for _, m := range members {
 		if m.Left {
-			keys = append(keys, "-"+m.UserID)
+			ev.Left = append(ev.Left, m.UserID)
 		} else {
-			keys = append(keys, "+"+m.UserID)
+			ev.Joined = append(ev.Joined, m.UserID)
 		}
 	}
-	s.publish(&route.Envelope{Topic: route.TopicAll, Kind: kindGroupChanged, Keys: keys})
+	s.publish(&route.Envelope{Topic: route.TopicAll, Msg: &clusterpb.Envelope{Event: &clusterpb.Envelope_GroupChanged{GroupChanged: ev}}})
 }
 
 func (s *Service) memberInterests(conv string, members []store.Member) {
@@ -278,7 +270,8 @@ func (s *Service) deliverGroupChange(conv string, g *groupState, changed []store
 	}
 	local, _ := s.online.online(conv)
 	s.sessions.DeliverLocal(without(local, direct), out, "", nil)
-	s.publish(&route.Envelope{Topic: route.TopicGroup, Key: conv, Keys: direct, Data: out.Bytes(wire.Proto)})
+	s.publish(&route.Envelope{Topic: route.TopicGroup, Key: conv, Msg: &clusterpb.Envelope{Event: &clusterpb.Envelope_Frame{Frame: &clusterpb.Frame{
+		SkipUsers: direct, Frame: out.Bytes(wire.Proto)}}}})
 }
 
 // without returns users minus the sorted list skip.
@@ -321,8 +314,8 @@ func (s *Service) CloseUserSessions(uid string, code pb.DisconnectCode, reason, 
 		// To every node, not the user's subject: a session that opened a
 		// moment ago may not have its interest known across the cluster
 		// yet, and closes are rare.
-		s.publish(&route.Envelope{Topic: route.TopicAll, Kind: kindClose,
-			Keys: []string{uid, strconv.Itoa(int(code)), reason, sessionID, tokenID}})
+		s.publish(&route.Envelope{Topic: route.TopicAll, Msg: &clusterpb.Envelope{Event: &clusterpb.Envelope_Close{Close: &clusterpb.Close{
+			UserId: uid, Code: int32(code), Reason: reason, SessionId: sessionID, TokenId: tokenID}}}})
 	}
 	return n
 }
@@ -346,6 +339,16 @@ type SessionInfo struct {
 	ConnectedAt time.Time `json:"connected_at"`
 }
 
+// sessionsAnswer is this node's answer to a SessionsQuestion about uid.
+func (s *Service) sessionsAnswer(uid string) *clusterpb.SessionsAnswer {
+	var a clusterpb.SessionsAnswer
+	for _, x := range s.sessions.Sessions(uid) {
+		a.Sessions = append(a.Sessions, &clusterpb.SessionInfo{SessionId: x.ID, UserId: x.UserID, DeviceId: x.DeviceID,
+			DeviceType: x.DeviceType, ConnectedUnixNano: x.Started.UnixNano()})
+	}
+	return &a
+}
+
 func (s *Service) localSessions(uid string) []SessionInfo {
 	list := []SessionInfo{}
 	for _, x := range s.sessions.Sessions(uid) {
@@ -359,14 +362,15 @@ func (s *Service) localSessions(uid string) []SessionInfo {
 // nodes that answer within gatherWait).
 func (s *Service) UserSessions(ctx context.Context, uid string) []SessionInfo {
 	list := s.localSessions(uid)
-	answers, err := s.router.Gather(ctx, &route.Envelope{Topic: route.TopicUser, Key: uid, Kind: kindListSessions}, gatherWait)
+	answers, err := s.router.Gather(ctx, &route.Envelope{Topic: route.TopicUser, Key: uid,
+		Msg: &clusterpb.Envelope{Event: &clusterpb.Envelope_SessionsQuestion{SessionsQuestion: &clusterpb.SessionsQuestion{}}}}, gatherWait)
 	if err != nil {
 		s.log.Warn("cluster: sessions of other nodes not listed", "err", err)
 	}
 	for _, a := range answers {
-		var more []SessionInfo
-		if json.Unmarshal(a, &more) == nil {
-			list = append(list, more...)
+		for _, x := range a.GetSessionsAnswer().GetSessions() {
+			list = append(list, SessionInfo{SessionID: x.SessionId, UserID: x.UserId, DeviceID: x.DeviceId,
+				DeviceType: x.DeviceType, ConnectedAt: time.Unix(0, x.ConnectedUnixNano)})
 		}
 	}
 	return list
@@ -376,30 +380,31 @@ func (s *Service) UserSessions(ctx context.Context, uid string) []SessionInfo {
 // cluster, the nodes that answer within gatherWait).
 func (s *Service) RoomOnlineAll(ctx context.Context, room string) int {
 	n := s.rooms.online(room)
-	answers, err := s.router.Gather(ctx, &route.Envelope{Topic: route.TopicRoom, Key: room, Kind: kindRoomOnline}, gatherWait)
+	answers, err := s.router.Gather(ctx, &route.Envelope{Topic: route.TopicRoom, Key: room,
+		Msg: &clusterpb.Envelope{Event: &clusterpb.Envelope_RoomOnlineQuestion{RoomOnlineQuestion: &clusterpb.RoomOnlineQuestion{}}}}, gatherWait)
 	if err != nil {
 		s.log.Warn("cluster: room counts of other nodes not read", "err", err)
 	}
 	for _, a := range answers {
-		if k, err := strconv.Atoi(string(a)); err == nil && k > 0 {
-			n += k
+		if k := a.GetRoomOnlineAnswer().GetSessions(); k > 0 {
+			n += int(k)
 		}
 	}
 	return n
 }
 
 // Answer implements route.Node.
-func (s *Service) Answer(env *route.Envelope) ([]byte, bool) {
+func (s *Service) Answer(env *route.Envelope) (*clusterpb.Envelope, bool) {
 	switch {
-	case env.Kind == kindListSessions && env.Topic == route.TopicUser:
-		list := s.localSessions(env.Key)
-		if len(list) == 0 {
+	case env.Msg.GetSessionsQuestion() != nil && env.Topic == route.TopicUser:
+		a := s.sessionsAnswer(env.Key)
+		if len(a.Sessions) == 0 {
 			return nil, false
 		}
-		b, err := json.Marshal(list)
-		return b, err == nil
-	case env.Kind == kindRoomOnline && env.Topic == route.TopicRoom:
-		return []byte(strconv.Itoa(s.rooms.online(env.Key))), true
+		return &clusterpb.Envelope{Event: &clusterpb.Envelope_SessionsAnswer{SessionsAnswer: a}}, true
+	case env.Msg.GetRoomOnlineQuestion() != nil && env.Topic == route.TopicRoom:
+		return &clusterpb.Envelope{Event: &clusterpb.Envelope_RoomOnlineAnswer{RoomOnlineAnswer: &clusterpb.RoomOnlineAnswer{
+			Sessions: int64(s.rooms.online(env.Key))}}}, true
 	}
 	return nil, false
 }
@@ -409,92 +414,85 @@ func (s *Service) HasUser(uid string) bool { return s.isOnline(uid) }
 
 // Receive implements route.Node: an envelope from another node.
 func (s *Service) Receive(env *route.Envelope, hold *wire.Hold) {
-	switch env.Kind {
-	case kindFrame:
-		s.receiveFrame(env, hold)
-	case kindKick:
-		uid, keys := env.Key, env.Keys
-		if env.Topic == route.TopicAll {
-			if len(keys) == 0 {
-				s.malformedEnvelope()
-				return
-			}
-			uid, keys = keys[0], keys[1:]
-		}
-		s.receiveKick(uid, keys)
-	case kindClose:
-		if len(env.Keys) != 5 {
+	switch ev := env.Msg.Event.(type) {
+	case *clusterpb.Envelope_Frame:
+		s.receiveFrame(env, ev.Frame, hold)
+	case *clusterpb.Envelope_Kick:
+		s.receiveKick(ev.Kick)
+	case *clusterpb.Envelope_Close:
+		c := ev.Close
+		if c.UserId == "" {
 			s.malformedEnvelope()
 			return
 		}
-		code, err := strconv.Atoi(env.Keys[1])
-		if err != nil {
+		s.closeLocal(c.UserId, pb.DisconnectCode(c.Code), c.Reason, c.SessionId, c.TokenId)
+	case *clusterpb.Envelope_GroupChanged:
+		g := ev.GroupChanged
+		if g.ConversationId == "" {
 			s.malformedEnvelope()
 			return
 		}
-		s.closeLocal(env.Keys[0], pb.DisconnectCode(code), env.Keys[2], env.Keys[3], env.Keys[4])
-	case kindGroupChanged:
-		if len(env.Keys) == 0 {
+		s.dropGroup(g.ConversationId)
+		members := make([]store.Member, 0, len(g.Joined)+len(g.Left))
+		for _, uid := range g.Joined {
+			members = append(members, store.Member{UserID: uid})
+		}
+		for _, uid := range g.Left {
+			members = append(members, store.Member{UserID: uid, Left: true})
+		}
+		s.memberInterests(g.ConversationId, members)
+	case *clusterpb.Envelope_Presence:
+		p := ev.Presence
+		if p.Node == "" || env.Topic != route.TopicPresence {
 			s.malformedEnvelope()
 			return
 		}
-		conv := env.Keys[0]
-		s.dropGroup(conv)
-		members := make([]store.Member, 0, len(env.Keys)-1)
-		for _, k := range env.Keys[1:] {
-			if len(k) > 1 {
-				members = append(members, store.Member{UserID: k[1:], Left: k[0] == '-'})
-			}
-		}
-		s.memberInterests(conv, members)
-	case kindPresence:
-		if len(env.Keys) != 2 {
+		s.heardFrom(p.Node)
+		s.remotePresence(env.Key, p.Node, p.Online)
+	case *clusterpb.Envelope_NodeAlive:
+		node := ev.NodeAlive.Node
+		if node == "" {
 			s.malformedEnvelope()
 			return
 		}
-		s.heardFrom(env.Keys[1])
-		s.remotePresence(env.Key, env.Keys[1], env.Keys[0] == "1")
-	case kindNodeAlive:
-		if len(env.Keys) != 1 {
-			s.malformedEnvelope()
-			return
-		}
-		if env.Keys[0] == s.nodeID { // NATS does not echo this node's own
+		if node == s.nodeID { // NATS does not echo this node's own
 			s.cluster.mu.Lock()
 			s.cluster.twinAt = time.Now()
 			s.cluster.mu.Unlock()
 			s.log.Error("cluster: another node has this node's node_id; give every node its own", "node_id", s.nodeID)
 			return
 		}
-		s.heardFrom(env.Keys[0])
-	case kindSessions:
-		out := wire.OutboundFromProto(env.Data) // NATS gives each message its own copy
+		s.heardFrom(node)
+	case *clusterpb.Envelope_Sessions:
+		out := wire.OutboundFromProto(ev.Sessions.Frame) // NATS gives each message its own copy
 		n := 0
-		for _, id := range env.Keys {
+		for _, id := range ev.Sessions.SessionIds {
 			if sess := s.sessions.ByID(id); sess != nil && sess.Conn.Send(out) {
 				n++
 			}
 		}
 		s.stats.deliveries.Add(uint64(n))
 	default:
-		s.malformedEnvelope() // a kind this node does not know
+		s.malformedEnvelope() // an event this node does not act on
 	}
 }
 
 // malformedEnvelope counts an envelope from another node that decoded but
-// does not hold what its kind needs: dropped, counted, never logged one by
+// does not hold what its event needs: dropped, counted, never logged one by
 // one (a faulty node would flood the log).
 func (s *Service) malformedEnvelope() { s.stats.malformed.Add(1) }
 
-func (s *Service) receiveFrame(env *route.Envelope, hold *wire.Hold) {
-	out := wire.OutboundFromProto(env.Data)
+// receiveFrame delivers fr, whose message the router reuses: what is kept
+// past the call is copied (its frame bytes are the NATS message's own).
+func (s *Service) receiveFrame(env *route.Envelope, fr *clusterpb.Frame, hold *wire.Hold) {
+	out := wire.OutboundFromProto(fr.Frame)
 	switch env.Topic {
 	case route.TopicUser:
-		s.sessions.DeliverLocal([]string{env.Key}, out, env.Except, hold)
+		s.sessions.DeliverLocal([]string{env.Key}, out, fr.ExceptSession, hold)
 	case route.TopicGroup:
-		f := remoteGroupFrame{out: out, except: env.Except}
-		if len(env.Keys) > 0 {
-			f.skip = slices.Clone(env.Keys)
+		f := remoteGroupFrame{out: out, except: fr.ExceptSession}
+		if len(fr.SkipUsers) > 0 {
+			f.skip = slices.Clone(fr.SkipUsers)
 			slices.Sort(f.skip)
 		}
 		s.receiveGroupFrame(env.Key, f, hold)
@@ -538,7 +536,7 @@ func (s *Service) peerLoop() {
 			return
 		case <-t.C:
 		}
-		s.publish(&route.Envelope{Topic: route.TopicAll, Kind: kindNodeAlive, Keys: []string{s.nodeID}})
+		s.publish(&route.Envelope{Topic: route.TopicAll, Msg: &clusterpb.Envelope{Event: &clusterpb.Envelope_NodeAlive{NodeAlive: &clusterpb.NodeAlive{Node: s.nodeID}}}})
 		s.sweepPeers(time.Now())
 	}
 }
@@ -613,7 +611,9 @@ func (s *Service) deliverGroupFrame(conv string, f remoteGroupFrame, hold *wire.
 // publishFrame sends a frame to the other nodes with an interest in t/key.
 func (s *Service) publishFrame(t route.Topic, key string, out *wire.Outbound) {
 	if s.router.Clustered() {
-		s.publish(&route.Envelope{Topic: t, Key: key, Data: out.Bytes(wire.Proto)})
+		if err := s.router.PublishFrame(context.Background(), t, key, out, ""); err != nil {
+			s.deliveryFailed("cluster event", err)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/parleyim/parley/internal/cluster/clusterpb"
 	"github.com/parleyim/parley/internal/route"
 	"github.com/parleyim/parley/internal/session"
 	pb "github.com/parleyim/parley/proto/parleyv1"
@@ -316,7 +317,8 @@ func (s *Service) PushSessions(ids []string, op int32, body []byte) PushResult {
 		}
 	}
 	for node, list := range remote {
-		s.publish(&route.Envelope{Topic: route.TopicNode, Key: node, Kind: kindSessions, Keys: list, Data: out.Bytes(wire.Proto)})
+		s.publish(&route.Envelope{Topic: route.TopicNode, Key: node, Msg: &clusterpb.Envelope{Event: &clusterpb.Envelope_Sessions{Sessions: &clusterpb.Sessions{
+			SessionIds: list, Frame: out.Bytes(wire.Proto)}}}})
 	}
 	res.Forwarded = len(remote) > 0
 	s.stats.deliveries.Add(uint64(res.Taken))

@@ -3,7 +3,6 @@ package route
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -19,6 +18,8 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/parleyim/parley/internal/cluster"
+	"github.com/parleyim/parley/internal/cluster/clusterpb"
 	"github.com/parleyim/parley/wire"
 )
 
@@ -59,9 +60,6 @@ type NATSConfig struct {
 	localToken string // random; authenticates this process to its embedded server
 }
 
-// kindQuery is the envelope kind of a presence query (answered by the router).
-const kindQuery = 255
-
 // inboxCap bounds the envelopes waiting for Node.Receive; past it NATS drops
 // them as a slow consumer (counted; receivers catch up by sync).
 const inboxCap = 1 << 16
@@ -90,6 +88,12 @@ type NATS struct {
 	startedAt  time.Time
 	wantRoutes int
 	routed     atomic.Bool
+
+	// bufs holds encode buffers (*[]byte): NATS copies what it publishes,
+	// so one buffer serves message after message.
+	bufs sync.Pool
+	// The user-online question and this node's answer, encoded once.
+	userOnlineQ, userOnlineA []byte
 
 	dropped   atomic.Uint64 // envelopes NATS dropped as a slow consumer
 	unsent    atomic.Uint64 // envelopes not published: NATS was unreachable
@@ -170,6 +174,11 @@ func NewNATS(cfg NATSConfig, local Local) (*NATS, error) {
 		return nil, fmt.Errorf("route: nats: %w", err)
 	}
 	r.nc = nc
+	r.userOnlineQ, _ = cluster.Encode(&clusterpb.Envelope{Event: &clusterpb.Envelope_UserOnlineQuestion{UserOnlineQuestion: &clusterpb.UserOnlineQuestion{}}})
+	if r.userOnlineA, err = cluster.Encode(&clusterpb.Envelope{Event: &clusterpb.Envelope_UserOnlineAnswer{UserOnlineAnswer: &clusterpb.UserOnlineAnswer{Node: cfg.NodeID}}}); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("route: node id: %w", err)
+	}
 	r.allSubj, r.nodeSubj = r.subject(TopicAll, ""), r.subject(TopicNode, cfg.NodeID)
 	for _, subj := range []string{r.allSubj, r.nodeSubj} {
 		if _, err := nc.ChanSubscribe(subj, r.inbox); err != nil {
@@ -312,74 +321,33 @@ func safeToken(s string) bool {
 	return true
 }
 
-// encode lays out an envelope: kind, except, keys, then data. Topic and key
-// travel in the subject.
-func encode(env *Envelope) []byte {
-	n := 1 + binary.MaxVarintLen32 + len(env.Except) + binary.MaxVarintLen32 + len(env.Data)
-	for _, k := range env.Keys {
-		n += binary.MaxVarintLen32 + len(k)
+// maxPooledBuf bounds the buffers kept for reuse: a rare large frame's
+// buffer is left to the garbage collector.
+const maxPooledBuf = 64 << 10
+
+func (r *NATS) getBuf() *[]byte {
+	if p, ok := r.bufs.Get().(*[]byte); ok {
+		return p
 	}
-	b := make([]byte, 0, n)
-	b = append(b, env.Kind)
-	b = appendString(b, env.Except)
-	b = binary.AppendUvarint(b, uint64(len(env.Keys)))
-	for _, k := range env.Keys {
-		b = appendString(b, k)
-	}
-	return append(b, env.Data...)
+	b := make([]byte, 0, 512)
+	return &b
 }
 
-func appendString(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
-var errBadEnvelope = errors.New("route: malformed envelope")
-
-// decode reads what encode wrote; Data aliases b.
-func decode(b []byte, env *Envelope) error {
-	if len(b) < 1 {
-		return errBadEnvelope
+func (r *NATS) putBuf(p *[]byte) {
+	if cap(*p) <= maxPooledBuf {
+		*p = (*p)[:0]
+		r.bufs.Put(p)
 	}
-	env.Kind = b[0]
-	b = b[1:]
-	var err error
-	if env.Except, b, err = readString(b); err != nil {
-		return err
-	}
-	n, w := binary.Uvarint(b)
-	if w <= 0 || n > uint64(len(b)) {
-		return errBadEnvelope
-	}
-	b = b[w:]
-	env.Keys = nil
-	if n > 0 {
-		env.Keys = make([]string, 0, n)
-	}
-	for range n {
-		var k string
-		if k, b, err = readString(b); err != nil {
-			return err
-		}
-		env.Keys = append(env.Keys, k)
-	}
-	env.Data = b
-	return nil
-}
-
-func readString(b []byte) (string, []byte, error) {
-	n, w := binary.Uvarint(b)
-	if w <= 0 || n > uint64(len(b)-w) {
-		return "", nil, errBadEnvelope
-	}
-	return string(b[w : w+int(n)]), b[w+int(n):], nil
 }
 
 // DeliverToUsers implements Router: local sessions now, and one envelope per
 // user to the nodes holding that user (NATS drops it where none does).
 func (r *NATS) DeliverToUsers(_ context.Context, users []string, out *wire.Outbound, except string, hold *wire.Hold) error {
 	r.local.DeliverLocal(users, out, except, hold)
-	data := encode(&Envelope{Except: except, Data: out.Bytes(wire.Proto)})
+	buf := r.getBuf()
+	defer r.putBuf(buf)
+	*buf = cluster.AppendFrame(*buf, except, out.Bytes(wire.Proto))
+	data := *buf
 	var first error
 	for i, u := range users {
 		if i < 8 && dupBefore(users, i) {
@@ -404,24 +372,47 @@ func dupBefore(users []string, i int) bool {
 // DeliverGroup implements Router.
 func (r *NATS) DeliverGroup(_ context.Context, conv string, local, joined []string, out *wire.Outbound, except string, hold *wire.Hold) error {
 	r.local.DeliverLocal(local, out, except, hold)
+	buf := r.getBuf()
+	defer r.putBuf(buf)
+	*buf = cluster.AppendFrame(*buf, except, out.Bytes(wire.Proto))
+	if len(joined) == 0 {
+		return r.publish(r.subject(TopicGroup, conv), *buf)
+	}
 	var first error
-	if len(joined) > 0 {
-		data := encode(&Envelope{Except: except, Data: out.Bytes(wire.Proto)})
-		for _, u := range joined {
-			if err := r.publish(r.subject(TopicUser, u), data); err != nil && first == nil {
-				first = err
-			}
+	for _, u := range joined {
+		if err := r.publish(r.subject(TopicUser, u), *buf); err != nil && first == nil {
+			first = err
 		}
 	}
-	if err := r.publish(r.subject(TopicGroup, conv), encode(&Envelope{Except: except, Keys: joined, Data: out.Bytes(wire.Proto)})); err != nil && first == nil {
+	data, err := cluster.Encode(&clusterpb.Envelope{Event: &clusterpb.Envelope_Frame{Frame: &clusterpb.Frame{
+		ExceptSession: except, SkipUsers: joined, Frame: out.Bytes(wire.Proto)}}})
+	if err == nil {
+		err = r.publish(r.subject(TopicGroup, conv), data)
+	}
+	if err != nil && first == nil {
 		first = err
 	}
 	return first
 }
 
+// PublishFrame implements Router.
+func (r *NATS) PublishFrame(_ context.Context, t Topic, key string, out *wire.Outbound, except string) error {
+	buf := r.getBuf()
+	defer r.putBuf(buf)
+	*buf = cluster.AppendFrame(*buf, except, out.Bytes(wire.Proto))
+	data := *buf
+	return r.publish(r.subject(t, key), data)
+}
+
 // Publish implements Router.
 func (r *NATS) Publish(_ context.Context, env *Envelope) error {
-	return r.publish(r.subject(env.Topic, env.Key), encode(env))
+	buf := r.getBuf()
+	defer r.putBuf(buf)
+	var err error
+	if *buf, err = cluster.Append(*buf, env.Msg); err != nil {
+		return err
+	}
+	return r.publish(r.subject(env.Topic, env.Key), *buf)
 }
 
 func (r *NATS) publish(subj string, data []byte) error {
@@ -486,9 +477,13 @@ func (r *NATS) Interests() int {
 
 // Gather implements Router: a request whose replies are collected on an
 // inbox of its own until wait passes.
-func (r *NATS) Gather(ctx context.Context, env *Envelope, wait time.Duration) ([][]byte, error) {
+func (r *NATS) Gather(ctx context.Context, env *Envelope, wait time.Duration) ([]*clusterpb.Envelope, error) {
 	if !r.nc.IsConnected() {
 		return nil, ErrNotConnected
+	}
+	question, err := cluster.Encode(env.Msg)
+	if err != nil {
+		return nil, err
 	}
 	inbox := nats.NewInbox()
 	sub, err := r.nc.SubscribeSync(inbox)
@@ -496,19 +491,23 @@ func (r *NATS) Gather(ctx context.Context, env *Envelope, wait time.Duration) ([
 		return nil, err
 	}
 	defer sub.Unsubscribe()
-	if err := r.nc.PublishRequest(r.subject(env.Topic, env.Key), inbox, encode(env)); err != nil {
+	if err := r.nc.PublishRequest(r.subject(env.Topic, env.Key), inbox, question); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	var out [][]byte
+	var out []*clusterpb.Envelope
+	var d cluster.Decoder
 	for {
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
 			break // the wait is over
 		}
-		if len(m.Data) > 0 {
-			out = append(out, m.Data)
+		// Answers are never frames, so each is a message of its own.
+		if a, err := d.Decode(m.Data); err == nil {
+			out = append(out, a)
+		} else {
+			r.malformed.Add(1)
 		}
 	}
 	return out, nil
@@ -522,12 +521,16 @@ func (r *NATS) OnlineElsewhere(ctx context.Context, uid string) (string, error) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	defer cancel()
-	m, err := r.nc.RequestWithContext(ctx, r.subject(TopicUser, uid), []byte{kindQuery, 0, 0})
+	m, err := r.nc.RequestWithContext(ctx, r.subject(TopicUser, uid), r.userOnlineQ)
 	switch {
-	case err == nil && len(m.Data) > 0:
-		return string(m.Data), nil // the answering node's id
 	case err == nil:
-		return "", errBadEnvelope
+		var d cluster.Decoder
+		a, err := d.Decode(m.Data)
+		if node := a.GetUserOnlineAnswer().GetNode(); err == nil && node != "" {
+			return node, nil
+		}
+		r.malformed.Add(1)
+		return "", cluster.ErrMalformed
 	case errors.Is(err, nats.ErrNoResponders):
 		return "", nil
 	}
@@ -650,6 +653,7 @@ const holdMax = 256
 func (r *NATS) receiveLoop() {
 	hold := &wire.Hold{}
 	var env Envelope
+	var d cluster.Decoder
 	held := 0
 	for {
 		var m *nats.Msg
@@ -660,7 +664,7 @@ func (r *NATS) receiveLoop() {
 			return
 		}
 		r.received.Add(1)
-		r.handle(m, &env, hold)
+		r.handle(m, &d, &env, hold)
 		if held++; held >= holdMax || len(r.inbox) == 0 {
 			hold.Release()
 			held = 0
@@ -668,7 +672,7 @@ func (r *NATS) receiveLoop() {
 	}
 }
 
-func (r *NATS) handle(m *nats.Msg, env *Envelope, hold *wire.Hold) {
+func (r *NATS) handle(m *nats.Msg, d *cluster.Decoder, env *Envelope, hold *wire.Hold) {
 	r.mu.Lock()
 	in := r.interests[m.Subject]
 	r.mu.Unlock()
@@ -684,22 +688,34 @@ func (r *NATS) handle(m *nats.Msg, env *Envelope, hold *wire.Hold) {
 	default:
 		return // an interest dropped while this was in flight
 	}
-	if err := decode(m.Data, env); err != nil {
+	msg, err := d.Decode(m.Data)
+	if err != nil {
 		// Counted, not logged per envelope: a node sending garbage would
 		// flood the log.
 		r.malformed.Add(1)
 		return
 	}
-	env.Topic, env.Key = t, key
-	if env.Kind == kindQuery {
+	env.Topic, env.Key, env.Msg = t, key, msg
+	if msg.GetUserOnlineQuestion() != nil {
 		if t == TopicUser && m.Reply != "" && r.node.HasUser(key) {
-			_ = m.Respond([]byte(r.cfg.NodeID))
+			answer := r.userOnlineA
+			if cluster.Legacy(m.Data) {
+				answer = []byte(r.cfg.NodeID) // as the previous release answers
+			}
+			_ = m.Respond(answer)
 		}
 		return
 	}
 	if m.Reply != "" {
+		// The previous release's other questions want answers in its
+		// layout: during an upgrade its admin reads miss this node.
+		if cluster.Legacy(m.Data) {
+			return
+		}
 		if answer, ok := r.node.Answer(env); ok {
-			_ = m.Respond(answer)
+			if b, err := cluster.Encode(answer); err == nil {
+				_ = m.Respond(b)
+			}
 		}
 		return
 	}

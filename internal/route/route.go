@@ -10,6 +10,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/parleyim/parley/internal/cluster/clusterpb"
 	"github.com/parleyim/parley/wire"
 )
 
@@ -30,29 +31,28 @@ const (
 	TopicAll                       // no key: every node
 )
 
-// Envelope is what travels between nodes: a frame to deliver (Kind 0) or an
-// event of a Kind the receiving Node defines.
+// Envelope is what travels between nodes: Msg, a typed event (a frame to
+// deliver, or one the receiving Node acts on), about the topic key that
+// travels beside it in the subject. Package cluster encodes Msg.
 type Envelope struct {
-	Topic  Topic
-	Key    string
-	Kind   uint8
-	Except string   // a session id not to deliver to
-	Keys   []string // a list the Kind needs (for example session ids)
-	// Data is the frame (protobuf ServerFrame) when Kind is 0, else the event.
-	Data []byte
+	Topic Topic
+	Key   string
+	Msg   *clusterpb.Envelope
 }
 
 // Node is this node's side of a cluster Router: where envelopes from other
 // nodes go, on one goroutine, in the order they arrived.
 type Node interface {
-	// Receive handles an envelope from another node. hold defers flushes
-	// until the Router has drained what arrived together.
+	// Receive handles an envelope from another node. A frame's Msg is
+	// reused for the next envelope: what outlives the call is copied.
+	// hold defers flushes until the Router has drained what arrived
+	// together.
 	Receive(env *Envelope, hold *wire.Hold)
 	// HasUser reports whether uid has a session on this node (presence queries).
 	HasUser(uid string) bool
 	// Answer answers a question from another node (see Router.Gather);
 	// false: nothing to say.
-	Answer(env *Envelope) ([]byte, bool)
+	Answer(env *Envelope) (*clusterpb.Envelope, bool)
 }
 
 // ErrNotConnected is Ready's answer while the Router cannot reach other nodes.
@@ -83,6 +83,10 @@ type Cluster interface {
 	// Publish sends env to the other nodes with an interest in env.Topic and
 	// env.Key (every other node for TopicAll). Nothing in process.
 	Publish(ctx context.Context, env *Envelope) error
+	// PublishFrame sends out (except to the session except) to the other
+	// nodes with an interest in t and key, as Publish of a Frame would,
+	// without building one per message.
+	PublishFrame(ctx context.Context, t Topic, key string, out *wire.Outbound, except string) error
 	// Watch and Unwatch count this node's interest in a topic key (they
 	// nest); other nodes' envelopes reach Node.Receive while it is above 0.
 	Watch(t Topic, key string)
@@ -91,8 +95,9 @@ type Cluster interface {
 	// cluster's messaging (nil at once in process).
 	Barrier(ctx context.Context) error
 	// Gather asks the other nodes with an interest in env's topic and key
-	// and returns the answers that came within wait. Nothing in process.
-	Gather(ctx context.Context, env *Envelope, wait time.Duration) ([][]byte, error)
+	// and returns the answers that came within wait (those that did not
+	// decode are dropped and counted). Nothing in process.
+	Gather(ctx context.Context, env *Envelope, wait time.Duration) ([]*clusterpb.Envelope, error)
 	// OnlineElsewhere returns the id of another node holding a session of
 	// uid, or "" when none does.
 	OnlineElsewhere(ctx context.Context, uid string) (node string, err error)
@@ -132,6 +137,11 @@ func (r *InProcess) DeliverGroup(_ context.Context, _ string, local, _ []string,
 // Publish implements Router: there is no other node.
 func (r *InProcess) Publish(context.Context, *Envelope) error { return nil }
 
+// PublishFrame implements Router: there is no other node.
+func (r *InProcess) PublishFrame(context.Context, Topic, string, *wire.Outbound, string) error {
+	return nil
+}
+
 // Watch implements Router.
 func (r *InProcess) Watch(Topic, string) {}
 
@@ -142,7 +152,7 @@ func (r *InProcess) Unwatch(Topic, string) {}
 func (r *InProcess) Barrier(context.Context) error { return nil }
 
 // Gather implements Router: there is nobody to ask.
-func (r *InProcess) Gather(context.Context, *Envelope, time.Duration) ([][]byte, error) {
+func (r *InProcess) Gather(context.Context, *Envelope, time.Duration) ([]*clusterpb.Envelope, error) {
 	return nil, nil
 }
 
