@@ -633,7 +633,7 @@ func (s *Service) flushLastSeen() {
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				err := s.store.SetLastSeen(context.Background(), uid, t)
+				err := s.store.SetLastSeen(s.life, uid, t)
 				if err != nil && !errors.Is(err, store.ErrClosed) && !errors.Is(err, store.ErrNoSpace) {
 					s.log.Warn("last seen not recorded", "user", uid, "err", err)
 				}
@@ -770,7 +770,7 @@ func (s *Service) checkOffline(uid string, lastSeen int64) {
 	gen := p.gen[uid]
 	p.mu.Unlock()
 	go func() {
-		node, err := s.router.OnlineElsewhere(context.Background(), uid)
+		node, err := s.router.OnlineElsewhere(s.life, uid)
 		if err != nil {
 			return // cannot tell: leave the state as it is
 		}
