@@ -195,7 +195,7 @@ type Service struct {
 	stopped sync.Once
 
 	groups      groupCache
-	changeLocks keyLocks    // recall/edit/settings read-modify-write locks (changes.go); logins under MaxUserSessions
+	changeLocks keyLocks    // settings read-modify-write locks (changes.go); logins under MaxUserSessions
 	online      onlineIndex // which group members are online here (online.go)
 	social      social      // contacts, blocks, typing limits and presence (social.go)
 	rooms       roomIndex   // chat rooms (rooms.go)

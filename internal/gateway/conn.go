@@ -93,8 +93,8 @@ type Conn struct {
 	pause       uint8         // pauseNone, pausePaused or pauseDrained
 	resumeCh    chan struct{} // goroutine driver: closed to wake a paused reader
 
-	// Set once under mu by Context (then hasCtx); cancel is called when
-	// the close begins.
+	// Set once under mu by Context (then hasCtx); cancel is called once
+	// the close has begun (cancelContext).
 	ctx    context.Context
 	cancel context.CancelFunc
 }
@@ -149,6 +149,15 @@ func (c *Conn) Context() context.Context {
 		c.hasCtx.Store(true)
 	}
 	return c.ctx
+}
+
+// cancelContext cancels Context's context, once the close has begun (called
+// after Conn.mu is released, so no other lock is taken under it). A context
+// made after the close began was cancelled by Context itself.
+func (c *Conn) cancelContext() {
+	if c.hasCtx.Load() {
+		c.cancel()
+	}
 }
 
 // Value returns what SetValue stored, or nil.
@@ -287,6 +296,7 @@ func (c *Conn) closeQueued(code pb.DisconnectCode, frames []*wire.Outbound, wsSt
 	sched := !c.flushing
 	c.flushing = true
 	c.mu.Unlock()
+	c.cancelContext()
 	if sched {
 		c.g.flushQ.push(c)
 	}
@@ -305,6 +315,7 @@ func (c *Conn) abort(code pb.DisconnectCode) bool {
 	c.queue, c.ctl, c.queuedBytes = nil, nil, 0
 	c.wsCloseDue = false
 	c.mu.Unlock()
+	c.cancelContext()
 	c.shutSocket()
 	return set
 }
@@ -316,9 +327,6 @@ func (c *Conn) markClosingLocked(code pb.DisconnectCode) {
 	c.closing = true
 	c.closingF.Store(true)
 	c.closeCode = code
-	if c.cancel != nil {
-		c.cancel()
-	}
 	if code == pb.DisconnectCode_DISCONNECT_CODE_SLOW {
 		c.g.stats.slowClosed.Add(1)
 	}
