@@ -231,7 +231,9 @@ func (s *Service) edit(ctx context.Context, c Replier, sess *session.Session, id
 // turns the copy into the updated message. As the committer stores one
 // write at a time, a change is checked against every change of the message
 // stored before it on this node: a recall and an edit racing each other
-// cannot both pass their checks.
+// cannot both pass their checks. Another node's committer may store a
+// recall between this read and the write; store.Apply refuses to update a
+// recalled message (ErrConflict, answered CONFLICT), so the recall stands.
 func (s *Service) commitChange(ctx context.Context, c Replier, sess *session.Session, reqID uint64, ev *pb.Message, check func(*pb.Message) error) error {
 	if ev.ClientMsgId == "" {
 		ev.ClientMsgId = "evt-" + randomID()

@@ -816,6 +816,9 @@ func (s *Service) commit(batch []*pendingSend) committedBatch {
 			}
 		}
 		res[i], errs[i] = s.store.Apply(ctx, *p.change)
+		if p.check != nil && errors.Is(errs[i], store.ErrConflict) {
+			errs[i] = errConflict // recalled by another node since checkChange read it
+		}
 	}
 	flush(len(batch))
 	took := time.Since(now)
