@@ -13,6 +13,7 @@ import (
 
 	"github.com/parleyim/parley/internal/limit"
 	"github.com/parleyim/parley/internal/session"
+	"github.com/parleyim/parley/internal/store"
 )
 
 // Config is the whole configuration of a Parley server. Every field's zero
@@ -250,6 +251,8 @@ type Config struct {
 
 	// storeFS, when set (tests only), is the embedded store's filesystem.
 	storeFS vfs.FS
+	// storeWrap, when set (tests only), wraps the opened store.
+	storeWrap func(store.Store) store.Store
 
 	// NodeID distinguishes message ids of different nodes, 0-1023. Default 0.
 	NodeID uint16 `yaml:"node_id"`

@@ -1,6 +1,10 @@
 package server
 
-import "github.com/cockroachdb/pebble/v2/vfs"
+import (
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/parleyim/parley/internal/store"
+)
 
 // SetStoreFSForTest puts the embedded store on fs (a fault-injecting
 // filesystem in tests) instead of the operating system's.
@@ -8,3 +12,7 @@ func SetStoreFSForTest(c *Config, fs vfs.FS) { c.storeFS = fs }
 
 // WithDefaultsForTest is c with every default filled in, as New sees it.
 func WithDefaultsForTest(c Config) Config { return c.withDefaults() }
+
+// SetStoreWrapForTest makes the server use wrap(store) instead of the store
+// it opened (a real store wrapped to stall in tests).
+func SetStoreWrapForTest(c *Config, wrap func(store.Store) store.Store) { c.storeWrap = wrap }

@@ -92,6 +92,9 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("parley: open store: %w", err)
 	}
 	cleanups = append(cleanups, func() { st.Close() })
+	if cfg.storeWrap != nil {
+		st = cfg.storeWrap(st)
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger, store: st, started: time.Now()}
 	s.hooks, err = webhook.New(webhook.Config{URLs: cfg.WebhookURLs, Secret: secrets.WebhookSecret,
 		Events: cfg.WebhookEvents, QueueSize: cfg.WebhookQueue, Logger: cfg.Logger})

@@ -24,7 +24,8 @@ import (
 // management and system messages run as the system (chat.Service.CallSystem),
 // so the rules and events are the same whoever asks.
 
-// callTimeout bounds one request that goes through the committer.
+// callTimeout bounds one request run through the chat service (POST /v1/rpc
+// and the admin API's group and message calls), store reads included.
 const callTimeout = 15 * time.Second
 
 type adminUser struct {

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -14,7 +13,9 @@ import (
 // rpc: POST /v1/rpc with a user's bearer token and one ClientFrame in its
 // canonical JSON form (as sent over a WebSocket, without "id"). It runs
 // through the same handlers and checks as a socket session; the answer is the
-// ServerFrame's JSON, or an error body with the frame's code.
+// ServerFrame's JSON, or an error body with the frame's code. The request
+// runs under the HTTP request's context, bounded by callTimeout: its store
+// reads stop when the client goes away or the time is up.
 func (a *API) rpc(w http.ResponseWriter, r *http.Request, c auth.Claims, _ string) {
 	body, ok := readBody(w, r)
 	if !ok {
@@ -25,7 +26,7 @@ func (a *API) rpc(w http.ResponseWriter, r *http.Request, c auth.Claims, _ strin
 		writeCode(w, codeBadRequest, "malformed frame")
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
 	out, err := a.cfg.Chat.Call(ctx, c, &f)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/parleyim/parley/internal/session"
-	"github.com/parleyim/parley/internal/store"
 	pb "github.com/parleyim/parley/proto/parleyv1"
 )
 
@@ -39,7 +38,7 @@ func (s *Service) CallSystem(ctx context.Context, f *pb.ClientFrame) (*pb.Server
 	case *pb.ClientFrame_Recall:
 		err = s.systemRecall(ctx, rep, sess, f.Id, b.Recall)
 	default:
-		err = s.dispatch(rep, sess, f)
+		err = s.dispatch(ctx, rep, sess, f)
 	}
 	if err != nil {
 		s.replyErr(rep, f.Id, err)
@@ -69,7 +68,7 @@ func (s *Service) systemSend(ctx context.Context, c Replier, sess *session.Sessi
 	}
 	msg := &pb.Message{ConversationId: m.ConversationId, ClientMsgId: m.ClientMsgId,
 		ContentType: m.ContentType, Payload: m.Payload, Kind: pb.MessageKind_MESSAGE_KIND_NORMAL}
-	if !s.submit(&pendingSend{conn: c, sessID: sess.ID, reqID: reqID, msg: msg, start: time.Now().UnixNano()}) {
+	if !s.submit(ctx, &pendingSend{conn: c, sessID: sess.ID, reqID: reqID, msg: msg, start: time.Now().UnixNano()}) {
 		return errUnavail
 	}
 	return nil
@@ -81,31 +80,22 @@ func (s *Service) systemRecall(ctx context.Context, c Replier, sess *session.Ses
 	if r.Seq == 0 || len(r.ClientMsgId) > maxClientMsgID || conv == "" {
 		return errBadRequest
 	}
-	unlock, err := s.lockMessage(conv, r.Seq)
-	if err != nil {
-		return err
-	}
-	upd, err := s.targetMessage(ctx, conv, r.Seq)
-	if err == nil && (upd.Kind != pb.MessageKind_MESSAGE_KIND_NORMAL || upd.Recalled) {
-		err = errConflict
-	}
-	if err != nil {
-		unlock()
-		return err
-	}
-	upd.Recalled, upd.Payload, upd.ContentType = true, nil, ""
-	// In a 1:1 conversation the event names the sender as `from` (delivery
-	// goes to `from` and `to`); in a group `from` is empty, the system.
-	from := ""
-	if !isGroup(conv) {
-		from = upd.From
-	}
-	ev := &pb.Message{ConversationId: conv, From: from, To: upd.To, ClientMsgId: r.ClientMsgId,
+	ev := &pb.Message{ConversationId: conv, ClientMsgId: r.ClientMsgId,
 		Kind: pb.MessageKind_MESSAGE_KIND_RECALL, Event: &pb.MessageEvent{TargetSeq: r.Seq}}
-	if ev.ClientMsgId == "" {
-		ev.ClientMsgId = "evt-" + randomID()
-	}
-	return s.commitChange(c, sess, id, store.Change{Event: ev, Update: upd}, unlock)
+	return s.commitChange(ctx, c, sess, id, ev, func(m *pb.Message) error {
+		if m.Kind != pb.MessageKind_MESSAGE_KIND_NORMAL || m.Recalled {
+			return errConflict
+		}
+		m.Recalled, m.Payload, m.ContentType = true, nil, ""
+		// In a 1:1 conversation the event names the sender as `from`
+		// (delivery goes to `from` and `to`); in a group `from` is empty,
+		// the system.
+		if !isGroup(conv) {
+			ev.From = m.From
+		}
+		ev.To = m.To
+		return nil
+	})
 }
 
 // AdminMessages reads any conversation for the admin API: forward from after

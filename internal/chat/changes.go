@@ -21,29 +21,27 @@ import (
 const (
 	maxHideSeqs      = 1000 // seqs in one DeleteForMe
 	maxReadCountSeqs = 100  // seqs in one ReadCounts
-	// changeLockWait bounds how long a recall or edit waits for another
-	// change of the same message to be stored.
+	// changeLockWait bounds how long a settings change or a login waits
+	// for another one of the same key (keyLocks).
 	changeLockWait = 5 * time.Second
 )
 
-// keyLocks serializes read-modify-write sequences per key: a recall or edit
-// reads the message, checks it, and stores the changed copy through the
-// committer; without the lock a recall and an edit of one message racing
-// each other could both pass their checks and the edit would bring the
-// recalled payload back. A lock is held from the read until the change is
-// stored (released in the committer's after callback), so it may span
-// goroutines (a channel, not a sync.Mutex).
+// keyLocks serializes read-modify-write sequences per key that run on one
+// goroutine from the read to the write: a user's conversation settings
+// (settingsLockKey: a pin and a clear must not overwrite each other) and a
+// user's logins while MaxUserSessions is counted (admitLockKey). A waiter
+// gives up after a bound, which a sync.Mutex cannot do, hence a channel per
+// held key.
+//
+// Changes of messages (recall, edit) need no lock: the committer reads and
+// checks the message right before storing the change (see commitChange), so
+// two changes of one message are serialized by the committer itself.
 //
 // The table lives in the Service (Service.changeLocks); an entry exists only
-// while held. The lock is per node, which is all a single-node store needs.
+// while held. The lock is per node.
 type keyLocks struct {
 	mu sync.Mutex
 	m  map[any]chan struct{} // closed when released
-}
-
-type messageLockKey struct {
-	conv string
-	seq  uint64
 }
 
 type settingsLockKey struct {
@@ -83,17 +81,6 @@ func (l *keyLocks) unlock(k any) {
 	close(held)
 }
 
-// lockMessage takes the change lock of one message; the returned func
-// releases it (exactly once).
-func (s *Service) lockMessage(conv string, seq uint64) (func(), error) {
-	k := messageLockKey{conv: conv, seq: seq}
-	if !s.changeLocks.lock(k, changeLockWait) {
-		return nil, errUnavail
-	}
-	var once sync.Once
-	return func() { once.Do(func() { s.changeLocks.unlock(k) }) }, nil
-}
-
 // changeTarget checks that uid may change messages of conv (recall, edit):
 // a 1:1 conversation they are in, or a group of which they are a current
 // member and that is not dissolved. It returns the group's state for a
@@ -113,6 +100,7 @@ func (s *Service) changeTarget(ctx context.Context, uid, conv string) (*groupSta
 
 // targetMessage reads the message a change refers to, as a copy the caller
 // may modify. A missing message is errDenied (as for an unreadable one).
+// The committer calls it right before storing the change.
 func (s *Service) targetMessage(ctx context.Context, conv string, seq uint64) (*pb.Message, error) {
 	m, err := s.store.GetMessage(ctx, conv, seq)
 	if errors.Is(err, store.ErrNotFound) {
@@ -166,37 +154,29 @@ func (s *Service) recall(ctx context.Context, c Replier, sess *session.Session, 
 	if g != nil && r.Seq <= g.readsAfter(g.members[uid]) {
 		return errDenied // not a message uid may read
 	}
-	unlock, err := s.lockMessage(conv, r.Seq)
-	if err != nil {
-		return err
-	}
-	upd, err := s.checkRecall(ctx, g, uid, conv, r.Seq)
-	if err != nil {
-		unlock()
-		return err
-	}
-	upd.Recalled, upd.Payload, upd.ContentType = true, nil, ""
 	ev := &pb.Message{ConversationId: conv, From: uid, To: peer, ClientMsgId: r.ClientMsgId,
 		Kind: pb.MessageKind_MESSAGE_KIND_RECALL, Event: &pb.MessageEvent{TargetSeq: r.Seq}}
-	return s.commitChange(c, sess, id, store.Change{Event: ev, Update: upd}, unlock)
+	return s.commitChange(ctx, c, sess, id, ev, func(m *pb.Message) error {
+		if err := s.checkRecall(g, uid, m); err != nil {
+			return err
+		}
+		m.Recalled, m.Payload, m.ContentType = true, nil, ""
+		return nil
+	})
 }
 
-// checkRecall returns a copy of the message to recall once uid may recall it.
-func (s *Service) checkRecall(ctx context.Context, g *groupState, uid, conv string, seq uint64) (*pb.Message, error) {
-	m, err := s.targetMessage(ctx, conv, seq)
-	if err != nil {
-		return nil, err
-	}
+// checkRecall says whether uid may recall m (as stored now).
+func (s *Service) checkRecall(g *groupState, uid string, m *pb.Message) error {
 	privileged := mayRecallAny(g, uid, m.From)
 	switch {
 	case m.From != uid && !privileged:
-		return nil, errDenied
+		return errDenied
 	case m.Kind != pb.MessageKind_MESSAGE_KIND_NORMAL || m.Recalled:
-		return nil, errConflict
+		return errConflict
 	case !privileged && time.Now().UnixMilli()-m.ServerTime > s.cfg.RecallWindow.Milliseconds():
-		return nil, errWindow
+		return errWindow
 	}
-	return m, nil
+	return nil
 }
 
 // edit replaces the content of the caller's own message. The EDIT event
@@ -227,45 +207,48 @@ func (s *Service) edit(ctx context.Context, c Replier, sess *session.Session, id
 	if err != nil {
 		return err
 	}
-	unlock, err := s.lockMessage(conv, r.Seq)
-	if err != nil {
-		return err
-	}
-	upd, err := s.targetMessage(ctx, conv, r.Seq)
-	if err == nil {
-		switch {
-		case upd.From != uid:
-			err = errDenied
-		case upd.Kind != pb.MessageKind_MESSAGE_KIND_NORMAL || upd.Recalled:
-			err = errConflict
-		}
-	}
-	if err != nil {
-		unlock()
-		return err
-	}
-	upd.ContentType, upd.Payload, upd.EditedAt = r.ContentType, r.Payload, time.Now().UnixMilli()
 	ev := &pb.Message{ConversationId: conv, From: uid, To: peer, ClientMsgId: r.ClientMsgId,
 		ContentType: r.ContentType, Payload: r.Payload,
 		Kind: pb.MessageKind_MESSAGE_KIND_EDIT, Event: &pb.MessageEvent{TargetSeq: r.Seq}}
-	return s.commitChange(c, sess, id, store.Change{Event: ev, Update: upd}, unlock)
+	return s.commitChange(ctx, c, sess, id, ev, func(m *pb.Message) error {
+		switch {
+		case m.From != uid:
+			return errDenied
+		case m.Kind != pb.MessageKind_MESSAGE_KIND_NORMAL || m.Recalled:
+			return errConflict
+		}
+		m.ContentType, m.Payload, m.EditedAt = r.ContentType, r.Payload, time.Now().UnixMilli()
+		return nil
+	})
 }
 
-// commitChange stores a message change (recall, edit) with its event through
-// the committer, then releases the message's lock, replies send_ack and
-// delivers the event to the conversation (except the calling session).
-func (s *Service) commitChange(c Replier, sess *session.Session, reqID uint64, ch store.Change, unlock func()) error {
-	if ch.Event.ClientMsgId == "" {
-		ch.Event.ClientMsgId = "evt-" + randomID()
+// commitChange stores a change of one message (recall, edit) with its event
+// ev through the committer, then replies send_ack and delivers the event to
+// the conversation (except the calling session). The committer reads the
+// target message (ev's conversation, ev.Event.TargetSeq) right before
+// storing, after every write queued before this one, and hands a copy to
+// check, which refuses the change (an *Error answered to the client) or
+// turns the copy into the updated message. As the committer stores one
+// write at a time, a change is checked against every change of the message
+// stored before it on this node: a recall and an edit racing each other
+// cannot both pass their checks. Another node's committer may store a
+// recall between this read and the write; store.Apply refuses to update a
+// recalled message (ErrConflict, answered CONFLICT), so the recall stands.
+func (s *Service) commitChange(ctx context.Context, c Replier, sess *session.Session, reqID uint64, ev *pb.Message, check func(*pb.Message) error) error {
+	if ev.ClientMsgId == "" {
+		ev.ClientMsgId = "evt-" + randomID()
 	}
-	p := &pendingSend{conn: c, sessID: sess.ID, reqID: reqID, change: &ch}
+	p := &pendingSend{conn: c, sessID: sess.ID, reqID: reqID, change: &store.Change{Event: ev}, check: check}
 	p.after = func(r store.AppendResult, err error) {
-		unlock()
 		if err != nil {
+			var ce *Error
 			code := pb.ErrorCode_ERROR_CODE_UNAVAILABLE
-			if errors.Is(err, store.ErrNotFound) {
+			switch {
+			case errors.As(err, &ce): // refused by check, or the read before it failed
+				code = ce.Code
+			case errors.Is(err, store.ErrNotFound):
 				code = pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED
-			} else {
+			default:
 				s.log.Warn("store failed; change answered UNAVAILABLE", "err", err)
 			}
 			c.SendFrame(errorFrame(reqID, code))
@@ -273,13 +256,27 @@ func (s *Service) commitChange(c Replier, sess *session.Session, reqID uint64, c
 		}
 		c.SendFrame(sendAckFrame(reqID, r))
 		if !r.Duplicate {
-			s.deliverMessage(context.Background(), r.Msg, sess.ID)
+			s.deliverMessage(s.life, r.Msg, sess.ID)
 		}
 	}
-	if !s.submit(p) {
-		unlock()
+	if !s.submit(ctx, p) {
 		return errUnavail
 	}
+	return nil
+}
+
+// checkChange runs on the committer: it reads the message p's change
+// targets and lets p.check turn it into the change's Update.
+func (s *Service) checkChange(ctx context.Context, p *pendingSend) error {
+	ev := p.change.Event
+	m, err := s.targetMessage(ctx, ev.ConversationId, ev.GetEvent().GetTargetSeq())
+	if err != nil {
+		return err
+	}
+	if err := p.check(m); err != nil {
+		return err
+	}
+	p.change.Update = m
 	return nil
 }
 

@@ -93,7 +93,7 @@ func (s *Service) clusterOpened(sess *session.Session) {
 		return
 	}
 	s.publish(&route.Envelope{Topic: route.TopicPresence, Key: uid, Msg: presenceEvent(true, s.nodeID)})
-	convs, err := s.store.Conversations(context.Background(), uid)
+	convs, err := s.store.Conversations(s.life, uid)
 	if err != nil {
 		// The client's sync still brings every message; live group
 		// delivery to this session waits for its next login.
@@ -109,7 +109,7 @@ func (s *Service) clusterOpened(sess *session.Session) {
 		}
 	}
 	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(s.life, 2*time.Second)
 	defer cancel()
 	if err := s.router.Barrier(ctx); err != nil {
 		s.log.Warn("cluster: interests not confirmed", "err", err)
@@ -251,7 +251,7 @@ func (s *Service) dropGroup(conv string) {
 // (changed members, extra) individually, as nodes may not yet watch the
 // group for them; the other online members through the group.
 func (s *Service) deliverGroupChange(conv string, g *groupState, changed []store.Member, extra []string, out *wire.Outbound) {
-	ctx := context.Background()
+	ctx := s.life
 	direct := slices.Clone(extra)
 	for _, m := range changed {
 		direct = append(direct, m.UserID)
@@ -291,7 +291,7 @@ func without(users, skip []string) []string {
 // publish sends an envelope to the other nodes; a failure is logged, as
 // what it carries is best effort (clients sync what they missed).
 func (s *Service) publish(env *route.Envelope) {
-	if err := s.router.Publish(context.Background(), env); err != nil {
+	if err := s.router.Publish(s.life, env); err != nil {
 		s.deliveryFailed("cluster event", err)
 	}
 }
@@ -582,7 +582,7 @@ func (s *Service) receiveGroupFrame(conv string, f remoteGroupFrame, hold *wire.
 	c.loading[conv] = []remoteGroupFrame{f}
 	c.mu.Unlock()
 	go func() {
-		_, _ = s.group(context.Background(), conv) // errors: groupRecipients below finds none
+		_, _ = s.group(s.life, conv) // errors: groupRecipients below finds none
 		for {
 			c.mu.Lock()
 			q := c.loading[conv]
@@ -611,7 +611,7 @@ func (s *Service) deliverGroupFrame(conv string, f remoteGroupFrame, hold *wire.
 // publishFrame sends a frame to the other nodes with an interest in t/key.
 func (s *Service) publishFrame(t route.Topic, key string, out *wire.Outbound) {
 	if s.router.Clustered() {
-		if err := s.router.PublishFrame(context.Background(), t, key, out, ""); err != nil {
+		if err := s.router.PublishFrame(s.life, t, key, out, ""); err != nil {
 			s.deliveryFailed("cluster event", err)
 		}
 	}

@@ -241,7 +241,7 @@ func (s *Service) applyToCache(conv string, info *store.Group, members []store.M
 // groupDelivery is groupRecipients, and in a cluster the members who joined
 // so lately that they are reached individually (DeliverGroup's joined).
 func (s *Service) groupDelivery(conv string) (local, joined []string) {
-	g, err := s.group(context.Background(), conv)
+	g, err := s.group(s.life, conv)
 	if err != nil {
 		return nil, nil
 	}
@@ -257,7 +257,7 @@ func (s *Service) groupDelivery(conv string) (local, joined []string) {
 }
 
 func (s *Service) groupRecipients(conv string) []string {
-	g, err := s.group(context.Background(), conv)
+	g, err := s.group(s.life, conv)
 	if err != nil {
 		return nil
 	}
@@ -386,7 +386,7 @@ func groupFrame(id uint64, g *groupState) *pb.ServerFrame {
 // the event takes its place in seq order), then updates the cache, delivers
 // the event to the members (and to extra users, such as those removed), and
 // calls reply.
-func (s *Service) changeGroup(c Replier, sess *session.Session, reqID uint64, ch store.Change, extra []string, reply func(*groupState)) error {
+func (s *Service) changeGroup(ctx context.Context, c Replier, sess *session.Session, reqID uint64, ch store.Change, extra []string, reply func(*groupState)) error {
 	ch.Event.From = sess.UserID
 	if ch.Event.ClientMsgId == "" {
 		ch.Event.ClientMsgId = "evt-" + randomID()
@@ -409,7 +409,7 @@ func (s *Service) changeGroup(c Replier, sess *session.Session, reqID uint64, ch
 			s.applyToCache(conv, ch.Group, ch.Members)
 			s.groupChanged(conv, ch.Members)
 		}
-		g, gerr := s.group(context.Background(), conv)
+		g, gerr := s.group(s.life, conv)
 		if reply != nil && gerr == nil {
 			reply(g)
 		} else {
@@ -420,7 +420,7 @@ func (s *Service) changeGroup(c Replier, sess *session.Session, reqID uint64, ch
 		}
 		s.deliverGroupChange(conv, g, ch.Members, extra, newMessageOutbound(r.Msg))
 	}
-	if !s.submit(p) {
+	if !s.submit(ctx, p) {
 		return errUnavail
 	}
 	return nil
@@ -488,7 +488,7 @@ func (s *Service) createGroup(ctx context.Context, c Replier, sess *session.Sess
 	}
 	ev := event(info.ConversationID, pb.MessageKind_MESSAGE_KIND_GROUP_CREATED,
 		&pb.MessageEvent{UserIds: append([]string{sess.UserID}, ids...), Group: groupInfo(g)})
-	return s.changeGroup(c, sess, id, store.Change{Event: ev, Group: &info, Members: members, Joined: true}, nil,
+	return s.changeGroup(ctx, c, sess, id, store.Change{Event: ev, Group: &info, Members: members, Joined: true}, nil,
 		func(g *groupState) { c.SendFrame(groupFrame(id, g)) })
 }
 
@@ -576,7 +576,7 @@ func (s *Service) updateGroup(ctx context.Context, c Replier, sess *session.Sess
 	}
 	next := &groupState{info: info, members: g.members}
 	ev := event(info.ConversationID, pb.MessageKind_MESSAGE_KIND_GROUP_UPDATED, &pb.MessageEvent{Group: groupInfo(next)})
-	return s.changeGroup(c, sess, id, store.Change{Event: ev, Group: &info}, nil,
+	return s.changeGroup(ctx, c, sess, id, store.Change{Event: ev, Group: &info}, nil,
 		func(g *groupState) { c.SendFrame(groupFrame(id, g)) })
 }
 
@@ -608,7 +608,7 @@ func (s *Service) addMembers(ctx context.Context, c Replier, sess *session.Sessi
 		members[i] = store.Member{UserID: u, Role: pb.GroupRole_GROUP_ROLE_MEMBER, JoinedAt: now}
 	}
 	ev := event(r.ConversationId, pb.MessageKind_MESSAGE_KIND_MEMBERS_ADDED, &pb.MessageEvent{UserIds: ids})
-	return s.changeGroup(c, sess, id, store.Change{Event: ev, Members: members, Joined: true}, nil, nil)
+	return s.changeGroup(ctx, c, sess, id, store.Change{Event: ev, Members: members, Joined: true}, nil, nil)
 }
 
 // outranks reports whether a may act on a member with role b.
@@ -631,7 +631,7 @@ func (s *Service) removeMember(ctx context.Context, c Replier, sess *session.Ses
 	}
 	target.Left, target.LeftSeq = true, 0
 	ev := event(r.ConversationId, pb.MessageKind_MESSAGE_KIND_MEMBERS_REMOVED, &pb.MessageEvent{UserIds: []string{r.UserId}})
-	return s.changeGroup(c, sess, id, store.Change{Event: ev, Members: []store.Member{target}}, []string{r.UserId}, nil)
+	return s.changeGroup(ctx, c, sess, id, store.Change{Event: ev, Members: []store.Member{target}}, []string{r.UserId}, nil)
 }
 
 func (s *Service) joinGroup(ctx context.Context, c Replier, sess *session.Session, id uint64, r *pb.JoinGroup) error {
@@ -654,7 +654,7 @@ func (s *Service) joinGroup(ctx context.Context, c Replier, sess *session.Sessio
 	}
 	m := store.Member{UserID: sess.UserID, Role: pb.GroupRole_GROUP_ROLE_MEMBER, JoinedAt: time.Now()}
 	ev := event(r.ConversationId, pb.MessageKind_MESSAGE_KIND_MEMBERS_ADDED, &pb.MessageEvent{UserIds: []string{sess.UserID}})
-	return s.changeGroup(c, sess, id, store.Change{Event: ev, Members: []store.Member{m}, Joined: true}, nil,
+	return s.changeGroup(ctx, c, sess, id, store.Change{Event: ev, Members: []store.Member{m}, Joined: true}, nil,
 		func(g *groupState) { c.SendFrame(groupFrame(id, g)) })
 }
 
@@ -669,7 +669,7 @@ func (s *Service) leaveGroup(ctx context.Context, c Replier, sess *session.Sessi
 	me := g.members[sess.UserID]
 	me.Left, me.LeftSeq = true, 0
 	ev := event(r.ConversationId, pb.MessageKind_MESSAGE_KIND_MEMBERS_REMOVED, &pb.MessageEvent{UserIds: []string{sess.UserID}})
-	return s.changeGroup(c, sess, id, store.Change{Event: ev, Members: []store.Member{me}}, []string{sess.UserID}, nil)
+	return s.changeGroup(ctx, c, sess, id, store.Change{Event: ev, Members: []store.Member{me}}, []string{sess.UserID}, nil)
 }
 
 func (s *Service) setRole(ctx context.Context, c Replier, sess *session.Session, id uint64, r *pb.SetRole) error {
@@ -689,7 +689,7 @@ func (s *Service) setRole(ctx context.Context, c Replier, sess *session.Session,
 	}
 	target.Role = r.Role
 	ev := event(r.ConversationId, pb.MessageKind_MESSAGE_KIND_ROLE_CHANGED, &pb.MessageEvent{UserIds: []string{r.UserId}, Role: r.Role})
-	return s.changeGroup(c, sess, id, store.Change{Event: ev, Members: []store.Member{target}}, nil, nil)
+	return s.changeGroup(ctx, c, sess, id, store.Change{Event: ev, Members: []store.Member{target}}, nil, nil)
 }
 
 func (s *Service) muteMember(ctx context.Context, c Replier, sess *session.Session, id uint64, r *pb.MuteMember) error {
@@ -711,7 +711,7 @@ func (s *Service) muteMember(ctx context.Context, c Replier, sess *session.Sessi
 		until = target.MutedUntil.UnixMilli()
 	}
 	ev := event(r.ConversationId, pb.MessageKind_MESSAGE_KIND_MEMBER_MUTED, &pb.MessageEvent{UserIds: []string{r.UserId}, MutedUntil: until})
-	return s.changeGroup(c, sess, id, store.Change{Event: ev, Members: []store.Member{target}}, nil, nil)
+	return s.changeGroup(ctx, c, sess, id, store.Change{Event: ev, Members: []store.Member{target}}, nil, nil)
 }
 
 func (s *Service) transferOwnership(ctx context.Context, c Replier, sess *session.Session, id uint64, r *pb.TransferOwnership) error {
@@ -735,7 +735,7 @@ func (s *Service) transferOwnership(ctx context.Context, c Replier, sess *sessio
 	info := g.info
 	info.Owner = r.UserId
 	ev := event(r.ConversationId, pb.MessageKind_MESSAGE_KIND_OWNER_CHANGED, &pb.MessageEvent{UserIds: []string{r.UserId}})
-	return s.changeGroup(c, sess, id, store.Change{Event: ev, Group: &info, Members: []store.Member{me, target}}, nil, nil)
+	return s.changeGroup(ctx, c, sess, id, store.Change{Event: ev, Group: &info, Members: []store.Member{me, target}}, nil, nil)
 }
 
 func (s *Service) dissolveGroup(ctx context.Context, c Replier, sess *session.Session, id uint64, r *pb.DissolveGroup) error {
@@ -749,7 +749,7 @@ func (s *Service) dissolveGroup(ctx context.Context, c Replier, sess *session.Se
 	info := g.info
 	info.Dissolved = true
 	ev := event(r.ConversationId, pb.MessageKind_MESSAGE_KIND_GROUP_DISSOLVED, nil)
-	return s.changeGroup(c, sess, id, store.Change{Event: ev, Group: &info}, nil, nil)
+	return s.changeGroup(ctx, c, sess, id, store.Change{Event: ev, Group: &info}, nil, nil)
 }
 
 func (s *Service) getGroup(ctx context.Context, c Replier, sess *session.Session, id uint64, r *pb.GetGroup) error {

@@ -30,8 +30,8 @@ import (
 // Config tunes the messaging service. Zero values take the stated defaults.
 // Those serve direct users of the package: a Parley server (package server)
 // passes every field that has a configuration key explicitly, with the
-// defaults of server.Config, so only MaxBatch and QueueDepth take their
-// defaults here.
+// defaults of server.Config, so only MaxBatch, QueueDepth and CommitTimeout
+// take their defaults here.
 type Config struct {
 	// NodeID distinguishes message ids made by different nodes (0-1023). Default 0.
 	NodeID uint16
@@ -86,6 +86,11 @@ type Config struct {
 	// would go past it is refused with QUOTA_EXCEEDED. Concurrent sends may
 	// pass it by the sends still being stored. Zero: unlimited.
 	UserStorageQuota int64
+	// CommitTimeout bounds one batch's storage writes (the committer
+	// stores many requests' writes together, so no one request's context
+	// can bound them): a store that does not answer in time fails the batch,
+	// its senders are answered UNAVAILABLE and may retry. Default 10s.
+	CommitTimeout time.Duration
 	// Events, when set, is told of stored messages, group changes and
 	// sessions opening and closing. It is called on the delivery path and
 	// must not block (the webhook dispatcher only queues).
@@ -124,6 +129,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ReadMemoryBytes <= 0 {
 		c.ReadMemoryBytes = 64 << 20
+	}
+	if c.CommitTimeout <= 0 {
+		c.CommitTimeout = 10 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -179,11 +187,15 @@ type Service struct {
 	cursorsDone chan struct{}       // closed when cursorLoop has finished
 	cursors     chan store.Cursor   // to the cursor writer
 	stop        chan struct{}
-	wg          sync.WaitGroup
-	stopped     sync.Once
+	// life is the context of work no request waits for (delivery, cursor
+	// and last-seen writes, the cluster's bookkeeping); Stop cancels it.
+	life    context.Context
+	endLife context.CancelFunc
+	wg      sync.WaitGroup
+	stopped sync.Once
 
 	groups      groupCache
-	changeLocks keyLocks    // recall/edit/settings read-modify-write locks (changes.go); logins under MaxUserSessions
+	changeLocks keyLocks    // settings read-modify-write locks (changes.go); logins under MaxUserSessions
 	online      onlineIndex // which group members are online here (online.go)
 	social      social      // contacts, blocks, typing limits and presence (social.go)
 	rooms       roomIndex   // chat rooms (rooms.go)
@@ -223,8 +235,11 @@ type pendingSend struct {
 	reqID  uint64
 	msg    *pb.Message
 	change *store.Change
-	after  func(res store.AppendResult, err error)
-	start  int64 // unix ns when submitted, for the ACK latency histogram
+	// check, set for a change of one message, is run by the committer on
+	// the message as stored right before the change (commitChange).
+	check func(m *pb.Message) error
+	after func(res store.AppendResult, err error)
+	start int64 // unix ns when submitted, for the ACK latency histogram
 }
 
 // New builds the service; it does nothing until Start.
@@ -240,6 +255,7 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 		cursors:     make(chan store.Cursor, 4096),
 		stop:        make(chan struct{}),
 	}
+	s.life, s.endLife = context.WithCancel(context.Background())
 	s.reads = semaphore.NewWeighted(cfg.ReadMemoryBytes)
 	s.ids.node = uint64(cfg.NodeID & 1023)
 	s.nodeID = strconv.Itoa(int(cfg.NodeID))
@@ -272,9 +288,12 @@ func (s *Service) Start() {
 }
 
 // Stop commits what is queued and stops the background loops. Call it after
-// the gateway stopped taking frames.
+// the gateway stopped taking frames. When it returns, the service's
+// background work is cancelled: if ctx ended first, store calls still hung
+// in the loops return then.
 func (s *Service) Stop(ctx context.Context) error {
 	s.stopped.Do(func() { close(s.stop) })
+	defer s.endLife()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
@@ -326,7 +345,7 @@ func (s *Service) HandleFrame(c *gateway.Conn, f *pb.ClientFrame) {
 		s.handleUnauthenticated(c, f)
 		return
 	}
-	if err := s.dispatch(c, st.sess, f); err != nil {
+	if err := s.dispatch(c.Context(), c, st.sess, f); err != nil {
 		if err == errUnknownFrame {
 			c.SendFrame(errorFrame(f.Id, pb.ErrorCode_ERROR_CODE_UNKNOWN_FRAME))
 			c.Close(pb.DisconnectCode_DISCONNECT_CODE_PROTOCOL_ERROR, "unknown frame")
@@ -336,10 +355,10 @@ func (s *Service) HandleFrame(c *gateway.Conn, f *pb.ClientFrame) {
 	}
 }
 
-// dispatch runs one request of an authenticated session. A handler answers
-// success itself; an error it returns is answered by HandleFrame.
-func (s *Service) dispatch(c Replier, sess *session.Session, f *pb.ClientFrame) error {
-	ctx := context.Background()
+// dispatch runs one request of an authenticated session under ctx (its
+// connection's, or the HTTP request's). A handler answers success itself; an
+// error it returns is answered by HandleFrame.
+func (s *Service) dispatch(ctx context.Context, c Replier, sess *session.Session, f *pb.ClientFrame) error {
 	id := f.Id
 	if !s.allow(sess, f) {
 		s.stats.limited.Add(1)
@@ -511,7 +530,7 @@ func (s *Service) handleAuth(c *gateway.Conn, id uint64, a *pb.Auth) {
 		fail(pb.ErrorCode_ERROR_CODE_BAD_REQUEST)
 		return
 	}
-	claims, err := s.Authenticate(context.Background(), a.Token)
+	claims, err := s.Authenticate(c.Context(), a.Token)
 	if err != nil {
 		var ce *Error
 		if errors.As(err, &ce) {
@@ -627,7 +646,7 @@ func (s *Service) handleSend(ctx context.Context, c Replier, sess *session.Sessi
 	if err := s.checkQuota(ctx, sess.UserID, len(m.Payload)); err != nil {
 		return err
 	}
-	if !s.submit(&pendingSend{conn: c, sessID: sess.ID, reqID: reqID, msg: msg, start: time.Now().UnixNano()}) {
+	if !s.submit(ctx, &pendingSend{conn: c, sessID: sess.ID, reqID: reqID, msg: msg, start: time.Now().UnixNano()}) {
 		return errUnavail
 	}
 	return nil
@@ -735,6 +754,10 @@ func (s *Service) takeBatch() []*pendingSend {
 
 func (s *Service) commit(batch []*pendingSend) committedBatch {
 	now := time.Now()
+	// The batch's own deadline: its writes serve many requests, and one
+	// that has gone does not cancel the others.
+	ctx, cancel := context.WithTimeout(s.life, s.cfg.CommitTimeout)
+	defer cancel()
 	ms := now.UnixMilli()
 	res := make([]store.AppendResult, len(batch))
 	errs := make([]error, len(batch))
@@ -746,12 +769,12 @@ func (s *Service) commit(batch []*pendingSend) committedBatch {
 		if len(run) == 0 {
 			return
 		}
-		r, err := s.store.Append(context.Background(), run)
+		r, err := s.store.Append(ctx, run)
 		if errors.Is(err, store.ErrCorrupt) && len(run) > 1 {
 			// Damaged storage under one conversation must not fail the
 			// others batched with it: store them one by one.
 			for i, m := range run {
-				one, err := s.store.Append(context.Background(), []*pb.Message{m})
+				one, err := s.store.Append(ctx, []*pb.Message{m})
 				if err != nil {
 					errs[runStart+i] = err
 				} else {
@@ -785,7 +808,16 @@ func (s *Service) commit(batch []*pendingSend) committedBatch {
 			continue
 		}
 		flush(i)
-		res[i], errs[i] = s.store.Apply(context.Background(), *p.change)
+		if p.check != nil {
+			// Read after the writes before it: see commitChange.
+			if errs[i] = s.checkChange(ctx, p); errs[i] != nil {
+				continue
+			}
+		}
+		res[i], errs[i] = s.store.Apply(ctx, *p.change)
+		if p.check != nil && errors.Is(errs[i], store.ErrConflict) {
+			errs[i] = errConflict // recalled by another node since checkChange read it
+		}
 	}
 	flush(len(batch))
 	took := time.Since(now)
@@ -793,6 +825,13 @@ func (s *Service) commit(batch []*pendingSend) committedBatch {
 	s.stats.commitNs.Add(uint64(took))
 	s.commitLatency.Observe(took)
 	return committedBatch{sends: batch, res: res, errs: errs}
+}
+
+// isRefusal reports whether err is an answer for the client (a change's
+// check refused it) rather than a storage failure.
+func isRefusal(err error) bool {
+	var ce *Error
+	return errors.As(err, &ce) && ce.Code != pb.ErrorCode_ERROR_CODE_UNAVAILABLE && ce.Code != pb.ErrorCode_ERROR_CODE_INTERNAL
 }
 
 func sendAckFrame(reqID uint64, r store.AppendResult) *pb.ServerFrame {
@@ -826,8 +865,11 @@ func (s *Service) deliverHeld(ctx context.Context, m *pb.Message, exceptSession 
 
 // submit queues a write for the committer; false when the service is
 // stopping, or cut off from the cluster (a write others cannot hear of would
-// be acknowledged but not delivered: the sender is told to retry instead).
-func (s *Service) submit(p *pendingSend) bool {
+// be acknowledged but not delivered: the sender is told to retry instead),
+// or when ctx (the request's) ends while the queue is full. Once queued the
+// write no longer depends on ctx: the committer stores it even if its
+// client has gone (a retry with the same client message id finds it).
+func (s *Service) submit(ctx context.Context, p *pendingSend) bool {
 	if s.router.Ready() != nil {
 		return false
 	}
@@ -836,6 +878,8 @@ func (s *Service) submit(p *pendingSend) bool {
 		return true
 	case <-s.stop:
 		return false
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -843,7 +887,7 @@ func (s *Service) submit(p *pendingSend) bool {
 func (s *Service) deliverLoop() {
 	defer s.wg.Done()
 	defer close(s.delivered)
-	ctx := context.Background()
+	ctx := s.life
 	// Deliveries of one batch are held and flushed together, so a
 	// connection that gets several of the batch's messages gets one write.
 	hold := &wire.Hold{}
@@ -852,7 +896,9 @@ func (s *Service) deliverLoop() {
 		for i, r := range cb.res {
 			p := cb.sends[i]
 			if err := cb.errs[i]; err != nil {
-				s.stats.failed.Add(1)
+				if p.check == nil || !isRefusal(err) {
+					s.stats.failed.Add(1)
+				}
 				if p.after != nil {
 					p.after(r, err)
 					continue
@@ -982,7 +1028,7 @@ func (s *Service) cursorLoop() {
 			list = append(list, c)
 		}
 		clear(m)
-		if err := s.store.SetCursors(context.Background(), list); err != nil && !errors.Is(err, store.ErrNoSpace) {
+		if err := s.store.SetCursors(s.life, list); err != nil && !errors.Is(err, store.ErrNoSpace) {
 			s.log.Warn("cursor write failed", "n", len(list), "err", err)
 		}
 	}

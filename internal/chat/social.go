@@ -42,6 +42,7 @@ func (s *Service) initSocial() {
 		Cluster:  cluster,
 		Watch:    func(uid string, on bool) { s.watch(route.TopicPresence, uid, on) },
 		Log:      s.log,
+		Life:     s.life,
 	})
 }
 

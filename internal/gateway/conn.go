@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"crypto/tls"
 	"net"
 	"sync"
@@ -62,6 +63,7 @@ type Conn struct {
 	closingF atomic.Bool   // mirrors closing for lock-free checks on hot paths
 	codec    atomic.Uint32 // wire.Codec for replies; written only by the read side
 	value    atomic.Pointer[any]
+	hasCtx   atomic.Bool // ctx and cancel are set (once, under mu) and may be read without it
 
 	// Read-side state, touched only by the goroutine that owns the read side
 	// (readerBusy set under mu, or after finalization by nobody).
@@ -90,6 +92,11 @@ type Conn struct {
 	readAgain   bool          // an epoll event came while the read side was taken or paused
 	pause       uint8         // pauseNone, pausePaused or pauseDrained
 	resumeCh    chan struct{} // goroutine driver: closed to wake a paused reader
+
+	// Set once under mu by Context (then hasCtx); cancel is called once
+	// the close has begun (cancelContext).
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // Read backpressure: a client that pipelines requests faster than it reads
@@ -121,6 +128,36 @@ func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 func (c *Conn) SetAuthenticated() {
 	c.authed.Store(true)
 	c.g.release(c.slots.Swap(0), c.nc.RemoteAddr())
+}
+
+// Context returns a context that is cancelled once the connection begins to
+// close (Close, a failed write, the idle or auth timeout, Shutdown): work
+// done for its frames stops when nobody is left to answer it. While a frame
+// is being handled the connection is not read, so a client that vanishes
+// meanwhile is noticed by a failed write or the idle timeout.
+func (c *Conn) Context() context.Context {
+	if c.hasCtx.Load() {
+		return c.ctx
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctx == nil {
+		c.ctx, c.cancel = context.WithCancel(context.Background())
+		if c.closing {
+			c.cancel()
+		}
+		c.hasCtx.Store(true)
+	}
+	return c.ctx
+}
+
+// cancelContext cancels Context's context, once the close has begun (called
+// after Conn.mu is released, so no other lock is taken under it). A context
+// made after the close began was cancelled by Context itself.
+func (c *Conn) cancelContext() {
+	if c.hasCtx.Load() {
+		c.cancel()
+	}
 }
 
 // Value returns what SetValue stored, or nil.
@@ -259,6 +296,7 @@ func (c *Conn) closeQueued(code pb.DisconnectCode, frames []*wire.Outbound, wsSt
 	sched := !c.flushing
 	c.flushing = true
 	c.mu.Unlock()
+	c.cancelContext()
 	if sched {
 		c.g.flushQ.push(c)
 	}
@@ -277,6 +315,7 @@ func (c *Conn) abort(code pb.DisconnectCode) bool {
 	c.queue, c.ctl, c.queuedBytes = nil, nil, 0
 	c.wsCloseDue = false
 	c.mu.Unlock()
+	c.cancelContext()
 	c.shutSocket()
 	return set
 }

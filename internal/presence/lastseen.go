@@ -21,6 +21,7 @@ const lastSeenWriters = 16
 type lastSeenWriter struct {
 	store store.Store
 	log   *slog.Logger
+	life  context.Context // cancelled when the service stops
 
 	mu       sync.Mutex
 	pending  map[string]time.Time // guarded by mu: waiting to be written; one entry per user
@@ -62,7 +63,7 @@ func (w *lastSeenWriter) flush() {
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				err := w.store.SetLastSeen(context.Background(), uid, t)
+				err := w.store.SetLastSeen(w.life, uid, t)
 				if err != nil && !errors.Is(err, store.ErrClosed) && !errors.Is(err, store.ErrNoSpace) {
 					w.log.Warn("last seen not recorded", "user", uid, "err", err)
 				}

@@ -62,6 +62,9 @@ type Config struct {
 	// into the Hub.
 	Watch func(uid string, on bool)
 	Log   *slog.Logger
+	// Life bounds the Hub's background work (last-seen writes, questions to
+	// other nodes): the service's lifetime. nil: never cancelled.
+	Life context.Context
 }
 
 // Hub is this node's view of who is online and who follows whom.
@@ -96,6 +99,9 @@ func New(cfg Config) *Hub {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	if cfg.Life == nil {
+		cfg.Life = context.Background()
+	}
 	h := &Hub{
 		cfg:    cfg,
 		online: make(map[string]struct{}),
@@ -104,7 +110,7 @@ func New(cfg Config) *Hub {
 		gen:    make(map[string]uint64),
 		remote: make(map[string]map[string]struct{}),
 	}
-	h.lastSeen.store, h.lastSeen.log = cfg.Store, cfg.Log
+	h.lastSeen.store, h.lastSeen.log, h.lastSeen.life = cfg.Store, cfg.Log, cfg.Life
 	h.lastSeen.pending = make(map[string]time.Time)
 	return h
 }
@@ -322,7 +328,7 @@ func (h *Hub) CheckOffline(uid string, lastSeen int64) {
 	gen := h.gen[uid]
 	h.mu.Unlock()
 	go func() {
-		node, err := cl.OnlineElsewhere(context.Background(), uid)
+		node, err := cl.OnlineElsewhere(h.cfg.Life, uid)
 		if err != nil {
 			return // cannot tell: leave the state as it is
 		}

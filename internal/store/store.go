@@ -26,6 +26,9 @@ var (
 	// until space is freed. Temporary: the same write may succeed later.
 	// Reads still work.
 	ErrNoSpace = errors.New("store: no disk space")
+	// ErrConflict: Apply's Update names a message that is already
+	// recalled. Nothing is written.
+	ErrConflict = errors.New("store: message already recalled")
 )
 
 // AppendResult is the outcome of one message of an Append batch.
@@ -119,7 +122,10 @@ type Change struct {
 	// Joined marks the Members as joining with Event (create, add, join).
 	Joined bool
 	// Update, when set, replaces the stored message (its ConversationId, Seq),
-	// which must exist: a recall clears its payload, an edit replaces it.
+	// which must exist (else ErrNotFound) and not be recalled (else
+	// ErrConflict): a recall clears its payload, an edit replaces it. The
+	// check and the write are one atomic step, so a change prepared from an
+	// older copy of the message (by another node) cannot undo a recall.
 	Update *pb.Message
 }
 
@@ -198,7 +204,8 @@ type Store interface {
 
 	// Apply stores a Change atomically and durably; on a duplicate Event
 	// (same From and ClientMsgId) nothing is written and the original is
-	// returned with Duplicate set. ErrNotFound when Update names no message.
+	// returned with Duplicate set. ErrNotFound when Update names no message,
+	// ErrConflict when it names a recalled one.
 	Apply(ctx context.Context, ch Change) (AppendResult, error)
 	// GetMessage returns one message, or ErrNotFound.
 	GetMessage(ctx context.Context, conversationID string, seq uint64) (*pb.Message, error)

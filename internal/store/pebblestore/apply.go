@@ -62,6 +62,9 @@ func (s *Store) Apply(ctx context.Context, ch store.Change) (store.AppendResult,
 		if old == nil {
 			return store.AppendResult{}, store.ErrNotFound
 		}
+		if old.Recalled {
+			return store.AppendResult{}, store.ErrConflict
+		}
 	}
 	last, err := s.committedLastSeq(conv)
 	if err != nil {

@@ -399,10 +399,13 @@ func (s *Store) applyOnce(ctx context.Context, conn *pgx.Conn, ch *store.Change)
 		last, err = readLastSeqs(br)
 	}
 	missing := false
+	var oldBody []byte
+	var oldCRC int32
 	if err == nil && ch.Update != nil {
-		var tag interface{ RowsAffected() int64 }
-		tag, err = br.Exec()
-		missing = err == nil && tag.RowsAffected() == 0
+		err = br.QueryRow().Scan(&oldBody, &oldCRC)
+		if errors.Is(err, pgx.ErrNoRows) {
+			missing, err = true, nil
+		}
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -412,6 +415,15 @@ func (s *Store) applyOnce(ctx context.Context, conn *pgx.Conn, ch *store.Change)
 	}
 	if missing {
 		return store.AppendResult{}, store.ErrNotFound
+	}
+	if u := ch.Update; u != nil {
+		old, err := s.decode(u.ConversationId, int64(u.Seq), oldBody, oldCRC)
+		if err != nil {
+			return store.AppendResult{}, err
+		}
+		if old.Recalled {
+			return store.AppendResult{}, store.ErrConflict // rolled back by the deferred Rollback
+		}
 	}
 	seq := last[conv]
 

@@ -48,7 +48,13 @@ func newQueries(schema string) queries {
 			JOIN {s}.conversations c ON c.id = i.conv`),
 		insertLists: q(`INSERT INTO {s}.user_conversations (user_id, conversation_id)
 			SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING`),
-		updateMessage: q(`UPDATE {s}.messages SET body = $3, crc = $4 WHERE conversation_id = $1 AND seq = $2`),
+		// Returns the row as it was before (locked, latest committed), so
+		// Apply can refuse an update of a recalled message in the same
+		// round trip (the transaction is then rolled back).
+		updateMessage: q(`UPDATE {s}.messages m SET body = $3, crc = $4
+			FROM (SELECT body, crc FROM {s}.messages WHERE conversation_id = $1 AND seq = $2 FOR UPDATE) old
+			WHERE m.conversation_id = $1 AND m.seq = $2
+			RETURNING old.body, old.crc`),
 		upsertGroup: q(`INSERT INTO {s}.groups (conversation_id, name, avatar_url, announcement, owner_id, open_join, mute_all, dissolved, created_at,
 				add_policy, history_visibility)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)

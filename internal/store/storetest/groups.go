@@ -387,6 +387,19 @@ func testApplyUpdate(t *testing.T, s store.Store) {
 	if got := getMessage(t, s, "d:ab", 2); !proto.Equal(got, edited) {
 		t.Fatalf("edited message stored as %v, want %v", got, edited)
 	}
+	// An update of a recalled message (an edit prepared from a copy read
+	// before the recall) is refused and writes nothing: the recall stands.
+	stale := proto.Clone(m1).(*pb.Message)
+	stale.Payload, stale.EditedAt = []byte("back"), 1700000001235
+	if _, err := s.Apply(ctx, store.Change{Event: event("d:ab", "alice", "e-stale", pb.MessageKind_MESSAGE_KIND_EDIT, &pb.MessageEvent{TargetSeq: 1}), Update: stale}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("Apply updating a recalled message: %v, want ErrConflict", err)
+	}
+	if got := getMessage(t, s, "d:ab", 1); !proto.Equal(got, recalled) {
+		t.Fatalf("a refused update changed the recalled message: %v", got)
+	}
+	if n := lastSeq(t, s, "d:ab"); n != 5 {
+		t.Fatalf("LastSeq = %d after a refused update, want 5", n)
+	}
 	got := all(t, s, "d:ab")
 	wantSeqs(t, "d:ab", got, seqRange(1, 5))
 	for i, want := range []*pb.Message{recalled, edited, m3} {
