@@ -873,6 +873,13 @@ func (s *Service) submit(ctx context.Context, p *pendingSend) bool {
 	if s.router.Ready() != nil {
 		return false
 	}
+	// The queue has room almost always: a send then costs one channel send,
+	// not a three-way select.
+	select {
+	case s.sends <- p:
+		return true
+	default:
+	}
 	select {
 	case s.sends <- p:
 		return true
