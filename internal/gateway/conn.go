@@ -64,6 +64,7 @@ type Conn struct {
 	codec    atomic.Uint32 // wire.Codec for replies; written only by the read side
 	value    atomic.Pointer[any]
 	hasCtx   atomic.Bool // ctx and cancel are set (once, under mu) and may be read without it
+	ctxEnded atomic.Bool // the close has begun: Context's Err is Canceled
 
 	// Read-side state, touched only by the goroutine that owns the read side
 	// (readerBusy set under mu, or after finalization by nobody).
@@ -93,8 +94,8 @@ type Conn struct {
 	pause       uint8         // pauseNone, pausePaused or pauseDrained
 	resumeCh    chan struct{} // goroutine driver: closed to wake a paused reader
 
-	// Set once under mu by Context (then hasCtx); cancel is called once
-	// the close has begun (cancelContext).
+	// Made once under mu when something first waits on Context (then
+	// hasCtx); cancel is called once the close has begun (cancelContext).
 	ctx    context.Context
 	cancel context.CancelFunc
 }
@@ -135,26 +136,63 @@ func (c *Conn) SetAuthenticated() {
 // done for its frames stops when nobody is left to answer it. While a frame
 // is being handled the connection is not read, so a client that vanishes
 // meanwhile is noticed by a failed write or the idle timeout.
-func (c *Conn) Context() context.Context {
+//
+// It costs nothing until something waits on it: Err is a flag, and only
+// Done (a store call with a deadline, a wait in a full queue) makes the
+// channel behind it, once per connection. Idle connections, most of a
+// server's, never do.
+func (c *Conn) Context() context.Context { return connContext{c} }
+
+// connContext is Conn's context; one pointer, so it boxes into the
+// interface without an allocation.
+type connContext struct{ c *Conn }
+
+func (connContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+func (x connContext) Done() <-chan struct{} { return x.c.cancelCtx().Done() }
+
+func (x connContext) Err() error {
+	if x.c.hasCtx.Load() {
+		return x.c.ctx.Err()
+	}
+	if x.c.ctxEnded.Load() {
+		return context.Canceled
+	}
+	return nil
+}
+
+// Value answers for the context behind Done once made, so a context derived
+// from this one (context.WithTimeout, which calls Done first) joins it as a
+// child instead of watching it from a goroutine of its own.
+func (x connContext) Value(key any) any {
+	if x.c.hasCtx.Load() {
+		return x.c.ctx.Value(key)
+	}
+	return nil
+}
+
+// cancelCtx makes, once, the cancellable context behind Context's Done.
+func (c *Conn) cancelCtx() context.Context {
 	if c.hasCtx.Load() {
 		return c.ctx
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.ctx == nil {
 		c.ctx, c.cancel = context.WithCancel(context.Background())
-		if c.closing {
-			c.cancel()
-		}
 		c.hasCtx.Store(true)
+	}
+	c.mu.Unlock()
+	if c.ctxEnded.Load() { // the close began meanwhile; cancelContext may not have seen hasCtx
+		c.cancel()
 	}
 	return c.ctx
 }
 
-// cancelContext cancels Context's context, once the close has begun (called
-// after Conn.mu is released, so no other lock is taken under it). A context
-// made after the close began was cancelled by Context itself.
+// cancelContext ends Context, once the close has begun (called after
+// Conn.mu is released, so no other lock is taken under it). Of this and a
+// concurrent cancelCtx, at least one sees the other's flag and cancels.
 func (c *Conn) cancelContext() {
+	c.ctxEnded.Store(true)
 	if c.hasCtx.Load() {
 		c.cancel()
 	}
