@@ -63,7 +63,6 @@ type Conn struct {
 	closingF atomic.Bool   // mirrors closing for lock-free checks on hot paths
 	codec    atomic.Uint32 // wire.Codec for replies; written only by the read side
 	value    atomic.Pointer[any]
-	hasCtx   atomic.Bool // ctx and cancel are set (once, under mu) and may be read without it
 	ctxEnded atomic.Bool // the close has begun: Context's Err is Canceled
 
 	// Read-side state, touched only by the goroutine that owns the read side
@@ -94,10 +93,10 @@ type Conn struct {
 	pause       uint8         // pauseNone, pausePaused or pauseDrained
 	resumeCh    chan struct{} // goroutine driver: closed to wake a paused reader
 
-	// Made once under mu when something first waits on Context (then
-	// hasCtx); cancel is called once the close has begun (cancelContext).
-	ctx    context.Context
-	cancel context.CancelFunc
+	// Made once under mu when something first waits on Context; cancelled
+	// once the close has begun (cancelContext). A pointer, so a connection
+	// nothing waits on pays 8 bytes for it.
+	cctx atomic.Pointer[cancelState]
 }
 
 // Read backpressure: a client that pipelines requests faster than it reads
@@ -152,8 +151,8 @@ func (connContext) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (x connContext) Done() <-chan struct{} { return x.c.cancelCtx().Done() }
 
 func (x connContext) Err() error {
-	if x.c.hasCtx.Load() {
-		return x.c.ctx.Err()
+	if p := x.c.cctx.Load(); p != nil {
+		return p.ctx.Err()
 	}
 	if x.c.ctxEnded.Load() {
 		return context.Canceled
@@ -165,36 +164,42 @@ func (x connContext) Err() error {
 // from this one (context.WithTimeout, which calls Done first) joins it as a
 // child instead of watching it from a goroutine of its own.
 func (x connContext) Value(key any) any {
-	if x.c.hasCtx.Load() {
-		return x.c.ctx.Value(key)
+	if p := x.c.cctx.Load(); p != nil {
+		return p.ctx.Value(key)
 	}
 	return nil
 }
 
+type cancelState struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
 // cancelCtx makes, once, the cancellable context behind Context's Done.
 func (c *Conn) cancelCtx() context.Context {
-	if c.hasCtx.Load() {
-		return c.ctx
+	p := c.cctx.Load()
+	if p == nil {
+		c.mu.Lock()
+		if p = c.cctx.Load(); p == nil {
+			ctx, cancel := context.WithCancel(context.Background())
+			p = &cancelState{ctx: ctx, cancel: cancel}
+			c.cctx.Store(p)
+		}
+		c.mu.Unlock()
 	}
-	c.mu.Lock()
-	if c.ctx == nil {
-		c.ctx, c.cancel = context.WithCancel(context.Background())
-		c.hasCtx.Store(true)
+	if c.ctxEnded.Load() { // the close began; cancelContext may have missed p
+		p.cancel()
 	}
-	c.mu.Unlock()
-	if c.ctxEnded.Load() { // the close began meanwhile; cancelContext may not have seen hasCtx
-		c.cancel()
-	}
-	return c.ctx
+	return p.ctx
 }
 
 // cancelContext ends Context, once the close has begun (called after
 // Conn.mu is released, so no other lock is taken under it). Of this and a
-// concurrent cancelCtx, at least one sees the other's flag and cancels.
+// concurrent cancelCtx, at least one sees the other's store and cancels.
 func (c *Conn) cancelContext() {
 	c.ctxEnded.Store(true)
-	if c.hasCtx.Load() {
-		c.cancel()
+	if p := c.cctx.Load(); p != nil {
+		p.cancel()
 	}
 }
 
