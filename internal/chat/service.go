@@ -755,8 +755,10 @@ func (s *Service) takeBatch() []*pendingSend {
 func (s *Service) commit(batch []*pendingSend) committedBatch {
 	now := time.Now()
 	// The batch's own deadline: its writes serve many requests, and one
-	// that has gone does not cancel the others.
-	ctx, cancel := context.WithTimeout(s.life, s.cfg.CommitTimeout)
+	// that has gone does not cancel the others. Not derived from s.life:
+	// Stop cancels that only after the committer has finished, and a child
+	// of it would cost a lock and a map entry in the parent per batch.
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CommitTimeout)
 	defer cancel()
 	ms := now.UnixMilli()
 	res := make([]store.AppendResult, len(batch))
