@@ -571,8 +571,9 @@ func (r *NATS) checkRouted() error {
 		return nil
 	}
 	if time.Since(r.startedAt) >= routeWait {
-		r.log.Warn("serving before every configured NATS route formed", "routed", r.Routes(), "configured", r.wantRoutes)
-		r.routed.Store(true)
+		if r.routed.CompareAndSwap(false, true) { // one line, however many ask at once
+			r.log.Warn("serving before every configured NATS route formed", "routed", r.Routes(), "configured", r.wantRoutes)
+		}
 		return nil
 	}
 	return ErrNotRouted
@@ -588,11 +589,22 @@ func peerRoutes(cfg NATSConfig) int {
 	if cfg.ClusterAdvertise != "" {
 		self[cfg.ClusterAdvertise] = true
 	}
-	peers := map[string]bool{}
+	peers, named := map[string]bool{}, false
 	for _, s := range cfg.Routes {
-		if u, err := url.Parse(s); err == nil && u.Host != "" && !self[u.Host] {
+		u, err := url.Parse(s)
+		switch {
+		case err != nil || u.Host == "":
+		case self[u.Host]:
+			named = true
+		default:
 			peers[u.Host] = true
 		}
+	}
+	if !named && len(peers) > 0 {
+		// The list may name this node by an address it cannot tell is its
+		// own (a host name, or the IP of a 0.0.0.0 listener): wait for one
+		// route fewer rather than for a route to itself that never forms.
+		return len(peers) - 1
 	}
 	return len(peers)
 }

@@ -47,6 +47,8 @@ func TestPeerRoutes(t *testing.T) {
 		{NATSConfig{ClusterListen: "127.0.0.1:1", Routes: []string{"nats://127.0.0.1:1", "nats://127.0.0.1:2", "nats://127.0.0.1:3"}}, 2},
 		{NATSConfig{ClusterListen: "0.0.0.0:1", ClusterAdvertise: "10.0.0.1:1", Routes: []string{"nats://10.0.0.1:1", "nats://10.0.0.2:1", "nats://10.0.0.2:1"}}, 1},
 		{NATSConfig{ClusterListen: "127.0.0.1:1"}, 0},
+		// This node under a name it cannot recognise: one route fewer.
+		{NATSConfig{ClusterListen: "0.0.0.0:6222", Routes: []string{"nats://node1:6222", "nats://node2:6222", "nats://node3:6222"}}, 2},
 		{NATSConfig{URLs: []string{"nats://127.0.0.1:4222"}}, 0},
 	} {
 		if got := peerRoutes(tc.cfg); got != tc.want {
