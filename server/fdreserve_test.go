@@ -220,8 +220,13 @@ func TestFDReserve(t *testing.T) {
 		held = append(held, nc)
 		peak = max(peak, childFDs())
 	}
+	// Accepted ones show as descriptors, refused ones in the metric. The sum
+	// may fall a few short for good: a descriptor counted in fdsBefore (a
+	// refused TCP socket not yet closed, a scrape's connection) can close
+	// meanwhile, which under -race once kept the exact sum from ever
+	// being reached.
 	eventually(t, "every HTTP connection served or refused", func() bool {
-		return childFDs()-fdsBefore+metric(fdRefused)-refusedBefore >= silent
+		return childFDs()-fdsBefore+metric(fdRefused)-refusedBefore >= silent-4
 	})
 	peak = max(peak, childFDs())
 	if metric(fdRefused) == refusedBefore {
