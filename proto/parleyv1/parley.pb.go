@@ -622,6 +622,8 @@ type ClientFrame struct {
 	//	*ClientFrame_JoinRoom
 	//	*ClientFrame_LeaveRoom
 	//	*ClientFrame_RoomSend
+	//	*ClientFrame_RegisterPush
+	//	*ClientFrame_UnregisterPush
 	Body          isClientFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1004,6 +1006,24 @@ func (x *ClientFrame) GetRoomSend() *RoomSend {
 	return nil
 }
 
+func (x *ClientFrame) GetRegisterPush() *RegisterPush {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_RegisterPush); ok {
+			return x.RegisterPush
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetUnregisterPush() *UnregisterPush {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_UnregisterPush); ok {
+			return x.UnregisterPush
+		}
+	}
+	return nil
+}
+
 type isClientFrame_Body interface {
 	isClientFrame_Body()
 }
@@ -1162,6 +1182,15 @@ type ClientFrame_RoomSend struct {
 	RoomSend *RoomSend `protobuf:"bytes,82,opt,name=room_send,json=roomSend,proto3,oneof"`
 }
 
+type ClientFrame_RegisterPush struct {
+	// Offline push notifications (docs/push.md)
+	RegisterPush *RegisterPush `protobuf:"bytes,90,opt,name=register_push,json=registerPush,proto3,oneof"`
+}
+
+type ClientFrame_UnregisterPush struct {
+	UnregisterPush *UnregisterPush `protobuf:"bytes,91,opt,name=unregister_push,json=unregisterPush,proto3,oneof"`
+}
+
 func (*ClientFrame_Auth) isClientFrame_Body() {}
 
 func (*ClientFrame_Ping) isClientFrame_Body() {}
@@ -1235,6 +1264,10 @@ func (*ClientFrame_JoinRoom) isClientFrame_Body() {}
 func (*ClientFrame_LeaveRoom) isClientFrame_Body() {}
 
 func (*ClientFrame_RoomSend) isClientFrame_Body() {}
+
+func (*ClientFrame_RegisterPush) isClientFrame_Body() {}
+
+func (*ClientFrame_UnregisterPush) isClientFrame_Body() {}
 
 // ServerFrame is everything the server can send.
 type ServerFrame struct {
@@ -5699,11 +5732,345 @@ func (x *RoomInfo) GetOnline() uint32 {
 	return 0
 }
 
+// RegisterPush sets this device's push target, replacing any it had. Reply: ok.
+// Logging out with the token that registered it, a password change, revoking
+// the user's tokens, and a newer login of another device of the same type
+// (a kick) remove it.
+type RegisterPush struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The device the target belongs to (1-64 characters [A-Za-z0-9_.-]). Over a
+	// socket: empty (this session's device) or equal to it. Over POST /v1/rpc,
+	// where there is no session device: required.
+	DeviceId string `protobuf:"bytes,1,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	// Types that are valid to be assigned to Target:
+	//
+	//	*RegisterPush_Apns
+	//	*RegisterPush_Fcm
+	//	*RegisterPush_Webpush
+	Target        isRegisterPush_Target `protobuf_oneof:"target"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterPush) Reset() {
+	*x = RegisterPush{}
+	mi := &file_parley_v1_parley_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterPush) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterPush) ProtoMessage() {}
+
+func (x *RegisterPush) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterPush.ProtoReflect.Descriptor instead.
+func (*RegisterPush) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *RegisterPush) GetDeviceId() string {
+	if x != nil {
+		return x.DeviceId
+	}
+	return ""
+}
+
+func (x *RegisterPush) GetTarget() isRegisterPush_Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *RegisterPush) GetApns() *ApnsTarget {
+	if x != nil {
+		if x, ok := x.Target.(*RegisterPush_Apns); ok {
+			return x.Apns
+		}
+	}
+	return nil
+}
+
+func (x *RegisterPush) GetFcm() *FcmTarget {
+	if x != nil {
+		if x, ok := x.Target.(*RegisterPush_Fcm); ok {
+			return x.Fcm
+		}
+	}
+	return nil
+}
+
+func (x *RegisterPush) GetWebpush() *WebPushTarget {
+	if x != nil {
+		if x, ok := x.Target.(*RegisterPush_Webpush); ok {
+			return x.Webpush
+		}
+	}
+	return nil
+}
+
+type isRegisterPush_Target interface {
+	isRegisterPush_Target()
+}
+
+type RegisterPush_Apns struct {
+	Apns *ApnsTarget `protobuf:"bytes,2,opt,name=apns,proto3,oneof"`
+}
+
+type RegisterPush_Fcm struct {
+	Fcm *FcmTarget `protobuf:"bytes,3,opt,name=fcm,proto3,oneof"`
+}
+
+type RegisterPush_Webpush struct {
+	Webpush *WebPushTarget `protobuf:"bytes,4,opt,name=webpush,proto3,oneof"`
+}
+
+func (*RegisterPush_Apns) isRegisterPush_Target() {}
+
+func (*RegisterPush_Fcm) isRegisterPush_Target() {}
+
+func (*RegisterPush_Webpush) isRegisterPush_Target() {}
+
+// ApnsTarget: Apple Push Notification service.
+type ApnsTarget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The device token from registerForRemoteNotifications, in hex (64-200 characters).
+	DeviceToken string `protobuf:"bytes,1,opt,name=device_token,json=deviceToken,proto3" json:"device_token,omitempty"`
+	// The app's bundle id (the apns-topic), 1-255 characters.
+	Topic string `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	// True for a development build (APNs sandbox environment).
+	Sandbox       bool `protobuf:"varint,3,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApnsTarget) Reset() {
+	*x = ApnsTarget{}
+	mi := &file_parley_v1_parley_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApnsTarget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApnsTarget) ProtoMessage() {}
+
+func (x *ApnsTarget) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApnsTarget.ProtoReflect.Descriptor instead.
+func (*ApnsTarget) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *ApnsTarget) GetDeviceToken() string {
+	if x != nil {
+		return x.DeviceToken
+	}
+	return ""
+}
+
+func (x *ApnsTarget) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ApnsTarget) GetSandbox() bool {
+	if x != nil {
+		return x.Sandbox
+	}
+	return false
+}
+
+// FcmTarget: Firebase Cloud Messaging (HTTP v1).
+type FcmTarget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The registration token from FirebaseMessaging.getToken, 1-4096 characters.
+	Token         string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FcmTarget) Reset() {
+	*x = FcmTarget{}
+	mi := &file_parley_v1_parley_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FcmTarget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FcmTarget) ProtoMessage() {}
+
+func (x *FcmTarget) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FcmTarget.ProtoReflect.Descriptor instead.
+func (*FcmTarget) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *FcmTarget) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+// WebPushTarget: a browser's PushSubscription (RFC 8030, RFC 8291). Subscribe
+// with the server's VAPID public key from GET /v1/push/webpush-key.
+type WebPushTarget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// subscription.endpoint: an https URL, at most 2048 bytes.
+	Endpoint string `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	// subscription.getKey('p256dh'), base64url: the 65-byte P-256 public key.
+	P256Dh string `protobuf:"bytes,2,opt,name=p256dh,proto3" json:"p256dh,omitempty"`
+	// subscription.getKey('auth'), base64url: the 16-byte authentication secret.
+	Auth          string `protobuf:"bytes,3,opt,name=auth,proto3" json:"auth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WebPushTarget) Reset() {
+	*x = WebPushTarget{}
+	mi := &file_parley_v1_parley_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WebPushTarget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WebPushTarget) ProtoMessage() {}
+
+func (x *WebPushTarget) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WebPushTarget.ProtoReflect.Descriptor instead.
+func (*WebPushTarget) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *WebPushTarget) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *WebPushTarget) GetP256Dh() string {
+	if x != nil {
+		return x.P256Dh
+	}
+	return ""
+}
+
+func (x *WebPushTarget) GetAuth() string {
+	if x != nil {
+		return x.Auth
+	}
+	return ""
+}
+
+// UnregisterPush removes the device's push target (none: ok too). Reply: ok.
+type UnregisterPush struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As RegisterPush.device_id.
+	DeviceId      string `protobuf:"bytes,1,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnregisterPush) Reset() {
+	*x = UnregisterPush{}
+	mi := &file_parley_v1_parley_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnregisterPush) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnregisterPush) ProtoMessage() {}
+
+func (x *UnregisterPush) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnregisterPush.ProtoReflect.Descriptor instead.
+func (*UnregisterPush) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *UnregisterPush) GetDeviceId() string {
+	if x != nil {
+		return x.DeviceId
+	}
+	return ""
+}
+
 var File_parley_v1_parley_proto protoreflect.FileDescriptor
 
 const file_parley_v1_parley_proto_rawDesc = "" +
 	"\n" +
-	"\x16parley/v1/parley.proto\x12\tparley.v1\"\xf4\x10\n" +
+	"\x16parley/v1/parley.proto\x12\tparley.v1\"\xfa\x11\n" +
 	"\vClientFrame\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
 	"\x04auth\x18\x02 \x01(\v2\x0f.parley.v1.AuthH\x00R\x04auth\x12%\n" +
@@ -5748,7 +6115,9 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\tjoin_room\x18P \x01(\v2\x13.parley.v1.JoinRoomH\x00R\bjoinRoom\x125\n" +
 	"\n" +
 	"leave_room\x18Q \x01(\v2\x14.parley.v1.LeaveRoomH\x00R\tleaveRoom\x122\n" +
-	"\troom_send\x18R \x01(\v2\x13.parley.v1.RoomSendH\x00R\broomSendB\x06\n" +
+	"\troom_send\x18R \x01(\v2\x13.parley.v1.RoomSendH\x00R\broomSend\x12>\n" +
+	"\rregister_push\x18Z \x01(\v2\x17.parley.v1.RegisterPushH\x00R\fregisterPush\x12D\n" +
+	"\x0funregister_push\x18[ \x01(\v2\x19.parley.v1.UnregisterPushH\x00R\x0eunregisterPushB\x06\n" +
 	"\x04body\"\x9d\t\n" +
 	"\vServerFrame\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12,\n" +
@@ -6085,7 +6454,26 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x04body\x18\x03 \x01(\fR\x04body\"6\n" +
 	"\bRoomInfo\x12\x12\n" +
 	"\x04room\x18\x01 \x01(\tR\x04room\x12\x16\n" +
-	"\x06online\x18\x02 \x01(\rR\x06online*\xf6\x02\n" +
+	"\x06online\x18\x02 \x01(\rR\x06online\"\xc2\x01\n" +
+	"\fRegisterPush\x12\x1b\n" +
+	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12+\n" +
+	"\x04apns\x18\x02 \x01(\v2\x15.parley.v1.ApnsTargetH\x00R\x04apns\x12(\n" +
+	"\x03fcm\x18\x03 \x01(\v2\x14.parley.v1.FcmTargetH\x00R\x03fcm\x124\n" +
+	"\awebpush\x18\x04 \x01(\v2\x18.parley.v1.WebPushTargetH\x00R\awebpushB\b\n" +
+	"\x06target\"_\n" +
+	"\n" +
+	"ApnsTarget\x12!\n" +
+	"\fdevice_token\x18\x01 \x01(\tR\vdeviceToken\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x18\n" +
+	"\asandbox\x18\x03 \x01(\bR\asandbox\"!\n" +
+	"\tFcmTarget\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\"W\n" +
+	"\rWebPushTarget\x12\x1a\n" +
+	"\bendpoint\x18\x01 \x01(\tR\bendpoint\x12\x16\n" +
+	"\x06p256dh\x18\x02 \x01(\tR\x06p256dh\x12\x12\n" +
+	"\x04auth\x18\x03 \x01(\tR\x04auth\"-\n" +
+	"\x0eUnregisterPush\x12\x1b\n" +
+	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId*\xf6\x02\n" +
 	"\vMessageKind\x12\x1c\n" +
 	"\x18MESSAGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13MESSAGE_KIND_NORMAL\x10\x01\x12\x17\n" +
@@ -6167,7 +6555,7 @@ func file_parley_v1_parley_proto_rawDescGZIP() []byte {
 }
 
 var file_parley_v1_parley_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_parley_v1_parley_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_parley_v1_parley_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
 var file_parley_v1_parley_proto_goTypes = []any{
 	(MessageKind)(0),            // 0: parley.v1.MessageKind
 	(ConversationType)(0),       // 1: parley.v1.ConversationType
@@ -6244,6 +6632,11 @@ var file_parley_v1_parley_proto_goTypes = []any{
 	(*LeaveRoom)(nil),           // 72: parley.v1.LeaveRoom
 	(*RoomSend)(nil),            // 73: parley.v1.RoomSend
 	(*RoomInfo)(nil),            // 74: parley.v1.RoomInfo
+	(*RegisterPush)(nil),        // 75: parley.v1.RegisterPush
+	(*ApnsTarget)(nil),          // 76: parley.v1.ApnsTarget
+	(*FcmTarget)(nil),           // 77: parley.v1.FcmTarget
+	(*WebPushTarget)(nil),       // 78: parley.v1.WebPushTarget
+	(*UnregisterPush)(nil),      // 79: parley.v1.UnregisterPush
 }
 var file_parley_v1_parley_proto_depIdxs = []int32{
 	10, // 0: parley.v1.ClientFrame.auth:type_name -> parley.v1.Auth
@@ -6283,59 +6676,64 @@ var file_parley_v1_parley_proto_depIdxs = []int32{
 	71, // 34: parley.v1.ClientFrame.join_room:type_name -> parley.v1.JoinRoom
 	72, // 35: parley.v1.ClientFrame.leave_room:type_name -> parley.v1.LeaveRoom
 	73, // 36: parley.v1.ClientFrame.room_send:type_name -> parley.v1.RoomSend
-	11, // 37: parley.v1.ServerFrame.auth_ok:type_name -> parley.v1.AuthOk
-	13, // 38: parley.v1.ServerFrame.pong:type_name -> parley.v1.Pong
-	16, // 39: parley.v1.ServerFrame.send_ack:type_name -> parley.v1.SendAck
-	18, // 40: parley.v1.ServerFrame.message:type_name -> parley.v1.Message
-	21, // 41: parley.v1.ServerFrame.receipt:type_name -> parley.v1.Receipt
-	24, // 42: parley.v1.ServerFrame.conversations:type_name -> parley.v1.ConversationList
-	27, // 43: parley.v1.ServerFrame.messages:type_name -> parley.v1.MessagePage
-	28, // 44: parley.v1.ServerFrame.error:type_name -> parley.v1.Error
-	29, // 45: parley.v1.ServerFrame.disconnect:type_name -> parley.v1.Disconnect
-	14, // 46: parley.v1.ServerFrame.ok:type_name -> parley.v1.Ok
-	30, // 47: parley.v1.ServerFrame.group:type_name -> parley.v1.GroupInfo
-	44, // 48: parley.v1.ServerFrame.members:type_name -> parley.v1.MemberPage
-	51, // 49: parley.v1.ServerFrame.read_counts:type_name -> parley.v1.ReadCountList
-	53, // 50: parley.v1.ServerFrame.typing:type_name -> parley.v1.TypingEvent
-	57, // 51: parley.v1.ServerFrame.presence:type_name -> parley.v1.PresenceList
-	58, // 52: parley.v1.ServerFrame.presence_event:type_name -> parley.v1.PresenceEvent
-	64, // 53: parley.v1.ServerFrame.contacts:type_name -> parley.v1.ContactList
-	65, // 54: parley.v1.ServerFrame.contact_event:type_name -> parley.v1.ContactEvent
-	48, // 55: parley.v1.ServerFrame.hidden:type_name -> parley.v1.HiddenEvent
-	69, // 56: parley.v1.ServerFrame.conversation_event:type_name -> parley.v1.ConversationEvent
-	70, // 57: parley.v1.ServerFrame.push:type_name -> parley.v1.Push
-	74, // 58: parley.v1.ServerFrame.room:type_name -> parley.v1.RoomInfo
-	4,  // 59: parley.v1.MessageEvent.role:type_name -> parley.v1.GroupRole
-	30, // 60: parley.v1.MessageEvent.group:type_name -> parley.v1.GroupInfo
-	0,  // 61: parley.v1.Message.kind:type_name -> parley.v1.MessageKind
-	17, // 62: parley.v1.Message.event:type_name -> parley.v1.MessageEvent
-	1,  // 63: parley.v1.Conversation.type:type_name -> parley.v1.ConversationType
-	18, // 64: parley.v1.Conversation.last_message:type_name -> parley.v1.Message
-	30, // 65: parley.v1.Conversation.group:type_name -> parley.v1.GroupInfo
-	23, // 66: parley.v1.ConversationList.conversations:type_name -> parley.v1.Conversation
-	18, // 67: parley.v1.MessagePage.messages:type_name -> parley.v1.Message
-	2,  // 68: parley.v1.Error.code:type_name -> parley.v1.ErrorCode
-	3,  // 69: parley.v1.Disconnect.code:type_name -> parley.v1.DisconnectCode
-	5,  // 70: parley.v1.GroupInfo.add_policy:type_name -> parley.v1.GroupAddPolicy
-	6,  // 71: parley.v1.GroupInfo.history_visibility:type_name -> parley.v1.HistoryVisibility
-	5,  // 72: parley.v1.CreateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
-	6,  // 73: parley.v1.CreateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
-	5,  // 74: parley.v1.UpdateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
-	6,  // 75: parley.v1.UpdateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
-	4,  // 76: parley.v1.SetRole.role:type_name -> parley.v1.GroupRole
-	4,  // 77: parley.v1.Member.role:type_name -> parley.v1.GroupRole
-	43, // 78: parley.v1.MemberPage.members:type_name -> parley.v1.Member
-	50, // 79: parley.v1.ReadCountList.counts:type_name -> parley.v1.ReadCount
-	56, // 80: parley.v1.PresenceList.users:type_name -> parley.v1.Presence
-	56, // 81: parley.v1.PresenceEvent.presence:type_name -> parley.v1.Presence
-	7,  // 82: parley.v1.Contact.state:type_name -> parley.v1.ContactState
-	59, // 83: parley.v1.ContactList.contacts:type_name -> parley.v1.Contact
-	59, // 84: parley.v1.ContactEvent.contact:type_name -> parley.v1.Contact
-	85, // [85:85] is the sub-list for method output_type
-	85, // [85:85] is the sub-list for method input_type
-	85, // [85:85] is the sub-list for extension type_name
-	85, // [85:85] is the sub-list for extension extendee
-	0,  // [0:85] is the sub-list for field type_name
+	75, // 37: parley.v1.ClientFrame.register_push:type_name -> parley.v1.RegisterPush
+	79, // 38: parley.v1.ClientFrame.unregister_push:type_name -> parley.v1.UnregisterPush
+	11, // 39: parley.v1.ServerFrame.auth_ok:type_name -> parley.v1.AuthOk
+	13, // 40: parley.v1.ServerFrame.pong:type_name -> parley.v1.Pong
+	16, // 41: parley.v1.ServerFrame.send_ack:type_name -> parley.v1.SendAck
+	18, // 42: parley.v1.ServerFrame.message:type_name -> parley.v1.Message
+	21, // 43: parley.v1.ServerFrame.receipt:type_name -> parley.v1.Receipt
+	24, // 44: parley.v1.ServerFrame.conversations:type_name -> parley.v1.ConversationList
+	27, // 45: parley.v1.ServerFrame.messages:type_name -> parley.v1.MessagePage
+	28, // 46: parley.v1.ServerFrame.error:type_name -> parley.v1.Error
+	29, // 47: parley.v1.ServerFrame.disconnect:type_name -> parley.v1.Disconnect
+	14, // 48: parley.v1.ServerFrame.ok:type_name -> parley.v1.Ok
+	30, // 49: parley.v1.ServerFrame.group:type_name -> parley.v1.GroupInfo
+	44, // 50: parley.v1.ServerFrame.members:type_name -> parley.v1.MemberPage
+	51, // 51: parley.v1.ServerFrame.read_counts:type_name -> parley.v1.ReadCountList
+	53, // 52: parley.v1.ServerFrame.typing:type_name -> parley.v1.TypingEvent
+	57, // 53: parley.v1.ServerFrame.presence:type_name -> parley.v1.PresenceList
+	58, // 54: parley.v1.ServerFrame.presence_event:type_name -> parley.v1.PresenceEvent
+	64, // 55: parley.v1.ServerFrame.contacts:type_name -> parley.v1.ContactList
+	65, // 56: parley.v1.ServerFrame.contact_event:type_name -> parley.v1.ContactEvent
+	48, // 57: parley.v1.ServerFrame.hidden:type_name -> parley.v1.HiddenEvent
+	69, // 58: parley.v1.ServerFrame.conversation_event:type_name -> parley.v1.ConversationEvent
+	70, // 59: parley.v1.ServerFrame.push:type_name -> parley.v1.Push
+	74, // 60: parley.v1.ServerFrame.room:type_name -> parley.v1.RoomInfo
+	4,  // 61: parley.v1.MessageEvent.role:type_name -> parley.v1.GroupRole
+	30, // 62: parley.v1.MessageEvent.group:type_name -> parley.v1.GroupInfo
+	0,  // 63: parley.v1.Message.kind:type_name -> parley.v1.MessageKind
+	17, // 64: parley.v1.Message.event:type_name -> parley.v1.MessageEvent
+	1,  // 65: parley.v1.Conversation.type:type_name -> parley.v1.ConversationType
+	18, // 66: parley.v1.Conversation.last_message:type_name -> parley.v1.Message
+	30, // 67: parley.v1.Conversation.group:type_name -> parley.v1.GroupInfo
+	23, // 68: parley.v1.ConversationList.conversations:type_name -> parley.v1.Conversation
+	18, // 69: parley.v1.MessagePage.messages:type_name -> parley.v1.Message
+	2,  // 70: parley.v1.Error.code:type_name -> parley.v1.ErrorCode
+	3,  // 71: parley.v1.Disconnect.code:type_name -> parley.v1.DisconnectCode
+	5,  // 72: parley.v1.GroupInfo.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,  // 73: parley.v1.GroupInfo.history_visibility:type_name -> parley.v1.HistoryVisibility
+	5,  // 74: parley.v1.CreateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,  // 75: parley.v1.CreateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
+	5,  // 76: parley.v1.UpdateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,  // 77: parley.v1.UpdateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
+	4,  // 78: parley.v1.SetRole.role:type_name -> parley.v1.GroupRole
+	4,  // 79: parley.v1.Member.role:type_name -> parley.v1.GroupRole
+	43, // 80: parley.v1.MemberPage.members:type_name -> parley.v1.Member
+	50, // 81: parley.v1.ReadCountList.counts:type_name -> parley.v1.ReadCount
+	56, // 82: parley.v1.PresenceList.users:type_name -> parley.v1.Presence
+	56, // 83: parley.v1.PresenceEvent.presence:type_name -> parley.v1.Presence
+	7,  // 84: parley.v1.Contact.state:type_name -> parley.v1.ContactState
+	59, // 85: parley.v1.ContactList.contacts:type_name -> parley.v1.Contact
+	59, // 86: parley.v1.ContactEvent.contact:type_name -> parley.v1.Contact
+	76, // 87: parley.v1.RegisterPush.apns:type_name -> parley.v1.ApnsTarget
+	77, // 88: parley.v1.RegisterPush.fcm:type_name -> parley.v1.FcmTarget
+	78, // 89: parley.v1.RegisterPush.webpush:type_name -> parley.v1.WebPushTarget
+	90, // [90:90] is the sub-list for method output_type
+	90, // [90:90] is the sub-list for method input_type
+	90, // [90:90] is the sub-list for extension type_name
+	90, // [90:90] is the sub-list for extension extendee
+	0,  // [0:90] is the sub-list for field type_name
 }
 
 func init() { file_parley_v1_parley_proto_init() }
@@ -6381,6 +6779,8 @@ func file_parley_v1_parley_proto_init() {
 		(*ClientFrame_JoinRoom)(nil),
 		(*ClientFrame_LeaveRoom)(nil),
 		(*ClientFrame_RoomSend)(nil),
+		(*ClientFrame_RegisterPush)(nil),
+		(*ClientFrame_UnregisterPush)(nil),
 	}
 	file_parley_v1_parley_proto_msgTypes[1].OneofWrappers = []any{
 		(*ServerFrame_AuthOk)(nil),
@@ -6409,13 +6809,18 @@ func file_parley_v1_parley_proto_init() {
 	file_parley_v1_parley_proto_msgTypes[20].OneofWrappers = []any{}
 	file_parley_v1_parley_proto_msgTypes[24].OneofWrappers = []any{}
 	file_parley_v1_parley_proto_msgTypes[60].OneofWrappers = []any{}
+	file_parley_v1_parley_proto_msgTypes[67].OneofWrappers = []any{
+		(*RegisterPush_Apns)(nil),
+		(*RegisterPush_Fcm)(nil),
+		(*RegisterPush_Webpush)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_parley_v1_parley_proto_rawDesc), len(file_parley_v1_parley_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   67,
+			NumMessages:   72,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
