@@ -145,6 +145,26 @@ type Contact struct {
 	UpdatedAt time.Time
 }
 
+// PushTarget is where one device of a user gets push notifications while it
+// is not connected. A user has at most one per device.
+type PushTarget struct {
+	UserID, DeviceID string
+	// Kind is "apns", "fcm" or "webpush".
+	Kind string
+	// Token: the APNs device token, the FCM registration token or the Web
+	// Push subscription endpoint.
+	Token string
+	// Topic (APNs bundle id) and Sandbox (APNs development environment).
+	Topic   string
+	Sandbox bool
+	// P256dh and Auth are a Web Push subscription's keys (base64url).
+	P256dh, Auth string
+	// TokenID is the id of the login token that registered it: logging
+	// out with that token removes it. Empty for tokens without an id.
+	TokenID   string
+	UpdatedAt time.Time
+}
+
 // Store is Parley's persistent state. All methods are safe for concurrent use.
 type Store interface {
 	// Append stores a batch of messages durably and in order. For each message
@@ -254,6 +274,16 @@ type Store interface {
 	// when first stored, in the same atomic write. Duplicates, edits and
 	// recalls do not change it. 0 when none.
 	UserStorage(ctx context.Context, userID string) (uint64, error)
+
+	// PutPushTarget stores t, replacing the target of (t.UserID, t.DeviceID).
+	PutPushTarget(ctx context.Context, t PushTarget) error
+	// PushTargets lists userID's targets ordered by device id (none: empty).
+	PushTargets(ctx context.Context, userID string) ([]PushTarget, error)
+	// DeletePushTarget removes the target of (userID, deviceID). With token
+	// set, only a target whose Token equals it is removed, so a target the
+	// platform reported invalid never takes a newer registration with it.
+	// It reports whether a target was removed.
+	DeletePushTarget(ctx context.Context, userID, deviceID, token string) (bool, error)
 
 	// Ping reports whether the store can serve reads and writes (readiness).
 	Ping(ctx context.Context) error

@@ -27,8 +27,9 @@ import (
 //	'a' lp(user)                              -> last seen
 //	'U' lp(normalized username)               -> user id          (unique names; bare 'U': index built)
 //	'q' lp(user)                              -> payload bytes stored (storage quota)
+//	'p' lp(user) device                       -> push target
 //
-// The last component of 'n', 'o', 'f' and 'b' keys is the raw user id, not
+// The last component of 'n', 'o', 'f', 'b' and 'p' keys is the raw user id, not
 // length-prefixed: those lists are returned ordered by user id, and a length
 // prefix would order them by length first ("b" before "aa"). It is still
 // unambiguous: it is the rest of the key after a length-prefixed prefix.
@@ -53,6 +54,7 @@ const (
 	nsBlock      byte = 'b'
 	nsLastSeen   byte = 'a'
 	nsUsage      byte = 'q'
+	nsPush       byte = 'p'
 )
 
 var errBadKey = errors.New("malformed key")

@@ -173,6 +173,7 @@ type Store struct {
 	cursorCache *genMap[cursorValue] // guarded by cursorMu: cursors as last written
 	userMu      sync.Mutex           // makes CreateUser's and UpdateUser's existence check atomic with the write
 
+	pushMu    sync.Mutex // makes DeletePushTarget's token check atomic with the delete
 	tokenMu   sync.Mutex // serializes RevokeToken; guards lastPurge
 	lastPurge time.Time
 }

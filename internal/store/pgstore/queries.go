@@ -21,6 +21,7 @@ type queries struct {
 	setSettings, getSettings, hideMessages, hiddenMessages    string
 	putContact, deleteContact, getContact, contacts           string
 	block, unblock, blocked, isBlocked, setLastSeen, lastSeen string
+	putPush, pushTargets, deletePush, deletePushToken         string
 }
 
 func newQueries(schema string) queries {
@@ -126,6 +127,15 @@ func newQueries(schema string) queries {
 		deleteContact: q(`DELETE FROM {s}.contacts WHERE owner_id = $1 AND user_id = $2`),
 		getContact:    q(`SELECT user_id, state, note, updated_at FROM {s}.contacts WHERE owner_id = $1 AND user_id = $2`),
 		contacts:      q(`SELECT user_id, state, note, updated_at FROM {s}.contacts WHERE owner_id = $1 ORDER BY user_id`),
+
+		putPush: q(`INSERT INTO {s}.push_targets (user_id, device_id, kind, token, topic, sandbox, p256dh, auth, token_id, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+			ON CONFLICT (user_id, device_id) DO UPDATE SET kind = excluded.kind, token = excluded.token, topic = excluded.topic,
+			sandbox = excluded.sandbox, p256dh = excluded.p256dh, auth = excluded.auth, token_id = excluded.token_id, updated_at = excluded.updated_at`),
+		pushTargets: q(`SELECT device_id, kind, token, topic, sandbox, p256dh, auth, token_id, updated_at
+			FROM {s}.push_targets WHERE user_id = $1 ORDER BY device_id`),
+		deletePush:      q(`DELETE FROM {s}.push_targets WHERE user_id = $1 AND device_id = $2`),
+		deletePushToken: q(`DELETE FROM {s}.push_targets WHERE user_id = $1 AND device_id = $2 AND token = $3`),
 
 		block:     q(`INSERT INTO {s}.blocks (owner_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`),
 		unblock:   q(`DELETE FROM {s}.blocks WHERE owner_id = $1 AND user_id = $2`),

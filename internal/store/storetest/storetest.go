@@ -65,6 +65,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Blocks", testBlocks},
 		{"LastSeen", testLastSeen},
 		{"UserStorage", testUserStorage},
+		{"PushTargets", testPushTargets},
 		{"ConcurrentAppend", testConcurrentAppend},
 		{"ConcurrentApplyAndAppend", testConcurrentApplyAndAppend},
 		{"ConcurrentResends", testConcurrentResends},
@@ -864,6 +865,14 @@ func testClose(t *testing.T, s store.Store) {
 		"IsBlocked":     func() error { _, err := s.IsBlocked(ctx, "alice", "bob"); return err },
 		"SetLastSeen":   func() error { return s.SetLastSeen(ctx, "alice", time.Now()) },
 		"LastSeen":      func() error { _, err := s.LastSeen(ctx, "alice"); return err },
+		"PutPushTarget": func() error {
+			return s.PutPushTarget(ctx, store.PushTarget{UserID: "alice", DeviceID: "d", Kind: "fcm", Token: "t"})
+		},
+		"PushTargets": func() error { _, err := s.PushTargets(ctx, "alice"); return err },
+		"DeletePushTarget": func() error {
+			_, err := s.DeletePushTarget(ctx, "alice", "d", "")
+			return err
+		},
 	}
 	for name, call := range calls {
 		if err := call(); !errors.Is(err, store.ErrClosed) {
