@@ -292,3 +292,59 @@ func retT[T any](v *T, err error) (*T, error) {
 	}
 	return v, nil
 }
+
+// PushAttempt is one entry of a device's push log.
+type PushAttempt struct {
+	Time           time.Time     `json:"time"`
+	Kind           string        `json:"kind"`
+	ConversationID string        `json:"conversation_id"`
+	Seq            uint64        `json:"seq,string"`
+	Count          int           `json:"count"`
+	Outcome        string        `json:"outcome"` // sent, retrying, failed, removed, dropped
+	Status         int           `json:"status"`
+	Reason         string        `json:"reason"`
+	Error          string        `json:"error"`
+	Latency        time.Duration `json:"latency_ns"`
+}
+
+// PushDevice is a device registered for push notifications, with its log
+// (newest first; the attempts made by the node answering).
+type PushDevice struct {
+	DeviceID  string        `json:"device_id"`
+	Kind      string        `json:"kind"`
+	Token     string        `json:"token"` // cut short
+	Topic     string        `json:"topic"`
+	Sandbox   bool          `json:"sandbox"`
+	UpdatedAt time.Time     `json:"updated_at"`
+	Log       []PushAttempt `json:"log"`
+}
+
+// PushDevices lists the user's devices registered for push notifications.
+func (a *Admin) PushDevices(ctx context.Context, userID string) ([]PushDevice, error) {
+	var out struct {
+		Devices []PushDevice `json:"devices"`
+	}
+	err := a.do(ctx, http.MethodGet, "/v1/admin/users/"+url.PathEscape(userID)+"/push", nil, &out)
+	return out.Devices, err
+}
+
+// PushTestResult is one device's answer to a test notification.
+type PushTestResult struct {
+	DeviceID string        `json:"device_id"`
+	Kind     string        `json:"kind"`
+	Outcome  string        `json:"outcome"`
+	Status   int           `json:"status"`
+	Reason   string        `json:"reason"`
+	Error    string        `json:"error"`
+	Latency  time.Duration `json:"latency_ns"`
+}
+
+// PushTest sends a test notification to each of the user's devices now and
+// returns each platform's answer.
+func (a *Admin) PushTest(ctx context.Context, userID string) ([]PushTestResult, error) {
+	var out struct {
+		Devices []PushTestResult `json:"devices"`
+	}
+	err := a.do(ctx, http.MethodPost, "/v1/admin/users/"+url.PathEscape(userID)+"/push/test", nil, &out)
+	return out.Devices, err
+}

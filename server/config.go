@@ -6,15 +6,23 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/parleyim/parley/internal/limit"
 	"github.com/parleyim/parley/internal/session"
 	"github.com/parleyim/parley/internal/store"
 )
+
+// PushTemplate is a push notification's title and body for one content type.
+type PushTemplate struct {
+	Title string `yaml:"title"`
+	Body  string `yaml:"body"`
+}
 
 // Config is the whole configuration of a Parley server. Every field's zero
 // value means the default stated beside it, so Config{} is a working
@@ -190,6 +198,58 @@ type Config struct {
 	// dropped and counted. Default 10,000.
 	WebhookQueue int `yaml:"webhook_queue"`
 
+	// PushDelay is how long a connected device has to acknowledge a message
+	// as delivered before it gets a push notification (devices that are
+	// not connected get one after it too). Default 3s.
+	PushDelay time.Duration `yaml:"push_delay"`
+	// PushCoalesce: after a notification to a device, further ones wait
+	// this long and go out as one ("3 new messages"). Default 10s.
+	PushCoalesce time.Duration `yaml:"push_coalesce"`
+	// PushTTL is how long the platforms keep a notification for a device
+	// they cannot reach. Default 24h.
+	PushTTL time.Duration `yaml:"push_ttl"`
+	// PushPreview: "full" shows the sender and a text preview, "hidden"
+	// only "New message". Default "full".
+	PushPreview string `yaml:"push_preview"`
+	// PushTemplates are a notification's title and body per content type
+	// ("*": any other), with {sender}, {group}, {text}, {count}. Default:
+	// "{sender}" (in a group "{sender} in {group}") and "{text}".
+	PushTemplates map[string]PushTemplate `yaml:"push_templates"`
+	// PushQueue bounds the notifications waiting per platform; past it
+	// they are dropped and counted. Default 10,000.
+	PushQueue int `yaml:"push_queue"`
+	// PushWorkers is how many requests each platform has in flight. Default 64.
+	PushWorkers int `yaml:"push_workers"`
+	// APNsKeyFile is the .p8 token signing key from Apple; with
+	// APNsKeyID and APNsTeamID it turns APNs on. Default none.
+	APNsKeyFile string `yaml:"apns_key_file"`
+	APNsKeyID   string `yaml:"apns_key_id"`
+	APNsTeamID  string `yaml:"apns_team_id"`
+	// APNsEndpoint and APNsSandboxEndpoint override Apple's production and
+	// development endpoints (tests). Default Apple's.
+	APNsEndpoint        string `yaml:"apns_endpoint"`
+	APNsSandboxEndpoint string `yaml:"apns_sandbox_endpoint"`
+	// FCMCredentialsFile is a Firebase service-account JSON key; it turns
+	// FCM on. Default none.
+	FCMCredentialsFile string `yaml:"fcm_credentials_file"`
+	// FCMEndpoint overrides https://fcm.googleapis.com (tests).
+	FCMEndpoint string `yaml:"fcm_endpoint"`
+	// WebPushOff turns Web Push off. Default false: on, with VAPID keys
+	// generated at first start (in a cluster they must be set, the same on
+	// every node, or Web Push stays off).
+	WebPushOff bool `yaml:"webpush_off"`
+	// WebPushSubject is the contact push services may use (mailto: or
+	// https:). Default "https://github.com/parleyim/parley"; set your own.
+	WebPushSubject string `yaml:"webpush_subject"`
+	// WebPushVAPIDPublicKey and WebPushVAPIDPrivateKey (base64url).
+	// Default: generated into data_dir/secrets.json.
+	WebPushVAPIDPublicKey  string `yaml:"webpush_vapid_public_key"`
+	WebPushVAPIDPrivateKey string `yaml:"webpush_vapid_private_key"`
+	// WebPushAllowPrivate lets subscriptions name endpoints on private,
+	// loopback and link-local addresses. Default false: a user could
+	// otherwise make the server send requests into its own network.
+	WebPushAllowPrivate bool `yaml:"webpush_allow_private"`
+
 	// PostgresURL stores everything in PostgreSQL instead of the embedded
 	// store, e.g. "postgres://parley:PASSWORD@db:5432/parley?sslmode=require".
 	// Default "": embedded storage in DataDir. (Several nodes on one
@@ -253,6 +313,9 @@ type Config struct {
 	storeFS vfs.FS
 	// storeWrap, when set (tests only), wraps the opened store.
 	storeWrap func(store.Store) store.Store
+	// pushClients, when set (tests only), are the HTTP clients of the push
+	// platforms by kind (trusting the tests' stand-in servers).
+	pushClients map[string]*http.Client
 
 	// NodeID distinguishes message ids of different nodes, 0-1023. Default 0.
 	NodeID uint16 `yaml:"node_id"`
@@ -386,6 +449,27 @@ func (c Config) withDefaults() Config {
 	if c.UserStorageQuotaBytes == 0 {
 		c.UserStorageQuotaBytes = unlimited
 	}
+	if c.PushDelay == 0 {
+		c.PushDelay = 3 * time.Second
+	}
+	if c.PushCoalesce == 0 {
+		c.PushCoalesce = 10 * time.Second
+	}
+	if c.PushTTL == 0 {
+		c.PushTTL = 24 * time.Hour
+	}
+	if c.PushPreview == "" {
+		c.PushPreview = "full"
+	}
+	if c.PushQueue == 0 {
+		c.PushQueue = 10_000
+	}
+	if c.PushWorkers == 0 {
+		c.PushWorkers = 64
+	}
+	if c.WebPushSubject == "" {
+		c.WebPushSubject = "https://github.com/parleyim/parley"
+	}
 	if c.WebhookQueue == 0 {
 		c.WebhookQueue = 10_000
 	}
@@ -502,6 +586,15 @@ func (c Config) validate() error {
 		"fd_reserve must be -1 (none), or positive and below max_open_files (%d), got %d", c.MaxOpenFiles, c.FDReserve)
 	check((c.TLSCertFile == "") == (c.TLSKeyFile == ""), "tls_cert_file and tls_key_file go together")
 	check(c.WebhookQueue > 0, "webhook_queue must be positive, got %d", c.WebhookQueue)
+	check(c.PushDelay > 0 && c.PushCoalesce > 0 && c.PushTTL > 0, "push_delay, push_coalesce and push_ttl must be positive")
+	check(c.PushPreview == "full" || c.PushPreview == "hidden", `push_preview must be "full" or "hidden", got %q`, c.PushPreview)
+	check(c.PushQueue > 0 && c.PushWorkers > 0, "push_queue and push_workers must be positive")
+	check((c.APNsKeyFile == "") == (c.APNsKeyID == "") && (c.APNsKeyFile == "") == (c.APNsTeamID == ""),
+		"APNs needs apns_key_file, apns_key_id and apns_team_id together")
+	check((c.WebPushVAPIDPublicKey == "") == (c.WebPushVAPIDPrivateKey == ""),
+		"set webpush_vapid_public_key and webpush_vapid_private_key together")
+	check(strings.HasPrefix(c.WebPushSubject, "mailto:") || strings.HasPrefix(c.WebPushSubject, "https://"),
+		"webpush_subject must be a mailto: or https: URL, got %q", c.WebPushSubject)
 	for i, u := range c.WebhookURLs {
 		pu, err := url.Parse(u)
 		// Named by position: a webhook URL may carry credentials.

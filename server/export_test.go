@@ -1,6 +1,8 @@
 package server
 
 import (
+	"net/http"
+
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/parleyim/parley/internal/store"
@@ -16,3 +18,12 @@ func WithDefaultsForTest(c Config) Config { return c.withDefaults() }
 // SetStoreWrapForTest makes the server use wrap(store) instead of the store
 // it opened (a real store wrapped to stall in tests).
 func SetStoreWrapForTest(c *Config, wrap func(store.Store) store.Store) { c.storeWrap = wrap }
+
+// SetPushClientForTest makes the push platform kind ("apns", "fcm",
+// "webpush") use c (trusting a test's stand-in server).
+func SetPushClientForTest(cfg *Config, kind string, c *http.Client) {
+	if cfg.pushClients == nil {
+		cfg.pushClients = make(map[string]*http.Client)
+	}
+	cfg.pushClients[kind] = c
+}

@@ -74,6 +74,7 @@ func (s *Server) writeMetrics(out io.Writer) error {
 	w.Counter("parley_webhook_delivered_total", "Webhook events acknowledged by receivers.", float64(wh.Delivered))
 	w.Counter("parley_webhook_dropped_total", "Webhook events dropped (queue full or retries exhausted).", float64(wh.Dropped))
 	w.Counter("parley_webhook_failures_total", "Failed webhook requests (each retry counts).", float64(wh.Failures))
+	writePushMetrics(w, s.notify.Stats())
 	if s.nats != nil {
 		rs := s.nats.Stats()
 		w.Gauge("parley_cluster_routes", "Other nodes the embedded NATS is routed to.", float64(s.nats.Routes()))

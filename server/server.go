@@ -21,6 +21,7 @@ import (
 	"github.com/parleyim/parley/internal/auth"
 	"github.com/parleyim/parley/internal/chat"
 	"github.com/parleyim/parley/internal/gateway"
+	"github.com/parleyim/parley/internal/notify"
 	"github.com/parleyim/parley/internal/route"
 	"github.com/parleyim/parley/internal/session"
 	"github.com/parleyim/parley/internal/store"
@@ -42,6 +43,7 @@ type Server struct {
 	nats   *route.NATS // the router in a cluster, else nil
 	api    *api.API
 	hooks  *webhook.Dispatcher
+	notify *notify.Notifier
 
 	httpSrv *http.Server
 	tlsCfg  *tls.Config // nil: plaintext
@@ -106,6 +108,16 @@ func New(cfg Config) (_ *Server, err error) {
 	if s.hooks.Enabled() {
 		events = s.hooks.Publish
 	}
+	var offline func(chat.Event)
+	if s.hooks.Subscribed(chat.EventMessageOffline) {
+		offline = s.hooks.Publish
+	}
+	var webPushKey string
+	s.notify, webPushKey, err = newNotifier(cfg, st, secrets, offline)
+	if err != nil {
+		return nil, fmt.Errorf("parley: push notifications: %w", err)
+	}
+	cleanups = append(cleanups, s.notify.Close)
 	exempt, _ := cfg.exemptPrefixes()                  // validated
 	unauthExempt, _ := prefixes(cfg.UnauthConnsExempt) // validated
 	if cfg.TLSCertFile != "" {
@@ -151,8 +163,10 @@ func New(cfg Config) (_ *Server, err error) {
 		MaxUserSessions:  orZero(cfg.MaxSessionsPerUser),
 		UserStorageQuota: orZero(cfg.UserStorageQuotaBytes),
 		Events:           events,
+		Notifier:         s.notify,
 		Logger:           cfg.Logger,
 	}, st, s.router, reg, tokens)
+	s.notify.Start(s.chat)
 	if natsRouter != nil {
 		natsRouter.Start(s.chat)
 	}
@@ -186,6 +200,8 @@ func New(cfg Config) (_ *Server, err error) {
 		KeyRate:             rate(cfg.APIKeyRate),
 		Metrics:             s.writeMetrics,
 		Stats:               s.adminStats,
+		Notify:              s.notify,
+		WebPushKey:          webPushKey,
 		Logger:              cfg.Logger,
 	})
 	if err != nil {
@@ -385,6 +401,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err := s.chat.Stop(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	s.notify.Close() // after the chat service: nothing is stored any more
 	if err := s.router.Close(); err != nil {
 		errs = append(errs, err)
 	}

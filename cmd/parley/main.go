@@ -2,6 +2,7 @@
 //
 //	parley serve [flags]   run a server (see parley serve -h)
 //	parley bench SCENARIO  load-test a server (see parley bench -h)
+//	parley push test|vapid-keys  push notification tools
 //	parley version
 package main
 
@@ -26,6 +27,8 @@ func main() {
 		err = benchCmd(os.Args[2:])
 	case "chat":
 		err = chatCmd(os.Args[2:])
+	case "push":
+		err = pushCmd(os.Args[2:])
 	case "version":
 		fmt.Println("parley", version)
 	case "-h", "--help", "help":
@@ -48,6 +51,7 @@ commands:
   serve     run a Parley server (embedded storage, no other service needed)
   chat      a line-based chat client (WebSocket or TCP)
   bench     load-test a server: login, user, order, conns, soak (see docs/benchmarks.md)
+  push      push notifications: 'push test --user U' sends a test to a user's devices; 'push vapid-keys' makes a Web Push key pair
   version   print the version
 
 Run 'parley <command> -h' for a command's flags.

@@ -137,6 +137,10 @@ func (a *API) logout(w http.ResponseWriter, r *http.Request, c auth.Claims, _ st
 			return
 		}
 		a.cfg.Chat.CloseUserSessions(c.UserID, pb.DisconnectCode_DISCONNECT_CODE_TOKEN_REVOKED, "logged out", "", c.TokenID)
+		if !a.removePushTargets(r, c.UserID, c.TokenID) {
+			writeCode(w, codeUnavailable, "try again")
+			return
+		}
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -187,6 +191,7 @@ func (a *API) password(w http.ResponseWriter, r *http.Request, c auth.Claims, _ 
 		return
 	}
 	a.cfg.Chat.CloseUserSessions(u.ID, pb.DisconnectCode_DISCONNECT_CODE_TOKEN_REVOKED, "password changed", "", "")
+	a.removePushTargets(r, u.ID, "") // the new token works regardless; a failure is logged
 	a.issue(w, http.StatusOK, u.ID, u.TokenEpoch, a.cfg.TokenTTL)
 }
 

@@ -129,6 +129,10 @@ func (a *API) adminUpdateUser(w http.ResponseWriter, r *http.Request) {
 	}
 	if revoke {
 		a.cfg.Chat.CloseUserSessions(u.ID, pb.DisconnectCode_DISCONNECT_CODE_TOKEN_REVOKED, "account changed", "", "")
+		if !a.removePushTargets(r, u.ID, "") {
+			writeCode(w, codeUnavailable, "try again")
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, a.userJSON(u))
 }
@@ -146,6 +150,10 @@ func (a *API) adminRevokeTokens(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n := a.cfg.Chat.CloseUserSessions(u.ID, pb.DisconnectCode_DISCONNECT_CODE_TOKEN_REVOKED, "tokens revoked", "", "")
+	if !a.removePushTargets(r, u.ID, "") {
+		writeCode(w, codeUnavailable, "try again")
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"user_id": u.ID, "sessions_closed": n})
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/parleyim/parley/internal/auth"
 	"github.com/parleyim/parley/internal/chat"
 	"github.com/parleyim/parley/internal/limit"
+	"github.com/parleyim/parley/internal/notify"
 	"github.com/parleyim/parley/internal/store"
 
 	pb "github.com/parleyim/parley/proto/parleyv1"
@@ -53,8 +54,14 @@ type Config struct {
 	// Nil: /metrics answers 404.
 	Metrics func(io.Writer) error
 	// Stats returns the live figures for GET /v1/admin/stats (the admin page).
-	Stats  func() any
-	Logger *slog.Logger
+	Stats func() any
+	// Notify handles push targets: removed with the tokens that registered
+	// them, listed and tested by the admin API. Nil: no push notifications.
+	Notify *notify.Notifier
+	// WebPushKey is the VAPID public key browsers subscribe with (GET
+	// /v1/push/webpush-key); empty: Web Push is off.
+	WebPushKey string
+	Logger     *slog.Logger
 }
 
 // API serves the HTTP routes. Build with New; it is an http.Handler.
@@ -119,6 +126,7 @@ func (a *API) routeTable() []route {
 		{"GET /v1/conversations", a.user(a.conversations)},
 		{"GET /v1/conversations/{id}/messages", a.user(a.messages)},
 		{"POST /v1/rpc", a.user(a.rpc)},
+		{"GET /v1/push/webpush-key", a.webPushKey},
 
 		{"POST /v1/admin/tokens", a.admin(a.mintToken)},
 		{"POST /v1/admin/users", a.admin(a.adminCreateUser)},
@@ -133,6 +141,8 @@ func (a *API) routeTable() []route {
 		{"POST /v1/admin/users/{id}/contacts", a.admin(a.adminBefriend)},
 		{"DELETE /v1/admin/users/{id}/contacts/{other}", a.admin(a.adminUnfriend)},
 		{"POST /v1/admin/users/{id}/rpc", a.admin(a.adminUserRPC)},
+		{"GET /v1/admin/users/{id}/push", a.admin(a.adminPushTargets)},
+		{"POST /v1/admin/users/{id}/push/test", a.admin(a.adminPushTest)},
 
 		{"POST /v1/admin/groups", a.admin(a.adminCreateGroup)},
 		{"GET /v1/admin/groups/{id}", a.admin(a.adminGetGroup)},

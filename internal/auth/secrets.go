@@ -1,7 +1,9 @@
 package auth
 
 import (
+	"crypto/ecdh"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -20,6 +22,11 @@ type Secrets struct {
 	AdminAPIKeys []string `json:"admin_api_keys"`
 	// WebhookSecret signs webhook requests (X-Parley-Signature).
 	WebhookSecret string `json:"webhook_secret"`
+	// VAPIDPublicKey and VAPIDPrivateKey identify this server to browsers'
+	// push services (Web Push, RFC 8292): a P-256 key pair, base64url
+	// (the 65-byte uncompressed public point, the 32-byte private scalar).
+	VAPIDPublicKey  string `json:"vapid_public_key"`
+	VAPIDPrivateKey string `json:"vapid_private_key"`
 }
 
 // SecretsFile is the file name of generated secrets inside the data directory.
@@ -50,6 +57,10 @@ func LoadOrCreateSecrets(dir string, given Secrets) (Secrets, error) {
 	fill(&saved.TokenKey)
 	fill(&saved.AppSecret)
 	fill(&saved.WebhookSecret)
+	if saved.VAPIDPublicKey == "" || saved.VAPIDPrivateKey == "" {
+		saved.VAPIDPublicKey, saved.VAPIDPrivateKey = NewVAPIDKeys()
+		changed = true
+	}
 	if len(saved.AdminAPIKeys) == 0 {
 		saved.AdminAPIKeys = []string{randomHex(24)}
 		changed = true
@@ -80,7 +91,20 @@ func LoadOrCreateSecrets(dir string, given Secrets) (Secrets, error) {
 	if res.WebhookSecret == "" {
 		res.WebhookSecret = saved.WebhookSecret
 	}
+	if res.VAPIDPublicKey == "" && res.VAPIDPrivateKey == "" {
+		res.VAPIDPublicKey, res.VAPIDPrivateKey = saved.VAPIDPublicKey, saved.VAPIDPrivateKey
+	}
 	return res, nil
+}
+
+// NewVAPIDKeys makes a P-256 key pair in the form Web Push libraries and
+// browsers use: base64url without padding.
+func NewVAPIDKeys() (public, private string) {
+	k, err := ecdh.P256().GenerateKey(rand.Reader)
+	if err != nil {
+		panic("auth: no randomness: " + err.Error())
+	}
+	return base64.RawURLEncoding.EncodeToString(k.PublicKey().Bytes()), base64.RawURLEncoding.EncodeToString(k.Bytes())
 }
 
 func randomHex(n int) string {

@@ -162,6 +162,7 @@ func (s *Service) receiveKick(k *clusterpb.Kick) {
 	for _, old := range kicked {
 		s.stats.kicked.Add(1)
 		old.Conn.Close(pb.DisconnectCode_DISCONNECT_CODE_KICKED, "signed in on another device of the same type")
+		s.deviceKicked(old, k.DeviceId)
 	}
 	for _, o := range stayed {
 		s.publish(kickEnvelope(o))

@@ -20,7 +20,19 @@ const (
 	EventUserOnline EventType = "user.online"
 	// EventUserOffline: a session ended on this node.
 	EventUserOffline EventType = "user.offline"
+	// EventMessageOffline: messages of a conversation reached recipients'
+	// devices only by push, or not at all: the recipients the server pushed
+	// or would have pushed (internal/notify decides).
+	EventMessageOffline EventType = "message.offline"
 )
+
+// OfflineRecipient is one user of a message.offline event.
+type OfflineRecipient struct {
+	UserID string
+	// DeviceIDs are the user's registered devices that were due a
+	// notification; empty when the user registered none.
+	DeviceIDs []string
+}
 
 // Event is one thing that happened. Message is shared with delivery and must
 // not be modified.
@@ -33,6 +45,12 @@ type Event struct {
 	UserID, SessionID, DeviceID, DeviceType string
 	// Sessions is how many sessions the user has on this node after the change.
 	Sessions int
+	// For message.offline: the conversation, the seqs of the messages
+	// (FirstSeq to LastSeq; the recipient's own are never counted) and
+	// who was not reached.
+	ConversationID    string
+	FirstSeq, LastSeq uint64
+	Recipients        []OfflineRecipient
 }
 
 func (s *Service) emitStored(m *pb.Message) {

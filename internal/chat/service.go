@@ -95,8 +95,21 @@ type Config struct {
 	// sessions opening and closing. It is called on the delivery path and
 	// must not block (the webhook dispatcher only queues).
 	Events func(Event)
+	// Notifier, when set, sends offline push notifications and handles
+	// the device registrations for them (internal/notify).
+	Notifier Notifier
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+}
+
+// Notifier is told of each stored message (on the node that stored it) and
+// of kicked devices, and handles push registrations. Stored and
+// DeviceKicked must not block.
+type Notifier interface {
+	Stored(m *pb.Message)
+	Register(ctx context.Context, uid, sessionDevice, tokenID string, r *pb.RegisterPush) error
+	Unregister(ctx context.Context, uid, sessionDevice string, r *pb.UnregisterPush) error
+	DeviceKicked(uid, kicked, newcomer string)
 }
 
 func (c *Config) setDefaults() {
@@ -462,6 +475,18 @@ func (s *Service) dispatch(ctx context.Context, c Replier, sess *session.Session
 		return s.leaveRoom(c, sess, id, b.LeaveRoom)
 	case *pb.ClientFrame_RoomSend:
 		return s.roomSend(c, sess, id, b.RoomSend)
+
+	// Offline push notifications (internal/notify)
+	case *pb.ClientFrame_RegisterPush:
+		if s.cfg.Notifier == nil {
+			return errBadRequest
+		}
+		return s.okOr(c, id, s.cfg.Notifier.Register(ctx, sess.UserID, sessionDevice(sess), sess.TokenID, b.RegisterPush))
+	case *pb.ClientFrame_UnregisterPush:
+		if s.cfg.Notifier == nil {
+			return errBadRequest
+		}
+		return s.okOr(c, id, s.cfg.Notifier.Unregister(ctx, sess.UserID, sessionDevice(sess), b.UnregisterPush))
 	}
 	return errUnknownFrame
 }
@@ -589,6 +614,7 @@ func (s *Service) handleAuth(c *gateway.Conn, id uint64, a *pb.Auth) {
 	for _, old := range kicked {
 		s.stats.kicked.Add(1)
 		old.Conn.Close(pb.DisconnectCode_DISCONNECT_CODE_KICKED, "signed in on another device of the same type")
+		s.deviceKicked(old, sess.DeviceID)
 	}
 	s.clusterKick(sess)
 	s.online.onOpen(sess.UserID)
@@ -929,6 +955,9 @@ func (s *Service) deliverLoop() {
 			} else {
 				s.stats.accepted.Add(1)
 				s.emitStored(r.Msg)
+				if s.cfg.Notifier != nil {
+					s.cfg.Notifier.Stored(r.Msg)
+				}
 			}
 			if p.start != 0 {
 				s.ackLatency.Observe(time.Duration(now - p.start))

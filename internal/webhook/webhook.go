@@ -109,7 +109,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		d.types = make(map[chat.EventType]bool)
 		for _, e := range cfg.Events {
 			switch t := chat.EventType(e); t {
-			case chat.EventMessageStored, chat.EventGroupChanged, chat.EventUserOnline, chat.EventUserOffline:
+			case chat.EventMessageStored, chat.EventGroupChanged, chat.EventUserOnline, chat.EventUserOffline, chat.EventMessageOffline:
 				d.types[t] = true
 			default:
 				return nil, errors.New("webhook: unknown event type " + strconv.Quote(e))
@@ -127,6 +127,13 @@ func New(cfg Config) (*Dispatcher, error) {
 
 // Enabled reports whether any URL is configured.
 func (d *Dispatcher) Enabled() bool { return d != nil && len(d.sinks) > 0 }
+
+// Subscribed reports whether events of type t were asked for by name in
+// Events (message.offline costs a check of every recipient, so "all" does
+// not include it).
+func (d *Dispatcher) Subscribed(t chat.EventType) bool {
+	return d.Enabled() && d.types[t]
+}
 
 // Publish queues ev for every URL without blocking; a full queue drops it (counted).
 func (d *Dispatcher) Publish(ev chat.Event) {
@@ -295,13 +302,34 @@ type eventJSON struct {
 	DeviceID   string          `json:"device_id,omitempty"`
 	DeviceType string          `json:"device_type,omitempty"`
 	Sessions   *int            `json:"sessions,omitempty"`
+	// message.offline
+	ConversationID string          `json:"conversation_id,omitempty"`
+	FirstSeq       string          `json:"first_seq,omitempty"`
+	LastSeq        string          `json:"last_seq,omitempty"`
+	Recipients     []recipientJSON `json:"recipients,omitempty"`
+}
+
+type recipientJSON struct {
+	UserID    string   `json:"user_id"`
+	DeviceIDs []string `json:"device_ids"`
 }
 
 func toJSON(ev chat.Event) eventJSON {
 	j := eventJSON{Type: string(ev.Type), Time: ev.Time.UnixMilli()}
-	if ev.Message != nil {
+	switch {
+	case ev.Type == chat.EventMessageOffline:
+		j.ConversationID = ev.ConversationID
+		j.FirstSeq, j.LastSeq = strconv.FormatUint(ev.FirstSeq, 10), strconv.FormatUint(ev.LastSeq, 10)
+		j.Recipients = make([]recipientJSON, len(ev.Recipients))
+		for i, r := range ev.Recipients {
+			j.Recipients[i] = recipientJSON{UserID: r.UserID, DeviceIDs: r.DeviceIDs}
+			if r.DeviceIDs == nil {
+				j.Recipients[i].DeviceIDs = []string{}
+			}
+		}
+	case ev.Message != nil:
 		j.Message = messageJSON(ev.Message)
-	} else {
+	default:
 		n := ev.Sessions
 		j.UserID, j.SessionID, j.DeviceID, j.DeviceType, j.Sessions = ev.UserID, ev.SessionID, ev.DeviceID, ev.DeviceType, &n
 	}

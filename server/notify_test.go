@@ -1,0 +1,445 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/parleyim/parley/client"
+	"github.com/parleyim/parley/internal/notify/standin"
+	pb "github.com/parleyim/parley/proto/parleyv1"
+	"github.com/parleyim/parley/server"
+)
+
+// pushEnv is a server whose APNs is a local stand-in (checking every
+// request) with short push windows.
+type pushEnv struct {
+	*testServer
+	apns *standin.APNs
+}
+
+const pushTopic = "com.example.chat"
+
+func startPushServer(t *testing.T, mod func(*server.Config)) *pushEnv {
+	t.Helper()
+	p8, pub, err := standin.NewP8()
+	if err != nil {
+		t.Fatal(err)
+	}
+	apns := standin.NewAPNs(standin.APNsConfig{KeyID: "KEY1234567", TeamID: "TEAM123456", PublicKey: pub, Topic: pushTopic})
+	t.Cleanup(apns.Close)
+	keyFile := filepath.Join(t.TempDir(), "AuthKey.p8")
+	if err := os.WriteFile(keyFile, p8, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, func(c *server.Config) {
+		c.APNsKeyFile, c.APNsKeyID, c.APNsTeamID = keyFile, "KEY1234567", "TEAM123456"
+		c.APNsEndpoint, c.APNsSandboxEndpoint = apns.URL(), apns.URL()
+		server.SetPushClientForTest(c, "apns", apns.Client())
+		c.PushDelay, c.PushCoalesce = 300*time.Millisecond, 1500*time.Millisecond
+		if mod != nil {
+			mod(c)
+		}
+	})
+	t.Cleanup(func() {
+		if v := apns.Violations(); len(v) > 0 {
+			t.Errorf("APNs stand-in saw bad requests: %q", v)
+		}
+	})
+	return &pushEnv{testServer: ts, apns: apns}
+}
+
+func apnsToken(n int) string { return fmt.Sprintf("%064x", n) }
+
+// device connects uid's device and registers an APNs target for it.
+func (e *pushEnv) device(t *testing.T, uid, deviceID string, token int, autoAck bool) *client.Client {
+	t.Helper()
+	c, _, err := dialRecorded(t, client.Options{Addr: e.wsURL, Token: e.mint(t, uid), DeviceID: deviceID,
+		DeviceType: deviceID, AutoDeliveredAck: autoAck})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RegisterAPNs(ctx10(t), apnsToken(token), pushTopic, false); err != nil {
+		t.Fatalf("RegisterAPNs: %v", err)
+	}
+	return c
+}
+
+// notes are the stand-in's notifications to one device token.
+func (e *pushEnv) notes(token int) []standin.APNsNotification {
+	var out []standin.APNsNotification
+	for _, n := range e.apns.Notifications() {
+		if n.Token == apnsToken(token) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// waitNotes waits until token has want notifications, then a little longer
+// to see that no more come.
+func (e *pushEnv) waitNotes(t *testing.T, token, want int) []standin.APNsNotification {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(e.notes(token)) < want && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(700 * time.Millisecond) // past push_delay: nothing else is due
+	got := e.notes(token)
+	if len(got) != want {
+		t.Fatalf("device %d got %d notifications, want %d: %+v", token, len(got), want, got)
+	}
+	return got
+}
+
+// TestPushOfflineDeviceNotOnlineOne: of two devices of the recipient, the
+// one that is connected and acknowledges gets nothing; the one that is not
+// connected gets exactly one notification saying who wrote what, for the
+// right conversation and seq, with the unread badge.
+func TestPushOfflineDeviceNotOnlineOne(t *testing.T) {
+	e := startPushServer(t, nil)
+	phone := e.device(t, "bob", "phone", 1, false)
+	phone.Close() // bob's phone is in his pocket: not connected
+	e.device(t, "bob", "laptop", 2, true)
+	alice, _ := e.connect(t, "alice", "a1", "web", transports[0])
+	ack, err := alice.SendText(ctx10(t), "bob", "lunch at one?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := e.waitNotes(t, 1, 1)[0]
+	if got.Payload.Aps.Alert.Title != "alice" || got.Payload.Aps.Alert.Body != "lunch at one?" {
+		t.Errorf("alert = %+v, want alice / lunch at one?", got.Payload.Aps.Alert)
+	}
+	if got.Payload.ConversationID != ack.ConversationId || got.Payload.Seq != fmt.Sprint(ack.Seq) || got.Payload.Count != 1 {
+		t.Errorf("payload names %s/%s count %d, want %s/%d count 1", got.Payload.ConversationID, got.Payload.Seq,
+			got.Payload.Count, ack.ConversationId, ack.Seq)
+	}
+	if got.Payload.Aps.Badge == nil || *got.Payload.Aps.Badge != 1 {
+		t.Errorf("badge = %v, want 1 (one unread message)", got.Payload.Aps.Badge)
+	}
+	if got.Topic != pushTopic || got.PushType != "alert" || got.Priority != 10 || got.CollapseID == "" ||
+		got.Payload.Aps.ThreadID != ack.ConversationId {
+		t.Errorf("headers: topic %q type %q priority %d collapse %q thread %q", got.Topic, got.PushType, got.Priority,
+			got.CollapseID, got.Payload.Aps.ThreadID)
+	}
+	e.waitNotes(t, 2, 0) // the laptop acknowledged in time
+
+	// The admin API shows the attempt in the phone's log.
+	devs, err := adminClient(e.testServer).PushDevices(ctx10(t), "bob")
+	if err != nil || len(devs) != 2 {
+		t.Fatalf("PushDevices = %+v, %v", devs, err)
+	}
+	for _, d := range devs {
+		if d.DeviceID == "phone" && (len(d.Log) != 1 || d.Log[0].Outcome != "sent" || d.Log[0].Status != 200) {
+			t.Errorf("phone's push log = %+v, want one sent attempt", d.Log)
+		}
+		if d.DeviceID == "laptop" && len(d.Log) != 0 {
+			t.Errorf("laptop's push log = %+v, want none", d.Log)
+		}
+	}
+}
+
+// TestPushCoalesces: messages within the delay go out as one notification;
+// messages within the coalescing window after it wait and go out as one.
+func TestPushCoalesces(t *testing.T) {
+	e := startPushServer(t, nil)
+	e.device(t, "bob", "phone", 1, false).Close()
+	alice, _ := e.connect(t, "alice", "a1", "web", transports[0])
+	for i := range 3 {
+		if _, err := alice.SendText(ctx10(t), "bob", fmt.Sprint("hi ", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := e.waitNotes(t, 1, 1)[0]
+	if first.Payload.Count != 3 || first.Payload.Aps.Alert.Body != "3 new messages" || first.Payload.Seq != "3" {
+		t.Fatalf("first notification = %+v, want 3 new messages up to seq 3", first.Payload)
+	}
+	// Two more, each in a window of its own but within the coalescing
+	// window of the first notification: one notification for both.
+	for i := range 2 {
+		if _, err := alice.SendText(ctx10(t), "bob", fmt.Sprint("more ", i)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(400 * time.Millisecond)
+	}
+	second := e.waitNotes(t, 1, 2)[1]
+	if second.Payload.Count != 2 || second.Payload.Seq != "5" {
+		t.Fatalf("second notification = %+v, want 2 new messages up to seq 5", second.Payload)
+	}
+}
+
+// TestPushRules: a muted conversation, a blocked sender and the sender's own
+// devices get nothing; the others in the group do.
+func TestPushRules(t *testing.T) {
+	e := startPushServer(t, nil)
+	admin := adminClient(e.testServer)
+	g, err := admin.CreateGroup(ctx10(t), client.GroupSpec{Name: "team", Owner: "alice", UserIDs: []string{"bob", "carol", "dave"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := g.ConversationId
+	e.device(t, "alice", "a-phone", 1, false).Close() // the sender's own other device
+	e.device(t, "bob", "b-phone", 2, false).Close()
+	carol := e.device(t, "carol", "c-phone", 3, false)
+	if err := carol.MuteConversation(ctx10(t), conv, true); err != nil {
+		t.Fatal(err)
+	}
+	carol.Close()
+	dave := e.device(t, "dave", "d-phone", 4, false)
+	if err := dave.Block(ctx10(t), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	dave.Close()
+	alice, _ := e.connect(t, "alice", "a-web", "web", transports[0])
+	if _, err := alice.Send(ctx10(t), &pb.Send{ClientMsgId: "m1", ConversationId: conv, ContentType: "text", Payload: []byte("standup")}); err != nil {
+		t.Fatal(err)
+	}
+	got := e.waitNotes(t, 2, 1)[0]
+	if got.Payload.Aps.Alert.Title != "alice in team" || got.Payload.Aps.Alert.Body != "standup" {
+		t.Errorf("bob's alert = %+v, want alice in team / standup", got.Payload.Aps.Alert)
+	}
+	e.waitNotes(t, 1, 0) // sender
+	e.waitNotes(t, 3, 0) // muted
+	e.waitNotes(t, 4, 0) // blocked
+}
+
+// TestPushInvalidTargetRemoved: a token the platform reports unregistered
+// is removed at once and not retried; a 500 is retried until it succeeds.
+func TestPushInvalidTargetRemoved(t *testing.T) {
+	e := startPushServer(t, nil)
+	e.device(t, "bob", "phone", 1, false).Close()
+	e.device(t, "carol", "phone", 2, false).Close()
+	e.apns.Answer(apnsToken(1), http.StatusGone, "Unregistered", "")
+	e.apns.Answer(apnsToken(2), http.StatusInternalServerError, "InternalServerError", "")
+	alice, _ := e.connect(t, "alice", "a1", "web", transports[0])
+	for _, to := range []string{"bob", "carol"} {
+		if _, err := alice.SendText(ctx10(t), to, "ping"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin := adminClient(e.testServer)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		devs, err := admin.PushDevices(ctx10(t), "bob")
+		if err == nil && len(devs) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bob's unregistered target still listed: %+v, %v", devs, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.waitNotes(t, 1, 0)
+	// Carol's first attempt got a 500; the retry (after about a second) got through.
+	e.waitNotes(t, 2, 1)
+	devs, err := admin.PushDevices(ctx10(t), "carol")
+	if err != nil || len(devs) != 1 || len(devs[0].Log) != 2 || devs[0].Log[0].Outcome != "sent" ||
+		devs[0].Log[1].Outcome != "retrying" || devs[0].Log[1].Status != 500 {
+		t.Fatalf("carol's log = %+v, %v; want retrying (500) then sent", devs, err)
+	}
+}
+
+// TestPushTargetsRemoved: logging out with the registering token, a
+// password change and a kick by another device of the same type remove
+// targets; unregistering too; the same device signing in again keeps its.
+func TestPushTargetsRemoved(t *testing.T) {
+	e := startPushServer(t, nil)
+	admin := adminClient(e.testServer)
+	targets := func(uid string) []string {
+		t.Helper()
+		devs, err := admin.PushDevices(ctx10(t), uid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, d := range devs {
+			ids = append(ids, d.DeviceID)
+		}
+		return ids
+	}
+	waitTargets := func(uid string, want string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for strings.Join(targets(uid), ",") != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's targets = %v, want [%s]", uid, targets(uid), want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	// Logout with the token that registered removes only that token's target.
+	tok := e.mint(t, "bob")
+	c, _, err := dialRecorded(t, client.Options{Addr: e.wsURL, Token: tok, DeviceID: "b-ios", DeviceType: "ios"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RegisterAPNs(ctx10(t), apnsToken(1), pushTopic, false); err != nil {
+		t.Fatal(err)
+	}
+	e.device(t, "bob", "b-android", 2, false)
+	waitTargets("bob", "b-android,b-ios")
+	if code, body := httpDo(t, "POST", e.httpBase+"/v1/logout", bearer(tok), nil); code != http.StatusNoContent {
+		t.Fatalf("logout: %d %s", code, body)
+	}
+	waitTargets("bob", "b-android")
+
+	// Unregister.
+	c2 := e.device(t, "bob", "b-web", 3, false)
+	if err := c2.UnregisterPush(ctx10(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitTargets("bob", "b-android")
+
+	// A newer login of another device of the same type (kick) removes the
+	// old device's; the same device logging in again keeps its own.
+	e.device(t, "carol", "c-ios-1", 4, false)
+	waitTargets("carol", "c-ios-1")
+	if _, _, err := dialRecorded(t, client.Options{Addr: e.wsURL, Token: e.mint(t, "carol"), DeviceID: "c-ios-1", DeviceType: "c-ios-1"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	waitTargets("carol", "c-ios-1")
+	if _, _, err := dialRecorded(t, client.Options{Addr: e.wsURL, Token: e.mint(t, "carol"), DeviceID: "c-ios-2", DeviceType: "c-ios-1"}); err != nil {
+		t.Fatal(err)
+	}
+	waitTargets("carol", "")
+
+	// Revoking every token (as a password change does) removes them all.
+	if _, err := admin.RevokeTokens(ctx10(t), "bob"); err != nil {
+		t.Fatal(err)
+	}
+	waitTargets("bob", "")
+}
+
+// TestRegisterPushBadInput: malformed targets and devices are refused with
+// BAD_REQUEST; over POST /v1/rpc the device must be named; a 21st device
+// is refused.
+func TestRegisterPushBadInput(t *testing.T) {
+	e := startPushServer(t, nil)
+	c, _ := e.connect(t, "bob", "b1", "web", transports[0])
+	bad := []*pb.RegisterPush{
+		{},
+		{Target: &pb.RegisterPush_Apns{Apns: &pb.ApnsTarget{DeviceToken: "zz", Topic: pushTopic}}},
+		{Target: &pb.RegisterPush_Apns{Apns: &pb.ApnsTarget{DeviceToken: apnsToken(1)}}},
+		{Target: &pb.RegisterPush_Fcm{Fcm: &pb.FcmTarget{Token: "has space"}}}, // FCM is not configured either
+		{Target: &pb.RegisterPush_Webpush{Webpush: &pb.WebPushTarget{Endpoint: "http://push.example/x", P256Dh: "AAAA", Auth: "AAAA"}}},
+		{DeviceId: "other-device", Target: &pb.RegisterPush_Apns{Apns: &pb.ApnsTarget{DeviceToken: apnsToken(1), Topic: pushTopic}}},
+	}
+	for i, r := range bad {
+		if err := c.RegisterPush(ctx10(t), r); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_BAD_REQUEST) {
+			t.Errorf("case %d: %v, want BAD_REQUEST", i, err)
+		}
+	}
+	tok := e.mint(t, "bob")
+	rpc := func(frame string) (int, string) {
+		code, body := httpDo(t, "POST", e.httpBase+"/v1/rpc", bearer(tok), []byte(frame))
+		return code, string(body)
+	}
+	apns := fmt.Sprintf(`"apns":{"deviceToken":%q,"topic":%q}`, apnsToken(1), pushTopic)
+	if code, body := rpc(`{"registerPush":{` + apns + `}}`); code != http.StatusBadRequest {
+		t.Errorf("rpc without deviceId: %d %s, want 400", code, body)
+	}
+	for i := range 20 {
+		if code, body := rpc(fmt.Sprintf(`{"registerPush":{"deviceId":"d%d",%s}}`, i, apns)); code != http.StatusOK {
+			t.Fatalf("rpc register d%d: %d %s", i, code, body)
+		}
+	}
+	if code, body := rpc(`{"registerPush":{"deviceId":"d20",` + apns + `}}`); code != http.StatusTooManyRequests && !strings.Contains(body, "quota") {
+		t.Errorf("21st device: %d %s, want the quota refusal", code, body)
+	}
+	if code, body := rpc(`{"registerPush":{"deviceId":"d3",` + apns + `}}`); code != http.StatusOK {
+		t.Errorf("re-registering a known device at the cap: %d %s", code, body)
+	}
+	if code, body := rpc(`{"unregisterPush":{"deviceId":"d3"}}`); code != http.StatusOK {
+		t.Errorf("rpc unregister: %d %s", code, body)
+	}
+}
+
+// TestMessageOfflineWebhook: with message.offline asked for, a window's
+// recipients who were not reached are named, with their due devices; a
+// recipient online and acknowledging is not.
+func TestMessageOfflineWebhook(t *testing.T) {
+	var mu sync.Mutex
+	var events []map[string]any
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Events []map[string]any `json:"events"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err == nil {
+			mu.Lock()
+			events = append(events, body.Events...)
+			mu.Unlock()
+		}
+	}))
+	defer hook.Close()
+	e := startPushServer(t, func(c *server.Config) {
+		c.WebhookURLs, c.WebhookEvents = []string{hook.URL}, []string{"message.offline"}
+		// A group member's delivered cursor is written within a second
+		// (chat's groupDeliveredFlushTicks): the delay must be longer.
+		c.PushDelay = 1500 * time.Millisecond
+	})
+	admin := adminClient(e.testServer)
+	g, err := admin.CreateGroup(ctx10(t), client.GroupSpec{Name: "team", Owner: "alice", UserIDs: []string{"bob", "carol", "dave"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.device(t, "bob", "b-phone", 1, false).Close()                                                          // target, offline
+	if _, _, err := dialRecorded(t, client.Options{Addr: e.wsURL, Token: e.mint(t, "carol"), DeviceID: "c1", // online, acks
+		DeviceType: "web", AutoDeliveredAck: true}); err != nil {
+		t.Fatal(err)
+	}
+	alice, _ := e.connect(t, "alice", "a1", "web", transports[0]) // dave: no target, offline
+	if _, err := alice.Send(ctx10(t), &pb.Send{ClientMsgId: "m1", ConversationId: g.ConversationId, ContentType: "text", Payload: []byte("hi")}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(events)
+		mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 1 {
+		t.Fatalf("events = %v, want one message.offline", events)
+	}
+	b, _ := json.Marshal(events[0]["recipients"])
+	if events[0]["type"] != "message.offline" || events[0]["conversation_id"] != g.ConversationId ||
+		string(b) != `[{"device_ids":["b-phone"],"user_id":"bob"},{"device_ids":[],"user_id":"dave"}]` {
+		t.Fatalf("event = %v (recipients %s)", events[0], b)
+	}
+}
+
+// TestPushTestCommand: the admin test sends one notification to each
+// device and reports each platform's answer.
+func TestPushTestCommand(t *testing.T) {
+	e := startPushServer(t, nil)
+	e.device(t, "bob", "phone", 1, false).Close()
+	e.device(t, "bob", "tablet", 2, false).Close()
+	e.apns.Answer(apnsToken(2), http.StatusBadRequest, "BadDeviceToken", "")
+	res, err := adminClient(e.testServer).PushTest(ctx10(t), "bob")
+	if err != nil || len(res) != 2 {
+		t.Fatalf("PushTest = %+v, %v", res, err)
+	}
+	if res[0].DeviceID != "phone" || res[0].Outcome != "sent" || res[0].Status != 200 {
+		t.Errorf("phone: %+v", res[0])
+	}
+	if res[1].DeviceID != "tablet" || res[1].Outcome != "removed" || res[1].Reason != "BadDeviceToken" {
+		t.Errorf("tablet: %+v", res[1])
+	}
+	if n := e.notes(1); len(n) != 1 || n[0].Payload.Aps.Alert.Title != "Test notification" {
+		t.Errorf("stand-in got %+v", n)
+	}
+}
