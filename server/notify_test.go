@@ -443,3 +443,64 @@ func TestPushTestCommand(t *testing.T) {
 		t.Errorf("stand-in got %+v", n)
 	}
 }
+
+// TestPushFCMThroughServer: an Android device registered with FCM gets its
+// notification through FCM HTTP v1 (OAuth token exchanged once), and an
+// UNREGISTERED answer removes the target.
+func TestPushFCMThroughServer(t *testing.T) {
+	fcm, err := standin.NewFCM("parley-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fcm.Close()
+	creds := filepath.Join(t.TempDir(), "sa.json")
+	if err := os.WriteFile(creds, fcm.CredentialsJSON(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := startPushServer(t, func(c *server.Config) {
+		c.FCMCredentialsFile, c.FCMEndpoint = creds, fcm.URL()
+		server.SetPushClientForTest(c, "fcm", fcm.Client())
+	})
+	for _, d := range []struct{ uid, token string }{{"bob", "fcm-token-bob"}, {"carol", "fcm-token-carol"}} {
+		c, _, err := dialRecorded(t, client.Options{Addr: e.wsURL, Token: e.mint(t, d.uid), DeviceID: "android", DeviceType: "android"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.RegisterFCM(ctx10(t), d.token); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	fcm.Answer("fcm-token-carol", http.StatusNotFound, "UNREGISTERED", "")
+	alice, _ := e.connect(t, "alice", "a1", "web", transports[0])
+	for _, to := range []string{"bob", "carol"} {
+		if _, err := alice.SendText(ctx10(t), to, "hello "+to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(fcm.Notifications()) < 1 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	got := fcm.Notifications()
+	if len(got) != 1 || got[0].Token != "fcm-token-bob" || got[0].Notification == nil ||
+		got[0].Notification.Title != "alice" || got[0].Notification.Body != "hello bob" || got[0].Data["seq"] != "1" {
+		t.Fatalf("FCM got %+v", got)
+	}
+	if n := fcm.TokenRequests(); n != 1 {
+		t.Errorf("%d OAuth token exchanges, want 1 (cached)", n)
+	}
+	if v := fcm.Violations(); len(v) > 0 {
+		t.Errorf("FCM stand-in saw bad requests: %q", v)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		devs, err := adminClient(e.testServer).PushDevices(ctx10(t), "carol")
+		if err == nil && len(devs) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("carol's unregistered FCM target: %+v, %v", devs, err)
+		}
+	}
+}

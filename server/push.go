@@ -10,6 +10,7 @@ import (
 	"github.com/parleyim/parley/internal/metrics"
 	"github.com/parleyim/parley/internal/notify"
 	"github.com/parleyim/parley/internal/notify/apns"
+	"github.com/parleyim/parley/internal/notify/fcm"
 	"github.com/parleyim/parley/internal/notify/provider"
 	"github.com/parleyim/parley/internal/store"
 )
@@ -32,7 +33,18 @@ func newNotifier(cfg Config, st store.Store, secrets auth.Secrets, offline func(
 		}
 		providers = append(providers, c)
 	}
-	webPushKey := "" // FCM and Web Push: see below
+	if cfg.FCMCredentialsFile != "" {
+		creds, err := os.ReadFile(cfg.FCMCredentialsFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("fcm_credentials_file: %w", err)
+		}
+		c, err := fcm.New(fcm.Config{CredentialsJSON: creds, Endpoint: cfg.FCMEndpoint, Client: client(provider.FCM)})
+		if err != nil {
+			return nil, "", err
+		}
+		providers = append(providers, c)
+	}
+	webPushKey := "" // Web Push: see below
 	templates := make(map[string]notify.Template, len(cfg.PushTemplates))
 	for ct, t := range cfg.PushTemplates {
 		templates[ct] = notify.Template{Title: t.Title, Body: t.Body}
