@@ -3,6 +3,7 @@ module github.com/parleyim/parley
 go 1.26.0
 
 require (
+	github.com/SherClockHolmes/webpush-go v1.4.0
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/gobwas/ws v1.5.0
 	github.com/golang-jwt/jwt/v5 v5.3.1

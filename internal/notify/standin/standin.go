@@ -268,7 +268,10 @@ func readBody(r *http.Request) ([]byte, bool) {
 
 // b64 decodes base64url with or without padding.
 func b64(s string) ([]byte, error) {
-	return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
+	if strings.HasSuffix(s, "=") {
+		return base64.URLEncoding.DecodeString(s)
+	}
+	return base64.RawURLEncoding.DecodeString(s)
 }
 
 // jwtParts splits and decodes a compact JWS: header and claims JSON
