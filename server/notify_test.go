@@ -504,3 +504,83 @@ func TestPushFCMThroughServer(t *testing.T) {
 		}
 	}
 }
+
+// TestPushWebPushThroughServer: a browser subscribed with the server's
+// VAPID key (GET /v1/push/webpush-key) gets the notification encrypted for
+// it (the stand-in decrypts it with the subscription's private key) with
+// the payload the service worker reads.
+func TestPushWebPushThroughServer(t *testing.T) {
+	// The first server generates its VAPID key pair and serves the key.
+	e := startPushServer(t, func(c *server.Config) { c.WebPushAllowPrivate = true })
+	code, body := httpDo(t, "GET", e.httpBase+"/v1/push/webpush-key", nil, nil)
+	var key struct {
+		PublicKey string `json:"publicKey"`
+	}
+	if err := json.Unmarshal(body, &key); code != http.StatusOK || err != nil || key.PublicKey == "" {
+		t.Fatalf("webpush-key: %d %s", code, body)
+	}
+	wp, err := standin.NewWebPush(key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wp.Close()
+	// A server with that key pair configured (as a cluster's nodes are),
+	// whose Web Push client trusts the stand-in.
+	e2 := startPushServer(t, func(c *server.Config) {
+		c.WebPushAllowPrivate = true
+		c.WebPushVAPIDPublicKey, c.WebPushVAPIDPrivateKey = key.PublicKey, vapidPrivateOf(t, e.cfg.DataDir)
+		server.SetPushClientForTest(c, "webpush", wp.Client())
+	})
+	sub, err := wp.NewSubscription()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := dialRecorded(t, client.Options{Addr: e2.wsURL, Token: e2.mint(t, "bob"), DeviceID: "browser", DeviceType: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RegisterWebPush(ctx10(t), sub.Endpoint, sub.P256dh, sub.Auth); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	alice, _ := e2.connect(t, "alice", "a1", "web", transports[0])
+	ack, err := alice.SendText(ctx10(t), "bob", "see you at 8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(wp.Notifications()) < 1 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	got := wp.Notifications()
+	if len(got) != 1 {
+		t.Fatalf("Web Push got %d notifications", len(got))
+	}
+	var payload map[string]any
+	if err := json.Unmarshal(got[0].Plaintext, &payload); err != nil {
+		t.Fatalf("payload %q: %v", got[0].Plaintext, err)
+	}
+	if payload["title"] != "alice" || payload["body"] != "see you at 8" || payload["conversationId"] != ack.ConversationId ||
+		payload["seq"] != "1" || got[0].Urgency != "high" || got[0].TTL <= 0 || got[0].Topic == "" {
+		t.Fatalf("Web Push message %+v, payload %v", got[0], payload)
+	}
+	if v := wp.Violations(); len(v) > 0 {
+		t.Errorf("Web Push stand-in saw bad requests: %q", v)
+	}
+}
+
+// vapidPrivateOf reads the VAPID private key a server generated into dir.
+func vapidPrivateOf(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "secrets.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct {
+		Private string `json:"vapid_private_key"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil || s.Private == "" {
+		t.Fatalf("secrets.json: %v", err)
+	}
+	return s.Private
+}

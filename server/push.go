@@ -12,6 +12,7 @@ import (
 	"github.com/parleyim/parley/internal/notify/apns"
 	"github.com/parleyim/parley/internal/notify/fcm"
 	"github.com/parleyim/parley/internal/notify/provider"
+	"github.com/parleyim/parley/internal/notify/webpush"
 	"github.com/parleyim/parley/internal/store"
 )
 
@@ -44,7 +45,26 @@ func newNotifier(cfg Config, st store.Store, secrets auth.Secrets, offline func(
 		}
 		providers = append(providers, c)
 	}
-	webPushKey := "" // Web Push: see below
+	webPushKey := ""
+	pub, priv := cfg.WebPushVAPIDPublicKey, cfg.WebPushVAPIDPrivateKey
+	if pub == "" && !cfg.clustered() {
+		pub, priv = secrets.VAPIDPublicKey, secrets.VAPIDPrivateKey
+	}
+	switch {
+	case cfg.WebPushOff:
+	case pub == "":
+		// Keys generated per node would make a subscription made through
+		// one node useless to the others.
+		cfg.Logger.Warn("web push is off: a cluster needs webpush_vapid_public_key and webpush_vapid_private_key set, the same on every node")
+	default:
+		c, err := webpush.New(webpush.Config{VAPIDPublicKey: pub, VAPIDPrivateKey: priv, Subject: cfg.WebPushSubject,
+			Client: client(provider.WebPush), AllowPrivateEndpoints: cfg.WebPushAllowPrivate})
+		if err != nil {
+			return nil, "", fmt.Errorf("web push: %w", err)
+		}
+		providers = append(providers, c)
+		webPushKey = pub
+	}
 	templates := make(map[string]notify.Template, len(cfg.PushTemplates))
 	for ct, t := range cfg.PushTemplates {
 		templates[ct] = notify.Template{Title: t.Title, Body: t.Body}

@@ -2,15 +2,13 @@ package notify
 
 import (
 	"context"
-	"crypto/ecdh"
-	"encoding/base64"
 	"encoding/hex"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/parleyim/parley/internal/auth"
 	"github.com/parleyim/parley/internal/notify/provider"
+	"github.com/parleyim/parley/internal/notify/webpush"
 	"github.com/parleyim/parley/internal/reqerr"
 	"github.com/parleyim/parley/internal/store"
 	pb "github.com/parleyim/parley/proto/parleyv1"
@@ -40,7 +38,7 @@ func (n *Notifier) Register(ctx context.Context, uid, sessionDevice, tokenID str
 		t.Kind, t.Token = provider.FCM, tg.Fcm.Token
 	case *pb.RegisterPush_Webpush:
 		w := tg.Webpush
-		if err := validSubscription(w.Endpoint, w.P256Dh, w.Auth); err != nil {
+		if err := webpush.ValidateSubscription(w.Endpoint, w.P256Dh, w.Auth); err != nil {
 			return reqerr.BadRequest
 		}
 		t.Kind, t.Token, t.P256dh, t.Auth = provider.WebPush, w.Endpoint, w.P256Dh, w.Auth
@@ -144,28 +142,4 @@ func printable(s string, max int) bool {
 		}
 	}
 	return true
-}
-
-// validSubscription checks a Web Push subscription: an https endpoint of
-// at most 2048 bytes, a P-256 public key on the curve, a 16-byte secret.
-func validSubscription(endpoint, p256dh, authSecret string) error {
-	u, err := url.Parse(endpoint)
-	if err != nil || len(endpoint) > 2048 || u.Scheme != "https" || u.Host == "" || u.User != nil {
-		return reqerr.BadRequest
-	}
-	key, err := decodeB64URL(p256dh)
-	if err != nil || len(key) != 65 {
-		return reqerr.BadRequest
-	}
-	if _, err := ecdh.P256().NewPublicKey(key); err != nil {
-		return reqerr.BadRequest
-	}
-	if secret, err := decodeB64URL(authSecret); err != nil || len(secret) != 16 {
-		return reqerr.BadRequest
-	}
-	return nil
-}
-
-func decodeB64URL(s string) ([]byte, error) {
-	return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
 }
