@@ -47,6 +47,9 @@ function toBase64(b) {
   }
   return out;
 }
+function toBase64Url(b) {
+  return toBase64(b).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
 function fromBase64(s) {
   let len = s.length;
   while (len > 0 && s.charCodeAt(len - 1) === 61) len--;
@@ -337,6 +340,92 @@ var Emitter = class {
   }
 };
 
+// src/http.ts
+async function call(o, path, init) {
+  const f = o.fetch ?? globalThis.fetch;
+  const res = await f((o.baseUrl ?? "").replace(/\/$/, "") + path, init);
+  if (!res.ok) {
+    let code = `http_${res.status}`;
+    let message = res.statusText;
+    let temporary;
+    try {
+      const body = await res.json();
+      if (body.error?.code) code = body.error.code;
+      if (body.error?.message) message = body.error.message;
+      if (typeof body.error?.temporary === "boolean") temporary = body.error.temporary;
+    } catch {
+    }
+    throw new ParleyError(code, message, temporary);
+  }
+  return res;
+}
+function json(body, token) {
+  const headers = { "Content-Type": "application/json" };
+  if (token) headers.Authorization = "Bearer " + token;
+  return { method: "POST", headers, body: body === void 0 ? void 0 : JSON.stringify(body) };
+}
+async function register(o, username, password) {
+  return (await call(o, "/v1/register", json({ username, password }))).json();
+}
+async function login(o, username, password) {
+  return (await call(o, "/v1/login", json({ username, password }))).json();
+}
+async function logout(o, token) {
+  await call(o, "/v1/logout", json(void 0, token));
+}
+async function changePassword(o, token, oldPassword, newPassword) {
+  const body = { old_password: oldPassword, new_password: newPassword };
+  return (await call(o, "/v1/password", json(body, token))).json();
+}
+async function rpc(o, token, name, body) {
+  const res = await call(o, "/v1/rpc", {
+    ...json(void 0, token),
+    body: encodeFrame({ [name]: body })
+  });
+  return decodeFrame(await res.text());
+}
+async function webPushKey(o = {}) {
+  const body = await (await call(o, "/v1/push/webpush-key", { method: "GET" })).json();
+  if (typeof body.publicKey !== "string" || body.publicKey === "") throw new ParleyError("bad_response", "no publicKey in the answer");
+  return body.publicKey;
+}
+
+// src/push.ts
+function pushTargetBody(t) {
+  const kinds = ["apns", "fcm", "webpush"].filter((k) => t?.[k] != null);
+  if (kinds.length !== 1) throw new TypeError("parley: a push target has exactly one of apns, fcm or webpush");
+  const s = (v) => typeof v === "string" ? v : "";
+  if (t.apns) {
+    const { deviceToken, topic, sandbox } = t.apns;
+    return { apns: sandbox ? { deviceToken: s(deviceToken), topic: s(topic), sandbox: true } : { deviceToken: s(deviceToken), topic: s(topic) } };
+  }
+  if (t.fcm) return { fcm: { token: s(t.fcm.token) } };
+  const w = t.webpush;
+  return { webpush: { endpoint: s(w.endpoint), p256dh: s(w.p256dh), auth: s(w.auth) } };
+}
+function webPushTarget(sub) {
+  const p256dh = sub.getKey("p256dh");
+  const auth = sub.getKey("auth");
+  if (!p256dh || !auth) throw new Error("parley: the push subscription has no p256dh and auth keys");
+  return { endpoint: sub.endpoint, p256dh: toBase64Url(new Uint8Array(p256dh)), auth: toBase64Url(new Uint8Array(auth)) };
+}
+async function subscribeWithKey(registration, publicKey) {
+  const key = new Uint8Array(fromBase64(publicKey));
+  const pm = registration.pushManager;
+  const old = await pm.getSubscription();
+  if (old) {
+    if (sameBytes(old.options?.applicationServerKey ?? null, key)) return old;
+    await old.unsubscribe();
+  }
+  return pm.subscribe({ userVisibleOnly: true, applicationServerKey: key });
+}
+function sameBytes(a, b) {
+  if (!a || a.byteLength !== b.length) return false;
+  const x = new Uint8Array(a);
+  for (let i = 0; i < b.length; i++) if (x[i] !== b[i]) return false;
+  return true;
+}
+
 // src/client.ts
 function randomHex(bytes) {
   const b = new Uint8Array(bytes);
@@ -371,6 +460,7 @@ var ParleyClient = class extends Emitter {
     __publicField(this, "wakeSleep", null);
     __publicField(this, "presenceSubs", /* @__PURE__ */ new Set());
     __publicField(this, "rooms", /* @__PURE__ */ new Set());
+    __publicField(this, "connectedUrl", "");
     this.opts = opts;
     this.urls = opts.urls?.length ? [...opts.urls] : opts.url ? [opts.url] : [];
     if (this.urls.length === 0) throw new Error("parley: ClientOptions needs urls or url");
@@ -500,6 +590,7 @@ var ParleyClient = class extends Emitter {
         return;
       }
       this.conn = conn;
+      this.connectedUrl = url;
       this._userId = conn.authOk.userId;
       this.setState("syncing");
       this.emit("connected", conn.authOk);
@@ -947,54 +1038,65 @@ var ParleyClient = class extends Emitter {
   roomSend(room, op, body) {
     return this.ok("roomSend", { room, op, body: typeof body === "string" ? utf8(body) : body });
   }
+  // Offline push notifications
+  /**
+   * Sets where this device gets notifications while it is offline (or does
+   * not acknowledge a message in time), replacing any target it had: APNs,
+   * FCM or Web Push. deviceId: empty for this session's device (the only one
+   * a socket may name). Safe to repeat; retried across reconnects. Invalid
+   * targets fail with ParleyError ERROR_CODE_BAD_REQUEST; a target naming no
+   * platform or several with TypeError.
+   */
+  registerPush(target, deviceId) {
+    let body;
+    try {
+      body = pushTargetBody(target);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.ok("registerPush", deviceId ? { deviceId, ...body } : body, true);
+  }
+  /** Removes this device's push target (also fine when it has none). */
+  unregisterPush(deviceId) {
+    return this.ok("unregisterPush", deviceId ? { deviceId } : {}, true);
+  }
+  /**
+   * Turns on Web Push for this browser: asks the server for its VAPID key,
+   * subscribes the service worker's registration with it
+   * (`pushManager.subscribe({userVisibleOnly: true, applicationServerKey})`,
+   * reusing an existing subscription made with the same key), and registers
+   * the subscription as this device's push target. Resolves with the
+   * PushSubscription. Call it after Notification.requestPermission() is
+   * granted; the browser refuses (NotAllowedError) otherwise.
+   */
+  async subscribeWebPush(registration, opts = {}) {
+    const publicKey = opts.publicKey ?? await webPushKey({ baseUrl: opts.baseUrl ?? this.httpOrigin(), fetch: opts.fetch });
+    const sub = await subscribeWithKey(registration, publicKey);
+    await this.registerPush({ webpush: webPushTarget(sub) }, opts.deviceId);
+    return sub;
+  }
+  /**
+   * Turns Web Push off for this browser: unregisters the device's target on
+   * the server and ends the registration's push subscription (both are
+   * attempted; the first failure is thrown after). Resolves with whether a
+   * subscription was ended. The server request waits for a connection:
+   * bound it with a timeout where that matters (e.g. on sign-out, which
+   * removes the target on the server anyway).
+   */
+  async unsubscribeWebPush(registration, deviceId) {
+    const sub = await registration.pushManager.getSubscription();
+    const [server, local] = await Promise.allSettled([this.unregisterPush(deviceId), sub ? sub.unsubscribe() : Promise.resolve(false)]);
+    if (server.status === "rejected") throw server.reason;
+    if (local.status === "rejected") throw local.reason;
+    return local.value;
+  }
+  /** The HTTP origin of the server: that of the WebSocket URL in use (ws: → http:, wss: → https:). */
+  httpOrigin() {
+    return new URL((this.connectedUrl || this.urls[0]).replace(/^ws/i, "http")).origin;
+  }
 };
 function jitter(ms) {
   return ms / 2 + Math.random() * (ms / 2);
-}
-
-// src/http.ts
-async function call(o, path, init) {
-  const f = o.fetch ?? globalThis.fetch;
-  const res = await f((o.baseUrl ?? "").replace(/\/$/, "") + path, init);
-  if (!res.ok) {
-    let code = `http_${res.status}`;
-    let message = res.statusText;
-    let temporary;
-    try {
-      const body = await res.json();
-      if (body.error?.code) code = body.error.code;
-      if (body.error?.message) message = body.error.message;
-      if (typeof body.error?.temporary === "boolean") temporary = body.error.temporary;
-    } catch {
-    }
-    throw new ParleyError(code, message, temporary);
-  }
-  return res;
-}
-function json(body, token) {
-  const headers = { "Content-Type": "application/json" };
-  if (token) headers.Authorization = "Bearer " + token;
-  return { method: "POST", headers, body: body === void 0 ? void 0 : JSON.stringify(body) };
-}
-async function register(o, username, password) {
-  return (await call(o, "/v1/register", json({ username, password }))).json();
-}
-async function login(o, username, password) {
-  return (await call(o, "/v1/login", json({ username, password }))).json();
-}
-async function logout(o, token) {
-  await call(o, "/v1/logout", json(void 0, token));
-}
-async function changePassword(o, token, oldPassword, newPassword) {
-  const body = { old_password: oldPassword, new_password: newPassword };
-  return (await call(o, "/v1/password", json(body, token))).json();
-}
-async function rpc(o, token, name, body) {
-  const res = await call(o, "/v1/rpc", {
-    ...json(void 0, token),
-    body: encodeFrame({ [name]: body })
-  });
-  return decodeFrame(await res.text());
 }
 
 // src/index.ts
@@ -1018,9 +1120,13 @@ export {
   login,
   logout,
   newClientMsgId,
+  pushTargetBody,
   register,
   rpc,
   text,
   toBase64,
-  utf8
+  toBase64Url,
+  utf8,
+  webPushKey,
+  webPushTarget
 };

@@ -8,6 +8,8 @@ import { utf8 } from './codec.js';
 import { Connection, type WebSocketConstructor } from './connection.js';
 import { Emitter } from './emitter.js';
 import { ClosedError, DisconnectError, ParleyError, TimeoutError, isTemporary } from './errors.js';
+import { webPushKey } from './http.js';
+import { pushTargetBody, subscribeWithKey, webPushTarget, type PushRegistration, type SubscribeWebPushOptions } from './push.js';
 import type {
   AuthOk,
   ClientBodies,
@@ -26,6 +28,7 @@ import type {
   MessagePage,
   Presence,
   Push,
+  PushTarget,
   ReadCount,
   Receipt,
   RoomInfo,
@@ -155,6 +158,7 @@ export class ParleyClient extends Emitter<ClientEvents> {
   private wakeSleep: (() => void) | null = null;
   private presenceSubs = new Set<string>();
   private rooms = new Set<string>();
+  private connectedUrl = '';
 
   constructor(opts: ClientOptions) {
     super();
@@ -302,6 +306,7 @@ export class ParleyClient extends Emitter<ClientEvents> {
         return;
       }
       this.conn = conn;
+      this.connectedUrl = url;
       this._userId = conn.authOk.userId;
       this.setState('syncing');
       this.emit('connected', conn.authOk);
@@ -799,6 +804,68 @@ export class ParleyClient extends Emitter<ClientEvents> {
   }
   roomSend(room: string, op: number, body: Uint8Array | string): Promise<void> {
     return this.ok('roomSend', { room, op, body: typeof body === 'string' ? utf8(body) : body });
+  }
+
+  // Offline push notifications
+
+  /**
+   * Sets where this device gets notifications while it is offline (or does
+   * not acknowledge a message in time), replacing any target it had: APNs,
+   * FCM or Web Push. deviceId: empty for this session's device (the only one
+   * a socket may name). Safe to repeat; retried across reconnects. Invalid
+   * targets fail with ParleyError ERROR_CODE_BAD_REQUEST; a target naming no
+   * platform or several with TypeError.
+   */
+  registerPush(target: PushTarget, deviceId?: string): Promise<void> {
+    let body: PushTarget;
+    try {
+      body = pushTargetBody(target);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+    return this.ok('registerPush', deviceId ? { deviceId, ...body } : body, true);
+  }
+
+  /** Removes this device's push target (also fine when it has none). */
+  unregisterPush(deviceId?: string): Promise<void> {
+    return this.ok('unregisterPush', deviceId ? { deviceId } : {}, true);
+  }
+
+  /**
+   * Turns on Web Push for this browser: asks the server for its VAPID key,
+   * subscribes the service worker's registration with it
+   * (`pushManager.subscribe({userVisibleOnly: true, applicationServerKey})`,
+   * reusing an existing subscription made with the same key), and registers
+   * the subscription as this device's push target. Resolves with the
+   * PushSubscription. Call it after Notification.requestPermission() is
+   * granted; the browser refuses (NotAllowedError) otherwise.
+   */
+  async subscribeWebPush(registration: PushRegistration, opts: SubscribeWebPushOptions = {}): Promise<PushSubscription> {
+    const publicKey = opts.publicKey ?? (await webPushKey({ baseUrl: opts.baseUrl ?? this.httpOrigin(), fetch: opts.fetch }));
+    const sub = await subscribeWithKey(registration, publicKey);
+    await this.registerPush({ webpush: webPushTarget(sub) }, opts.deviceId);
+    return sub;
+  }
+
+  /**
+   * Turns Web Push off for this browser: unregisters the device's target on
+   * the server and ends the registration's push subscription (both are
+   * attempted; the first failure is thrown after). Resolves with whether a
+   * subscription was ended. The server request waits for a connection:
+   * bound it with a timeout where that matters (e.g. on sign-out, which
+   * removes the target on the server anyway).
+   */
+  async unsubscribeWebPush(registration: PushRegistration, deviceId?: string): Promise<boolean> {
+    const sub = await registration.pushManager.getSubscription();
+    const [server, local] = await Promise.allSettled([this.unregisterPush(deviceId), sub ? sub.unsubscribe() : Promise.resolve(false)]);
+    if (server.status === 'rejected') throw server.reason;
+    if (local.status === 'rejected') throw local.reason;
+    return local.value;
+  }
+
+  /** The HTTP origin of the server: that of the WebSocket URL in use (ws: → http:, wss: → https:). */
+  private httpOrigin(): string {
+    return new URL((this.connectedUrl || this.urls[0]!).replace(/^ws/i, 'http')).origin;
   }
 }
 

@@ -51,6 +51,11 @@ export function toBase64(b: Uint8Array): string {
   return out;
 }
 
+/** URL-safe base64 without padding (RFC 4648 §5), as Web Push keys are written. */
+export function toBase64Url(b: Uint8Array): string {
+  return toBase64(b).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+}
+
 /** Decodes standard or URL-safe base64, with or without padding. */
 export function fromBase64(s: string): Uint8Array {
   let len = s.length;

@@ -70,3 +70,15 @@ export async function rpc<K extends ClientBodyName>(o: HttpOptions, token: strin
   });
   return decodeFrame(await res.text());
 }
+
+/**
+ * The server's VAPID public key for Web Push (GET /v1/push/webpush-key): an
+ * uncompressed P-256 point (65 bytes) in base64url, to pass (decoded) as
+ * `applicationServerKey` to `pushManager.subscribe`. Needs no token. Fails
+ * with `not_found` when the server has Web Push turned off.
+ */
+export async function webPushKey(o: HttpOptions = {}): Promise<string> {
+  const body = (await (await call(o, '/v1/push/webpush-key', { method: 'GET' })).json()) as { publicKey?: unknown };
+  if (typeof body.publicKey !== 'string' || body.publicKey === '') throw new ParleyError('bad_response', 'no publicKey in the answer');
+  return body.publicKey;
+}

@@ -260,6 +260,65 @@ export interface RoomInfo {
   online?: number;
 }
 
+// ---- Offline push notifications ----
+
+/** Apple Push Notification service. */
+export interface ApnsTarget {
+  /** The device token from registerForRemoteNotifications, in hex (64-200 characters). */
+  deviceToken: string;
+  /** The app's bundle id (the apns-topic). */
+  topic: string;
+  /** A development build (the APNs sandbox environment). */
+  sandbox?: boolean;
+}
+
+/** Firebase Cloud Messaging (HTTP v1). */
+export interface FcmTarget {
+  /** The registration token from FirebaseMessaging.getToken. */
+  token: string;
+}
+
+/** A browser's PushSubscription (subscribed with the server's VAPID key, {@link webPushKey}). */
+export interface WebPushTarget {
+  /** subscription.endpoint: an https URL. */
+  endpoint: string;
+  /** subscription.getKey('p256dh') in base64url: the 65-byte P-256 public key. */
+  p256dh: string;
+  /** subscription.getKey('auth') in base64url: the 16-byte authentication secret. */
+  auth: string;
+}
+
+/**
+ * Where the platform's push service reaches a device: exactly one of `apns`,
+ * `fcm` or `webpush` (the `target` oneof of RegisterPush, as on the wire).
+ * Narrow with `'apns' in t`.
+ */
+export type PushTarget =
+  | { apns: ApnsTarget; fcm?: never; webpush?: never }
+  | { fcm: FcmTarget; apns?: never; webpush?: never }
+  | { webpush: WebPushTarget; apns?: never; fcm?: never };
+
+/** The platforms a {@link PushTarget} can name. */
+export type PushPlatform = 'apns' | 'fcm' | 'webpush';
+
+/** RegisterPush: this device's push target, replacing any it had. Over a
+ *  socket deviceId is empty (this session's device) or equal to it; over
+ *  POST /v1/rpc it is required. */
+export type RegisterPush = { deviceId?: string } & PushTarget;
+
+/** What the service worker receives in a Web Push message (decrypted by the browser). */
+export interface WebPushPayload {
+  title?: string;
+  body?: string;
+  conversationId?: string;
+  /** The newest message's seq (a string: the JSON form of a 64-bit integer). */
+  seq?: string;
+  /** How many messages the notification stands for. */
+  count?: number;
+  /** The user's unread count. */
+  badge?: number;
+}
+
 /** Every frame the server sends; exactly one body field is set. */
 export interface ServerFrame {
   id?: number;
@@ -351,6 +410,8 @@ export interface ClientBodies {
   joinRoom: { room: string };
   leaveRoom: { room: string };
   roomSend: { room: string; op?: number; body?: Uint8Array };
+  registerPush: RegisterPush;
+  unregisterPush: { deviceId?: string };
 }
 
 export type ClientBodyName = keyof ClientBodies;
