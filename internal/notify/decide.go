@@ -101,6 +101,16 @@ func itemsNotFrom(items []item, u string) []item {
 // target, the user) was not reached.
 func (n *Notifier) decideUser(ctx context.Context, w *window, u string, items []item, extra int) (chat.OfflineRecipient, bool) {
 	rec := chat.OfflineRecipient{UserID: u}
+	// Targets first: most recipients of most servers have none, and then
+	// (without message.offline) this one read is all they cost.
+	targets, err := n.store.PushTargets(ctx, u)
+	if err != nil {
+		n.log.Warn("push: targets not read; recipient skipped", "user", u, "err", err)
+		return rec, false
+	}
+	if len(targets) == 0 && n.cfg.Offline == nil {
+		return rec, false
+	}
 	cs, err := n.store.GetConversationSettings(ctx, u, w.conv)
 	if err != nil {
 		n.log.Warn("push: settings not read; recipient skipped", "user", u, "err", err)
@@ -115,14 +125,6 @@ func (n *Notifier) decideUser(ctx context.Context, w *window, u string, items []
 		return rec, false
 	}
 	if len(items) == 0 {
-		return rec, false
-	}
-	targets, err := n.store.PushTargets(ctx, u)
-	if err != nil {
-		n.log.Warn("push: targets not read; recipient skipped", "user", u, "err", err)
-		return rec, false
-	}
-	if len(targets) == 0 && n.cfg.Offline == nil {
 		return rec, false
 	}
 	cur, err := n.store.GetCursor(ctx, w.conv, u)
@@ -173,7 +175,7 @@ func (n *Notifier) decideUser(ctx context.Context, w *window, u string, items []
 func (n *Notifier) withoutBlocked(ctx context.Context, u string, items []item) ([]item, error) {
 	blocked := map[string]bool{}
 	checked := map[string]bool{}
-	any := false
+	someBlocked := false
 	for _, it := range items {
 		if checked[it.from] {
 			continue
@@ -184,9 +186,9 @@ func (n *Notifier) withoutBlocked(ctx context.Context, u string, items []item) (
 			return nil, err
 		}
 		blocked[it.from] = b
-		any = any || b
+		someBlocked = someBlocked || b
 	}
-	if !any {
+	if !someBlocked {
 		return items, nil
 	}
 	out := make([]item, 0, len(items))

@@ -39,7 +39,7 @@ type platform struct {
 // maxBackoff caps the wait before a retry (and a Retry-After honoured).
 const maxBackoff = 5 * time.Minute
 
-// AgeBuckets are the upper bounds, in seconds, of the stored-to-sent histogram.
+// ageBuckets are the upper bounds, in seconds, of the stored-to-sent histogram.
 var ageBuckets = []float64{0.5, 1, 2, 3, 4, 5, 7.5, 10, 15, 20, 30, 60, 120, 300}
 
 func newPlatform(n *Notifier, p provider.Provider) *platform {
@@ -53,8 +53,6 @@ func (pl *platform) start() {
 		go pl.worker()
 	}
 }
-
-func (pl *platform) close() {}
 
 // enqueue queues j without waiting; a full queue drops it (counted, logged
 // in the device's log).
@@ -220,7 +218,7 @@ func (n *Notifier) text(b *batch) (title, body string) {
 			tpl.Title = "{sender} in {group}"
 		}
 	}
-	text := b.last.text
+	text := preview(b.last.payload)
 	if text == "" {
 		text = "New message"
 	}

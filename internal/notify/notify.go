@@ -226,9 +226,6 @@ func (n *Notifier) Close() {
 		n.cancel()
 	})
 	n.wg.Wait()
-	for _, p := range n.providers {
-		p.close()
-	}
 }
 
 // Kinds lists the platforms this server sends to.

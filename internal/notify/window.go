@@ -14,8 +14,11 @@ type item struct {
 	seq         uint64
 	from, to    string // to: the recipient of a 1:1 message; "" in a group
 	contentType string
-	text        string // a preview of a text message; "" otherwise
-	stored      time.Time
+	// payload is the start of a text message's payload (shared with
+	// delivery, never modified; cut to a preview only when a
+	// notification is built); nil for other content.
+	payload []byte
+	stored  time.Time
 }
 
 // window is one conversation's messages stored within Delay of its first.
@@ -58,9 +61,14 @@ func (n *Notifier) Stored(m *pb.Message) {
 		return
 	}
 	n.stats.considered.Add(1)
-	it := item{seq: m.Seq, from: m.From, to: m.To, contentType: m.ContentType, text: preview(m.ContentType, m.Payload),
-		stored: time.UnixMilli(m.ServerTime)}
-	size := int64(itemOverhead + len(it.from) + len(it.to) + len(it.contentType) + len(it.text))
+	it := item{seq: m.Seq, from: m.From, to: m.To, contentType: m.ContentType, stored: time.UnixMilli(m.ServerTime)}
+	size := int64(itemOverhead + len(it.from) + len(it.to) + len(it.contentType))
+	if isText(m.ContentType) {
+		// Kept by reference (no copy per message); the whole payload
+		// stays in memory while referenced, so it all counts.
+		it.payload = m.Payload[:min(len(m.Payload), 4*previewRunes)]
+		size += int64(len(m.Payload))
+	}
 	ws := &n.windows
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -131,13 +139,14 @@ func (n *Notifier) windowLoop() {
 	}
 }
 
+func isText(contentType string) bool {
+	return contentType == "text" || contentType == "" || strings.HasPrefix(contentType, "text/")
+}
+
 // preview is the start of a text message, or "" for other content (the
 // payload is opaque then, and the notification says "New message").
-func preview(contentType string, payload []byte) string {
-	if contentType != "text" && contentType != "" && !strings.HasPrefix(contentType, "text/") {
-		return ""
-	}
-	if len(payload) > 4*previewRunes {
+func preview(payload []byte) string {
+	if len(payload) >= 4*previewRunes {
 		payload = payload[:4*previewRunes]
 		// A rune cut in two at the end is not the payload's fault.
 		for i := 0; i < utf8.UTFMax-1 && !utf8.Valid(payload); i++ {
