@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -415,7 +416,12 @@ func TestMessageOfflineWebhook(t *testing.T) {
 	if len(events) != 1 {
 		t.Fatalf("events = %v, want one message.offline", events)
 	}
-	b, _ := json.Marshal(events[0]["recipients"])
+	// Recipients come in the group's member order, which is not sorted.
+	recs, _ := events[0]["recipients"].([]any)
+	sort.Slice(recs, func(i, j int) bool {
+		return fmt.Sprint(recs[i].(map[string]any)["user_id"]) < fmt.Sprint(recs[j].(map[string]any)["user_id"])
+	})
+	b, _ := json.Marshal(recs)
 	if events[0]["type"] != "message.offline" || events[0]["conversation_id"] != g.ConversationId ||
 		string(b) != `[{"device_ids":["b-phone"],"user_id":"bob"},{"device_ids":[],"user_id":"dave"}]` {
 		t.Fatalf("event = %v (recipients %s)", events[0], b)
