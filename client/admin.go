@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	pb "github.com/parleyim/parley/proto/parleyv1"
 )
 
@@ -347,4 +349,22 @@ func (a *Admin) PushTest(ctx context.Context, userID string) ([]PushTestResult, 
 	}
 	err := a.do(ctx, http.MethodPost, "/v1/admin/users/"+url.PathEscape(userID)+"/push/test", nil, &out)
 	return out.Devices, err
+}
+
+// UserRPC runs one client frame as the user would over a connection (POST
+// /v1/admin/users/{id}/rpc); an error frame comes back as an *HTTPError.
+// out, when not nil, receives the answer's body.
+func (a *Admin) UserRPC(ctx context.Context, userID string, f *pb.ClientFrame, out proto.Message) error {
+	var o any
+	if out != nil {
+		o = out
+	}
+	return a.do(ctx, http.MethodPost, "/v1/admin/users/"+url.PathEscape(userID)+"/rpc", f, o)
+}
+
+// RegisterPush registers a push target for one of the user's devices
+// (r.DeviceId is required), as an app server that learns devices' tokens
+// itself would.
+func (a *Admin) RegisterPush(ctx context.Context, userID string, r *pb.RegisterPush) error {
+	return a.UserRPC(ctx, userID, &pb.ClientFrame{Body: &pb.ClientFrame_RegisterPush{RegisterPush: r}}, nil)
 }

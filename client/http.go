@@ -120,6 +120,12 @@ func (h HTTPClient) doMethod(ctx context.Context, method, path string, hdr http.
 	case nil:
 	case []byte: // sent as is (a push body)
 		body, contentType = bytes.NewReader(v), "application/octet-stream"
+	case proto.Message: // in the protocol's JSON mapping
+		b, err := protojson.Marshal(v)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
 	default:
 		b, err := json.Marshal(in)
 		if err != nil {

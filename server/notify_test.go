@@ -247,6 +247,48 @@ func TestPushInvalidTargetRemoved(t *testing.T) {
 	}
 }
 
+// TestPushBurstLargerThanQueue: one message to a group with more offline
+// members than the platform's queue holds, to a platform slower than the
+// server decides, notifies every member once: a burst waits for room in
+// the queue instead of being dropped.
+func TestPushBurstLargerThanQueue(t *testing.T) {
+	const members = 120
+	e := startPushServer(t, func(c *server.Config) { c.PushQueue, c.PushWorkers = 10, 2 })
+	admin := adminClient(e.testServer)
+	var ids []string
+	for i := 1; i <= members; i++ {
+		uid := fmt.Sprintf("m%03d", i)
+		ids = append(ids, uid)
+		// The app server registers its users' devices itself.
+		if err := admin.RegisterPush(ctx10(t), uid, &pb.RegisterPush{DeviceId: "phone",
+			Target: &pb.RegisterPush_Apns{Apns: &pb.ApnsTarget{DeviceToken: apnsToken(i), Topic: pushTopic}}}); err != nil {
+			t.Fatalf("RegisterPush %s: %v", uid, err)
+		}
+		e.apns.Stall(apnsToken(i), 20*time.Millisecond) // 2 workers: about 100 a second
+	}
+	g, err := admin.CreateGroup(ctx10(t), client.GroupSpec{Owner: "alice", Name: "all hands", UserIDs: ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, _ := e.connect(t, "alice", "a1", "web", transports[0])
+	if _, err := alice.Send(ctx10(t), &pb.Send{ConversationId: g.ConversationId, ContentType: "text", Payload: []byte("standup in 5")}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for e.apns.Count() < members && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	for i := 1; i <= members; i++ {
+		if got := e.notes(i); len(got) != 1 {
+			t.Errorf("%s got %d notifications, want 1", ids[i-1], len(got))
+		}
+	}
+	_, body := adminGet(t, e.httpBase+"/metrics")
+	if want := `parley_push_failed_total{kind="apns",reason="queue_full"} 0`; !strings.Contains(string(body), want) {
+		t.Errorf("/metrics lacks %s: notifications were dropped", want)
+	}
+}
+
 // TestPushTargetsRemoved: logging out with the registering token, a
 // password change and a kick by another device of the same type remove
 // targets; unregistering too; the same device signing in again keeps its.

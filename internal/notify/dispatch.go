@@ -32,6 +32,7 @@ type platform struct {
 
 	sent, invalid, rejected, exhausted, dropped, retries atomic.Uint64
 	retrying                                             atomic.Int64 // jobs waiting out a backoff
+	stuck                                                atomic.Bool  // the queue took nothing for stuckAfter
 	latency                                              *metrics.Histogram
 	age                                                  *metrics.Histogram // message stored → request sent
 }
@@ -54,16 +55,56 @@ func (pl *platform) start() {
 	}
 }
 
+// stuckAfter is how long a new notification waits for room in a full
+// queue before the platform is taken as stuck.
+const stuckAfter = 2 * time.Second
+
 // enqueue queues j without waiting; a full queue drops it (counted, logged
-// in the device's log).
+// in the device's log). For retries, which must not hold up their timers.
 func (pl *platform) enqueue(j *job) {
 	select {
 	case pl.queue <- j:
 	default:
-		pl.dropped.Add(1)
-		pl.n.plog.add(j.target, Attempt{Time: time.Now(), Kind: pl.p.Kind(), ConversationID: j.n.ConversationID,
-			Seq: j.n.Seq, Count: j.n.Count, Outcome: OutcomeDropped, Error: "queue full"})
+		pl.drop(j)
 	}
+}
+
+// enqueueWait queues a new notification, waiting for room while the
+// platform keeps up: a burst (one message to a group of 100,000 offline
+// members) is sent at the platform's pace instead of dropped past the
+// queue's size. Only the deciding goroutines wait, never message delivery.
+// A queue that takes nothing for stuckAfter belongs to a stuck platform:
+// from then on its notifications are dropped at once, until its queue is
+// half empty, so it cannot hold up the other platforms for long.
+func (pl *platform) enqueueWait(j *job) {
+	select {
+	case pl.queue <- j:
+		return
+	default:
+	}
+	if pl.stuck.Load() {
+		if len(pl.queue) > cap(pl.queue)/2 {
+			pl.drop(j)
+			return
+		}
+		pl.stuck.Store(false)
+	}
+	t := time.NewTimer(stuckAfter)
+	defer t.Stop()
+	select {
+	case pl.queue <- j:
+	case <-t.C:
+		pl.stuck.Store(true)
+		pl.n.log.Warn("push: platform not keeping up; notifications dropped until its queue is half empty", "kind", pl.p.Kind())
+		pl.drop(j)
+	case <-pl.n.stop:
+	}
+}
+
+func (pl *platform) drop(j *job) {
+	pl.dropped.Add(1)
+	pl.n.plog.add(j.target, Attempt{Time: time.Now(), Kind: pl.p.Kind(), ConversationID: j.n.ConversationID,
+		Seq: j.n.Seq, Count: j.n.Count, Outcome: OutcomeDropped, Error: "queue full"})
 }
 
 func (pl *platform) worker() {
@@ -169,7 +210,7 @@ func (n *Notifier) send(t store.PushTarget, b *batch, coalesced bool) {
 		cancel()
 	}
 	title, body := n.text(b)
-	pl.enqueue(&job{target: t, stored: b.last.stored, n: provider.Notification{
+	pl.enqueueWait(&job{target: t, stored: b.last.stored, n: provider.Notification{
 		Title: title, Body: body, Badge: badge, ConversationID: b.conv, Seq: b.last.seq, Count: b.count,
 		CollapseID: collapseID(b.conv), ThreadID: b.conv, TTL: n.cfg.TTL, High: true,
 	}})
