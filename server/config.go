@@ -220,6 +220,15 @@ type Config struct {
 	PushQueue int `yaml:"push_queue"`
 	// PushWorkers is how many requests each platform has in flight. Default 64.
 	PushWorkers int `yaml:"push_workers"`
+	// PushBadgeOff leaves the app badge alone instead of setting it to the
+	// user's unread count, which costs a read of the user's conversation
+	// list per notification. Default false.
+	PushBadgeOff bool `yaml:"push_badge_off"`
+	// PushCAFile is a PEM file of certificate authorities trusted, instead
+	// of the system's, on connections to the push platforms: for an egress
+	// proxy that inspects TLS, or a local stand-in (parley bench
+	// push-offline). Default none: the system's.
+	PushCAFile string `yaml:"push_ca_file"`
 	// APNsKeyFile is the .p8 token signing key from Apple; with
 	// APNsKeyID and APNsTeamID it turns APNs on. Default none.
 	APNsKeyFile string `yaml:"apns_key_file"`

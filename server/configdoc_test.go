@@ -36,6 +36,7 @@ var derivedDefaults = map[string]string{
 	"apns_endpoint":             "empty: Apple's production endpoint",
 	"apns_sandbox_endpoint":     "empty: Apple's development endpoint",
 	"fcm_endpoint":              "empty: https://fcm.googleapis.com",
+	"push_ca_file":              "empty: the system's certificate authorities",
 }
 
 // keyRow is one row of the configuration key table.

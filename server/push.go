@@ -1,9 +1,11 @@
 package server
 
 import (
+	"crypto/x509"
 	"fmt"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/parleyim/parley/internal/auth"
 	"github.com/parleyim/parley/internal/chat"
@@ -22,13 +24,24 @@ import (
 func newNotifier(cfg Config, st store.Store, secrets auth.Secrets, offline func(chat.Event)) (*notify.Notifier, string, error) {
 	var providers []provider.Provider
 	client := func(kind string) *http.Client { return cfg.pushClients[kind] }
+	var roots *x509.CertPool
+	if cfg.PushCAFile != "" {
+		pem, err := os.ReadFile(cfg.PushCAFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("push_ca_file: %w", err)
+		}
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, "", fmt.Errorf("push_ca_file %s: no PEM certificate in it", cfg.PushCAFile)
+		}
+	}
 	if cfg.APNsKeyFile != "" {
 		key, err := os.ReadFile(cfg.APNsKeyFile)
 		if err != nil {
 			return nil, "", fmt.Errorf("apns_key_file: %w", err)
 		}
 		c, err := apns.New(apns.Config{KeyPEM: key, KeyID: cfg.APNsKeyID, TeamID: cfg.APNsTeamID,
-			Endpoint: cfg.APNsEndpoint, SandboxEndpoint: cfg.APNsSandboxEndpoint, Client: client(provider.APNs)})
+			Endpoint: cfg.APNsEndpoint, SandboxEndpoint: cfg.APNsSandboxEndpoint, Client: client(provider.APNs), RootCAs: roots})
 		if err != nil {
 			return nil, "", err
 		}
@@ -39,7 +52,7 @@ func newNotifier(cfg Config, st store.Store, secrets auth.Secrets, offline func(
 		if err != nil {
 			return nil, "", fmt.Errorf("fcm_credentials_file: %w", err)
 		}
-		c, err := fcm.New(fcm.Config{CredentialsJSON: creds, Endpoint: cfg.FCMEndpoint, Client: client(provider.FCM)})
+		c, err := fcm.New(fcm.Config{CredentialsJSON: creds, Endpoint: cfg.FCMEndpoint, Client: client(provider.FCM), RootCAs: roots})
 		if err != nil {
 			return nil, "", err
 		}
@@ -58,12 +71,15 @@ func newNotifier(cfg Config, st store.Store, secrets auth.Secrets, offline func(
 		cfg.Logger.Warn("web push is off: a cluster needs webpush_vapid_public_key and webpush_vapid_private_key set, the same on every node")
 	default:
 		c, err := webpush.New(webpush.Config{VAPIDPublicKey: pub, VAPIDPrivateKey: priv, Subject: cfg.WebPushSubject,
-			Client: client(provider.WebPush), AllowPrivateEndpoints: cfg.WebPushAllowPrivate})
+			Client: client(provider.WebPush), AllowPrivateEndpoints: cfg.WebPushAllowPrivate, RootCAs: roots})
 		if err != nil {
 			return nil, "", fmt.Errorf("web push: %w", err)
 		}
 		providers = append(providers, c)
 		webPushKey = pub
+	}
+	if cfg.PushDelay < time.Second {
+		cfg.Logger.Warn("push_delay is below 1s: a group member's delivered acknowledgement is written up to a second after it arrives, so connected members may be pushed too", "push_delay", cfg.PushDelay)
 	}
 	templates := make(map[string]notify.Template, len(cfg.PushTemplates))
 	for ct, t := range cfg.PushTemplates {
@@ -71,7 +87,7 @@ func newNotifier(cfg Config, st store.Store, secrets auth.Secrets, offline func(
 	}
 	ncfg := notify.Config{Store: st, Providers: providers, Delay: cfg.PushDelay, Coalesce: cfg.PushCoalesce,
 		TTL: cfg.PushTTL, Preview: cfg.PushPreview, Templates: templates, QueueSize: cfg.PushQueue,
-		Workers: cfg.PushWorkers, Offline: offline, Logger: cfg.Logger}
+		Workers: cfg.PushWorkers, NoBadge: cfg.PushBadgeOff, Offline: offline, Logger: cfg.Logger}
 	n, err := notify.New(ncfg)
 	return n, webPushKey, err
 }

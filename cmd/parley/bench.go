@@ -14,8 +14,10 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/parleyim/parley/internal/bench"
+	"github.com/parleyim/parley/server"
 )
 
 // benchCmd is `parley bench <scenario> [flags]` and `parley bench worker`.
@@ -56,7 +58,19 @@ func benchCmd(args []string) error {
 	serverPID := fs.Int("server-pid", 0, "sample this server process's CPU and memory (default: found by port when local)")
 	quiet := fs.Bool("quiet", false, "no live progress on stderr")
 	fs.IntVar(&cfg.Size, "size", cfg.Size, "message payload bytes (at least 24)")
+	var providerAddr, providerDir *string
+	var providerSetup *bool
+	var pushDelay, pushCoalesce *time.Duration
 	switch name {
+	case "push-offline":
+		fs.IntVar(&cfg.Members, "m", cfg.Members, "members per group: the sender and m-1 offline members with a push target")
+		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "messages per second of all senders together (0: as fast as acks come)")
+		fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, drainHelp(name))
+		providerAddr = fs.String("provider", "127.0.0.1:9443", "where the FCM stand-in listens (the server's fcm_endpoint; with --embedded a free port)")
+		providerDir = fs.String("provider-dir", filepath.Join(os.TempDir(), "parley-push-standin"), "the stand-in's keys and the server's settings for it (server.yaml); made when missing")
+		providerSetup = fs.Bool("provider-setup", false, "only write --provider-dir's files and say how to start the server with them")
+		pushDelay = fs.Duration("push-delay", 0, "with --embedded: the server's push_delay (0: its default, 3s)")
+		pushCoalesce = fs.Duration("push-coalesce", 0, "with --embedded: the server's push_coalesce (0: its default, 10s)")
 	case "push":
 		fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, drainHelp(name))
 	case "user", "soak", "order", "group", "send-rate", "fanout", "mixed":
@@ -128,8 +142,37 @@ func benchCmd(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	if name == "push-offline" {
+		dir, addr := *providerDir, *providerAddr
+		if *embedded {
+			tmp, err := os.MkdirTemp("", "parley-push-standin-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(tmp)
+			dir, addr = tmp, "127.0.0.1:0"
+		}
+		p, err := bench.StartPushProvider(dir, addr)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		defer p.Close()
+		if *providerSetup {
+			fmt.Printf("The push stand-in's files are in %s.\nStart the server with them (or copy the keys of %s into your config):\n\n  parley serve --config %s\n\nthen run parley bench push-offline --provider %s --provider-dir %s\n",
+				p.Dir, p.ServerYAML(), p.ServerYAML(), addr, p.Dir)
+			return nil
+		}
+		cfg.Provider = p
+	}
 	if *embedded {
-		srv, err := bench.StartEmbedded(nil)
+		var mod func(*server.Config)
+		if p := cfg.Provider; p != nil {
+			mod = func(c *server.Config) {
+				c.FCMCredentialsFile, c.FCMEndpoint, c.PushCAFile = p.CredentialsFile(), p.Endpoint(), p.CAFile()
+				c.PushDelay, c.PushCoalesce = *pushDelay, *pushCoalesce
+			}
+		}
+		srv, err := bench.StartEmbedded(mod)
 		if err != nil {
 			return fmt.Errorf("bench: embedded server: %w", err)
 		}
@@ -277,6 +320,8 @@ func concHelp(name string) string {
 		return "senders into the big group (members too)"
 	case "order":
 		return "ignored: order is one sender and one receiver"
+	case "push-offline":
+		return "groups, each with one online sender"
 	case "push":
 		return "pushers, each with its own online receiver (one HTTP request in flight each, as ab -c)"
 	}
@@ -309,6 +354,8 @@ func scenarioHelp(name string) string {
 		return "send-rate: --groups groups of -m members, --group-online receivers online each, one sender\nper group, at --rate messages/s in total; reports sends/s and ack latency, deliveries\nverified (WuKongIM send rate)."
 	case "fanout":
 		return "fanout: one group of -m members, --online receivers connected (spread over --procs),\n-t senders send -c messages; reports deliveries/s, expected vs received, lost, duplicated,\nout of order at every receiver, end-to-end latency (WuKongIM receive rate)."
+	case "push-offline":
+		return "push-offline: -t groups of -m members: the sender online, the others offline with an FCM\npush target; -c messages round-robin into the groups; the server notifies every member\nthrough a local FCM stand-in (--provider; the server must be configured for it, see\n--provider-setup, or use --embedded); reports notifications/s and the latency from message\nstored to platform request; every device must be notified of every message, none twice."
 	case "push":
 		return "push: -t receivers online; -t pushers POST -c pushes in total to /v1/admin/push/users\n(one each in flight, keep-alive, as ab -k -c); each request timed until its answer; every\npush must reach its receiver once, in order (goim push benchmark)."
 	case "mixed":

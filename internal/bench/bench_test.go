@@ -492,3 +492,72 @@ func TestListenerPID(t *testing.T) {
 		t.Fatalf("pid %d, %v; want %d", pid, err, os.Getpid())
 	}
 }
+
+// startPushServer starts a server that sends FCM notifications to a push
+// stand-in, as push-offline's users configure theirs (push_ca_file and the
+// stand-in's credentials file).
+func startPushServer(t *testing.T) Config {
+	t.Helper()
+	p, err := StartPushProvider(t.TempDir(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	srv, err := server.New(server.Config{
+		DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", TCPAddr: "127.0.0.1:0",
+		AdminAPIKeys: []string{testKey}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		FCMCredentialsFile: p.CredentialsFile(), FCMEndpoint: p.Endpoint(), PushCAFile: p.CAFile(),
+		PushDelay: 300 * time.Millisecond, PushCoalesce: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	cfg := DefaultConfig("push-offline")
+	cfg.HTTPBase, cfg.WSAddr, cfg.TCPAddr, err = Addrs(srv.HTTPAddr(), srv.TCPAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.APIKey, cfg.Provider = testKey, p
+	cfg.Timeout, cfg.Drain = 60*time.Second, 5*time.Second
+	return cfg
+}
+
+// TestPushOffline: every offline member of every group is notified of every
+// message (several sent at once coalesce), through the stand-in; and the
+// check fails when a device is not.
+func TestPushOffline(t *testing.T) {
+	t.Parallel()
+	cfg := startPushServer(t)
+	cfg.Count, cfg.Concurrency, cfg.Members = 9, 3, 20
+	rep := run(t, cfg, Options{})
+	p := rep.Push
+	if p == nil || p.Devices != 57 || p.Messages != 9 || p.Notifications < 57 || p.DevicesNotCovered != 0 ||
+		p.Duplicated != 0 || len(p.Violations) != 0 || p.Latency.Count() == 0 || p.NotificationsPerSec <= 0 {
+		t.Fatalf("push report %+v", p)
+	}
+	var text bytes.Buffer
+	if err := rep.WriteText(&text); err != nil || !strings.Contains(text.String(), "Notifications/sec:") {
+		t.Errorf("text report lacks the push section: %v\n%s", err, text.String())
+	}
+
+	// The platform says one member's device is gone: the server removes its
+	// target and that member is never notified.
+	cfg.Prefix, cfg.Count, cfg.Concurrency, cfg.Members = "gone-", 2, 1, 5
+	cfg.Drain = 2 * time.Second
+	cfg.Provider.FCM.Answer(poToken(cfg.Prefix+"g0-m1"), 404, "UNREGISTERED", "")
+	rep, err := Run(context.Background(), cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Passed || rep.Push.DevicesNotCovered != 1 || !strings.Contains(strings.Join(rep.Failures, ";"), "1 of 4 devices were not notified") {
+		t.Fatalf("passed %v, failures %q, push %+v; want 1 of 4 devices not notified", rep.Passed, rep.Failures, rep.Push)
+	}
+}

@@ -98,6 +98,9 @@ type Config struct {
 	// SourceIPs are local addresses outgoing connections are spread over
 	// (raw connections only: conns and order's sender).
 	SourceIPs []string `json:"source_ips,omitempty"`
+	// Provider is push-offline's push stand-in, in this process (the
+	// scenario runs in one process: it is not sent to workers).
+	Provider *PushProvider `json:"-"`
 }
 
 // DefaultConfig returns the defaults of a scenario's flags.
@@ -120,6 +123,9 @@ func DefaultConfig(scenario string) Config {
 		c.Count, c.Concurrency, c.Groups, c.Members, c.GroupOnline = 100000, 0, 100, 100, 1
 	case "fanout":
 		c.Count, c.Concurrency, c.Pipeline, c.Members, c.OnlineMembers = 1000, 2, 4, 10000, 5000
+		c.Drain = 30 * time.Second
+	case "push-offline":
+		c.Count, c.Concurrency, c.Members = 20, 20, 1000
 		c.Drain = 30 * time.Second
 	case "mixed":
 		c.Count, c.Duration, c.Concurrency = 0, time.Minute, 1
@@ -159,6 +165,9 @@ func (c Config) validate() error {
 	check(c.HTTPBase != "", "no server address (-a or --embedded)")
 	check(c.APIKey != "", "no admin API key (--api-key, --data DIR or --embedded)")
 	errs = append(errs, c.validateGroups()...)
+	if c.Scenario == "push-offline" {
+		check(c.Members >= 2 && c.Members <= 100000, "-m must be 2..100000")
+	}
 	for _, ip := range c.SourceIPs {
 		check(net.ParseIP(ip) != nil, "--source-ips: %q is not an IP address", ip)
 	}

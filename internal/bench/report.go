@@ -24,6 +24,7 @@ import (
 //	delivery                    message scenarios: see Delivery
 //	parts                       mixed: each part (1:1, groups, big group) on its own: see PartReport
 //	conns                       conns: see Conns
+//	push                        push-offline: see PushReport
 //	server                      server CPU and memory when its pid is known: see ServerUsage
 //	series                      one Sample per second of the timed phase (and the drain)
 //	passed, failures            the reliability verdict and why it failed
@@ -43,6 +44,7 @@ type Report struct {
 	Delivery       *Delivery         `json:"delivery,omitempty"`
 	Parts          []*PartReport     `json:"parts,omitempty"`
 	Conns          *Conns            `json:"conns,omitempty"`
+	Push           *PushReport       `json:"push,omitempty"`
 	Server         *ServerUsage      `json:"server,omitempty"`
 	Series         []Sample          `json:"series"`
 	Passed         bool              `json:"passed"`
@@ -266,6 +268,9 @@ func (r *Report) finalize() {
 			r.Failures = append(r.Failures, fmt.Sprintf("%d acks out of send order", d.AckOutOfOrder))
 		}
 	}
+	if p := r.Push; p != nil {
+		p.finalize(r)
+	}
 	if c := r.Conns; c != nil && c.Held < c.Target {
 		r.Failures = append(r.Failures, fmt.Sprintf("%d of %d connections not held", c.Target-c.Held, c.Target))
 	}
@@ -344,6 +349,15 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "  Server memory per connection:\t%.2f KiB\n", cn.BytesPerConn/1024)
 		}
 	}
+	if p := r.Push; p != nil {
+		b.WriteString("\nPush notifications (FCM stand-in):\n")
+		fmt.Fprintf(&b, "  Notifications/sec:\t%.4f (first to last notification)\n", p.NotificationsPerSec)
+		fmt.Fprintf(&b, "  Devices:\t%d offline, with a push target\n  Messages:\t%d acked\n", p.Devices, p.Messages)
+		fmt.Fprintf(&b, "  Notifications:\t%d in %.4f secs\n", p.Notifications, p.Seconds)
+		fmt.Fprintf(&b, "  Devices not notified of every message:\t%d\n  Duplicated:\t%d\n", p.DevicesNotCovered, p.Duplicated)
+		fmt.Fprintf(&b, "  Requests not as FCM documents them:\t%d\n\n", len(p.Violations))
+		writeLatency(&b, "Notification latency (message stored → platform request, push_delay included):", p.Latency, p.LatencySummary, p.Seconds, -1)
+	}
 	if s := r.Server; s != nil {
 		fmt.Fprintf(&b, "\nServer (pid %d, /proc sampled each second, %d samples", s.PID, s.SampledSeconds)
 		if s.SharesProcess {
@@ -356,7 +370,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "\nNote: %s\n", n)
 	}
-	if r.Delivery != nil || r.Conns != nil {
+	if r.Delivery != nil || r.Conns != nil || r.Push != nil {
 		if r.Passed {
 			b.WriteString("\nReliability: PASS\n")
 		} else {
@@ -422,6 +436,8 @@ func (c Config) groupFlags() string {
 		return fmt.Sprintf(" --groups %d -m %d --group-online %d --rate %g --pipeline %d", c.Groups, c.Members, c.GroupOnline, c.Rate, c.Pipeline)
 	case "fanout":
 		return fmt.Sprintf(" -m %d --online %d --rate %g --pipeline %d", c.Members, c.OnlineMembers, c.Rate, c.Pipeline)
+	case "push-offline":
+		return fmt.Sprintf(" -m %d --rate %g", c.Members, c.Rate)
 	case "mixed":
 		return fmt.Sprintf(" --pairs %d --groups %d --group-size %d -m %d --online %d --rate %g --group-rate %g --big-rate %g",
 			c.Pairs, c.Groups, c.GroupSize, c.Members, c.OnlineMembers, c.Rate, c.GroupRate, c.BigRate)

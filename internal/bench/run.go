@@ -55,7 +55,7 @@ func Run(ctx context.Context, cfg Config, o Options) (*Report, error) {
 		n = len(o.Workers)
 	}
 	if n > 1 && !splittable(cfg.Scenario) {
-		return nil, fmt.Errorf("%s runs one sender and one receiver: it cannot be split over processes", cfg.Scenario)
+		return nil, fmt.Errorf("%s runs in one process: it cannot be split over processes", cfg.Scenario)
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()

@@ -34,17 +34,20 @@ func newScenario(name string) (Scenario, bool) {
 		return &groupScenario{kind: name}, true
 	case "push":
 		return &pushScenario{}, true
+	case "push-offline":
+		return &pushOfflineScenario{}, true
 	}
 	return nil, false
 }
 
 // Scenarios lists the scenario names, sorted.
 func Scenarios() []string {
-	s := []string{"conns", "fanout", "group", "login", "mixed", "order", "push", "send-rate", "soak", "user"}
+	s := []string{"conns", "fanout", "group", "login", "mixed", "order", "push", "push-offline", "send-rate", "soak", "user"}
 	slices.Sort(s)
 	return s
 }
 
 // splittable reports whether a scenario's load can be shared by several
-// processes (order is one sender and one receiver).
-func splittable(name string) bool { return name != "order" }
+// processes (order is one sender and one receiver; push-offline's push
+// stand-in is in the coordinator's process).
+func splittable(name string) bool { return name != "order" && name != "push-offline" }

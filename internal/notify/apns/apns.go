@@ -67,6 +67,10 @@ type Config struct {
 	// Client makes the requests (tests: one that trusts the stand-in).
 	// Nil: an HTTP/2-only client with timeouts.
 	Client *http.Client
+	// RootCAs, when set, are the certificate authorities the default client
+	// trusts instead of the system's (a TLS-inspecting egress proxy, a
+	// local stand-in). Ignored with Client.
+	RootCAs *x509.CertPool
 }
 
 // Client is an APNs provider. Safe for concurrent use.
@@ -110,7 +114,7 @@ func New(cfg Config) (*Client, error) {
 		c.sandboxURL = SandboxEndpoint
 	}
 	if c.hc == nil {
-		c.hc = defaultClient()
+		c.hc = defaultClient(cfg.RootCAs)
 	}
 	// Sign once now, so a key that cannot sign fails here, not per send.
 	if _, err := c.sign(c.now()); err != nil {
@@ -148,13 +152,13 @@ func validID(s string) bool {
 	return true
 }
 
-func defaultClient() *http.Client {
+func defaultClient(roots *x509.CertPool) *http.Client {
 	p := new(http.Protocols)
 	p.SetHTTP2(true) // APNs speaks HTTP/2 only
 	t := &http.Transport{
 		Proxy:                  http.ProxyFromEnvironment,
 		DialContext:            (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots},
 		TLSHandshakeTimeout:    10 * time.Second,
 		ResponseHeaderTimeout:  30 * time.Second,
 		IdleConnTimeout:        10 * time.Minute,

@@ -31,6 +31,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rsa"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
@@ -80,6 +81,10 @@ type Config struct {
 	// Client makes the requests, the token exchange included (tests: one
 	// that trusts the stand-in). Nil: a client with timeouts.
 	Client *http.Client
+	// RootCAs, when set, are the certificate authorities the default client
+	// trusts instead of the system's (a TLS-inspecting egress proxy, a
+	// local stand-in). Ignored with Client.
+	RootCAs *x509.CertPool
 }
 
 // Client is an FCM sender. Safe for concurrent use.
@@ -141,7 +146,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	hc := cfg.Client
 	if hc == nil {
-		hc = defaultClient()
+		hc = defaultClient(cfg.RootCAs)
 	}
 	// The token exchange runs apart from any one Send (others wait on
 	// it), so it gets a time limit of its own.
@@ -194,8 +199,11 @@ func checkKey(p string) error {
 	return nil
 }
 
-func defaultClient() *http.Client {
+func defaultClient(roots *x509.CertPool) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	if roots != nil {
+		t.TLSClientConfig = &tls.Config{RootCAs: roots}
+	}
 	t.ForceAttemptHTTP2 = true
 	t.MaxIdleConnsPerHost = 100
 	t.ResponseHeaderTimeout = 30 * time.Second

@@ -78,7 +78,7 @@ type APNs struct {
 // NewAPNs starts an APNs stand-in. Close it when done.
 func NewAPNs(cfg APNsConfig) *APNs {
 	s := &APNs{cfg: cfg, jwts: make(map[string]int64)}
-	s.init(http.HandlerFunc(s.serve))
+	_ = s.init(http.HandlerFunc(s.serve), Listen{}) // cannot fail: the kernel picks the port
 	return s
 }
 
@@ -201,10 +201,7 @@ func (s *APNs) serve(w http.ResponseWriter, r *http.Request) {
 		status = 0 // abandoned
 		return
 	}
-	s.count.Add(1)
-	if s.keep.Load() > 0 {
-		s.notes.add(n)
-	}
+	s.accepted(n)
 	w.WriteHeader(http.StatusOK)
 }
 

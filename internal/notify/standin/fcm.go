@@ -3,6 +3,7 @@ package standin
 import (
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha1"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
@@ -97,16 +98,38 @@ func NewFCM(project string) (*FCM, error) {
 	if err != nil {
 		return nil, err
 	}
-	var id [20]byte
-	_, _ = rand.Read(id[:])
+	return NewFCMWith(FCMConfig{Project: project, Key: k})
+}
+
+// FCMConfig is an FCM stand-in whose service account and address outlive
+// it: a server started earlier, in another process, can use it.
+type FCMConfig struct {
+	Project string
+	// Key is the service account's key (CredentialsJSON holds it).
+	Key *rsa.PrivateKey
+	// Listen is where it listens and with which certificate.
+	Listen Listen
+}
+
+// NewFCMWith starts an FCM stand-in as cfg says. Close it when done.
+func NewFCMWith(cfg FCMConfig) (*FCM, error) {
+	// The key id is the key's own hash, so the same key gives the same
+	// credentials file.
+	der, err := x509.MarshalPKIXPublicKey(&cfg.Key.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	id := sha1.Sum(der)
 	s := &FCM{
-		project: project,
-		email:   "parley-push@" + project + ".iam.gserviceaccount.com",
+		project: cfg.Project,
+		email:   "parley-push@" + cfg.Project + ".iam.gserviceaccount.com",
 		keyID:   hex.EncodeToString(id[:]),
-		key:     k,
+		key:     cfg.Key,
 		tokens:  make(map[string]time.Time),
 	}
-	s.init(http.HandlerFunc(s.serve))
+	if err := s.init(http.HandlerFunc(s.serve), cfg.Listen); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -329,10 +352,7 @@ func (s *FCM) serveSend(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.Name = "projects/" + s.project + "/messages/0:" + strconv.FormatUint(s.ids.Add(1), 10) + "%standin"
-	s.count.Add(1)
-	if s.keep.Load() > 0 {
-		s.notes.add(*m)
-	}
+	s.accepted(*m)
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
 	_ = json.NewEncoder(w).Encode(map[string]string{"name": m.Name})
 }

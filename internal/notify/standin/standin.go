@@ -18,12 +18,14 @@ import (
 	"crypto/elliptic"
 	"crypto/rsa"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -130,17 +132,58 @@ type base[N any] struct {
 	cmu   sync.Mutex
 	ncued atomic.Int64
 	cues  map[string][]Reply
+
+	onAccept atomic.Pointer[func(N)]
 }
 
-func (b *base[N]) init(h http.Handler) {
+// Listen says where a stand-in listens and with which certificate, for one
+// that another process must reach (a benchmark's). The zero value: a
+// loopback port of the kernel's choice and httptest's certificate.
+type Listen struct {
+	// Addr is host:port ("": 127.0.0.1:0).
+	Addr string
+	// Cert is the TLS certificate served (nil: httptest's, for 127.0.0.1
+	// and example.com).
+	Cert *tls.Certificate
+}
+
+func (b *base[N]) init(h http.Handler, l Listen) error {
 	b.done = make(chan struct{})
 	b.reqs.keep, b.notes.keep = DefaultKeep, DefaultKeep
 	b.keep.Store(DefaultKeep)
 	b.cues = make(map[string][]Reply)
 	b.srv = httptest.NewUnstartedServer(h)
+	if l.Addr != "" {
+		ln, err := net.Listen("tcp", l.Addr)
+		if err != nil {
+			return err
+		}
+		b.srv.Listener.Close()
+		b.srv.Listener = ln
+	}
+	if l.Cert != nil {
+		b.srv.TLS = &tls.Config{Certificates: []tls.Certificate{*l.Cert}}
+	}
 	b.srv.EnableHTTP2 = true
 	b.srv.Config.MaxHeaderBytes = 64 << 10
 	b.srv.StartTLS()
+	return nil
+}
+
+// OnAccept has f called with each notification accepted from now on, on
+// the request's goroutine (a benchmark counting them; f must be quick).
+func (b *base[N]) OnAccept(f func(N)) { b.onAccept.Store(&f) }
+
+// accepted counts n, hands it to what wants it and returns the count.
+func (b *base[N]) accepted(n N) int64 {
+	c := b.count.Add(1)
+	if f := b.onAccept.Load(); f != nil {
+		(*f)(n)
+	}
+	if b.keep.Load() > 0 {
+		b.notes.add(n)
+	}
+	return c
 }
 
 // URL is the stand-in's origin, https://127.0.0.1:port.

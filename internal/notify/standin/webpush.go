@@ -75,7 +75,7 @@ func NewWebPush(vapidPublicKey string) (*WebPush, error) {
 		return nil, fmt.Errorf("standin: VAPID public key: %v", err)
 	}
 	s := &WebPush{vapid: k, vapidKey: pub, subs: make(map[string]*subscription)}
-	s.init(http.HandlerFunc(s.serve))
+	_ = s.init(http.HandlerFunc(s.serve), Listen{}) // cannot fail: the kernel picks the port
 	return s, nil
 }
 
@@ -192,10 +192,7 @@ func (s *WebPush) serve(w http.ResponseWriter, r *http.Request) {
 		status = 0
 		return
 	}
-	n := s.count.Add(1)
-	if s.keep.Load() > 0 {
-		s.notes.add(m)
-	}
+	n := s.accepted(m)
 	w.Header().Set("Location", s.URL()+"/message/"+strconv.FormatInt(n, 10))
 	w.Header().Set("TTL", strconv.FormatUint(ttl, 10))
 	w.WriteHeader(http.StatusCreated)

@@ -19,6 +19,8 @@ import (
 	"context"
 	"crypto/ecdh"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -69,6 +71,10 @@ type Config struct {
 	// AllowPrivateEndpoints turns the address guard off (tests, whose
 	// stand-ins are on 127.0.0.1).
 	AllowPrivateEndpoints bool
+	// RootCAs, when set, are the certificate authorities the default client
+	// trusts instead of the system's (a TLS-inspecting egress proxy, a
+	// local stand-in). Ignored with Client.
+	RootCAs *x509.CertPool
 }
 
 // Client is a Web Push sender. Safe for concurrent use.
@@ -162,6 +168,9 @@ func httpClient(cfg Config) (*http.Client, error) {
 		t.ResponseHeaderTimeout = 30 * time.Second
 		t.MaxResponseHeaderBytes = pushhttp.MaxHeaderBytes
 		t.Proxy = nil
+		if cfg.RootCAs != nil {
+			t.TLSClientConfig = &tls.Config{RootCAs: cfg.RootCAs}
+		}
 		cfg.Client = &http.Client{Timeout: 60 * time.Second}
 	case cfg.AllowPrivateEndpoints:
 	case cfg.Client.Transport == nil:
