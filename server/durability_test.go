@@ -35,6 +35,10 @@ func TestMain(m *testing.M) {
 		runClusterChild(cfg)
 		return
 	}
+	if cfg := os.Getenv(pushChildEnv); cfg != "" {
+		runPushChild(cfg)
+		return
+	}
 	os.Exit(m.Run())
 }
 

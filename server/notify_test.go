@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/parleyim/parley/client"
+	"github.com/parleyim/parley/internal/bench"
 	"github.com/parleyim/parley/internal/notify/standin"
 	pb "github.com/parleyim/parley/proto/parleyv1"
 	"github.com/parleyim/parley/server"
@@ -631,4 +632,101 @@ func vapidPrivateOf(t *testing.T, dir string) string {
 		t.Fatalf("secrets.json: %v", err)
 	}
 	return s.Private
+}
+
+// pushChildEnv, when set, makes the test binary run a server that sends FCM
+// notifications as the JSON config in it says (see runPushChild).
+const pushChildEnv = "PARLEY_TEST_PUSH_CHILD"
+
+type pushChildConfig struct {
+	Dir, Credentials, Endpoint, CA string
+	Delay                          time.Duration
+}
+
+func runPushChild(js string) {
+	var c pushChildConfig
+	if err := json.Unmarshal([]byte(js), &c); err != nil {
+		fmt.Println("ERR", err)
+		os.Exit(1)
+	}
+	serveChild(server.Config{
+		DataDir: c.Dir, HTTPAddr: "127.0.0.1:0", TCPAddr: "127.0.0.1:0", AdminAPIKeys: []string{testAPIKey},
+		FCMCredentialsFile: c.Credentials, FCMEndpoint: c.Endpoint, PushCAFile: c.CA, PushDelay: c.Delay,
+	})
+}
+
+// TestKill9BeforePushDelay proves what docs/push.md promises about a crash:
+// the notification of a message stored in the push_delay before a kill -9
+// is not sent (it was only in memory), but the message itself is kept, the
+// device's target too, and the next message after the restart is notified
+// as usual.
+func TestKill9BeforePushDelay(t *testing.T) {
+	p, err := bench.StartPushProvider(t.TempDir(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	js, _ := json.Marshal(pushChildConfig{Dir: t.TempDir(), Credentials: p.CredentialsFile(), Endpoint: p.Endpoint(),
+		CA: p.CAFile(), Delay: 2 * time.Second})
+	env := pushChildEnv + "=" + string(js)
+	ch := spawnChild(t, env)
+	ctx := ctx10(t)
+	admin := client.NewAdmin(ch.httpBase, testAPIKey)
+	if err := admin.RegisterPush(ctx, "bob", &pb.RegisterPush{DeviceId: "phone",
+		Target: &pb.RegisterPush_Fcm{Fcm: &pb.FcmTarget{Token: "fcm-bob"}}}); err != nil {
+		t.Fatal(err)
+	}
+	send := func(ch *child, text string) *pb.SendAck {
+		t.Helper()
+		tok, err := client.MintToken(ctx, ch.httpBase, testAPIKey, "alice", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alice, err := client.Dial(ctx, client.Options{Addr: ch.tcp, Token: tok.Token, DeviceID: "a1", DeviceType: "web"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer alice.Close()
+		ack, err := alice.SendText(ctx, "bob", text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ack
+	}
+	first := send(ch, "before the crash")
+	ch.kill9(t) // well inside push_delay: the notification was still waiting
+	if n := p.FCM.Count(); n != 0 {
+		t.Fatalf("%d notifications before push_delay was over", n)
+	}
+
+	ch = spawnChild(t, env)
+	time.Sleep(3 * time.Second) // past push_delay after the restart: nothing of the first message comes
+	if n := p.FCM.Count(); n != 0 {
+		t.Fatalf("%d notifications for the message stored before the crash; docs/push.md says none", n)
+	}
+	p.FCM.SetKeep(10) // the stand-in of the bench keeps none
+	second := send(ch, "after the restart")
+	var got []standin.FCMMessage
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if got = p.FCM.Notifications(); len(got) > 0 {
+			break
+		}
+	}
+	if len(got) != 1 || got[0].Token != "fcm-bob" || got[0].Data["seq"] != fmt.Sprint(second.Seq) || got[0].Notification.Body != "after the restart" {
+		t.Fatalf("after the restart the stand-in got %+v; want one notification of seq %d", got, second.Seq)
+	}
+	// The message of the lost notification is there for bob's next sync.
+	tok, err := client.MintToken(ctx, ch.httpBase, testAPIKey, "bob", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := client.Dial(ctx, client.Options{Addr: ch.tcp, Token: tok.Token, DeviceID: "phone", DeviceType: "ios"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bob.Close()
+	page, err := bob.SyncMessages(ctx, first.ConversationId, 0, 10)
+	if err != nil || len(page.Messages) != 2 || string(page.Messages[0].Payload) != "before the crash" {
+		t.Fatalf("bob's sync after the restart: %v, %v", page, err)
+	}
 }
