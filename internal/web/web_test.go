@@ -64,3 +64,39 @@ func TestClientFilesServed(t *testing.T) {
 		t.Errorf("the app does not import the SDK bundle; served: %v", seen)
 	}
 }
+
+// The service worker the app registers is served from the root (so its
+// scope can be "/"), with a JavaScript type (browsers refuse any other),
+// revalidated on each update check, and handles push and notification
+// clicks.
+func TestServiceWorkerServed(t *testing.T) {
+	h := Handler()
+	_, app := get(t, h, "/app.js")
+	m := regexp.MustCompile(`serviceWorker\.register\(\s*'([^']+)'\s*,\s*\{\s*scope:\s*'([^']+)'`).FindStringSubmatch(app)
+	if m == nil {
+		t.Fatal("app.js does not register a service worker with an explicit scope")
+	}
+	if m[1] != "/sw.js" || m[2] != "/" {
+		t.Fatalf("app.js registers %q with scope %q; want /sw.js with scope /", m[1], m[2])
+	}
+	res, body := get(t, h, m[1])
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s = %d", m[1], res.StatusCode)
+	}
+	if ct := res.Header.Get("Content-Type"); ct != "text/javascript; charset=utf-8" {
+		t.Errorf("GET %s: Content-Type %q, want text/javascript; charset=utf-8", m[1], ct)
+	}
+	if cc := res.Header.Get("Cache-Control"); cc != "no-cache" {
+		t.Errorf("GET %s: Cache-Control %q, want no-cache", m[1], cc)
+	}
+	for _, ev := range []string{"'push'", "'notificationclick'"} {
+		if !strings.Contains(body, "addEventListener("+ev) {
+			t.Errorf("sw.js has no %s listener", ev)
+		}
+	}
+	// Only the worker gets these headers.
+	res, _ = get(t, h, "/app.js")
+	if res.Header.Get("Cache-Control") != "" {
+		t.Errorf("GET /app.js: Cache-Control %q, want none", res.Header.Get("Cache-Control"))
+	}
+}

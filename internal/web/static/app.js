@@ -1,6 +1,6 @@
 // Parley web client: plain ES modules, no build step. The SDK
 // (parley-sdk.js) is the TypeScript SDK bundled for browsers.
-import { ParleyClient, register, login, logout, directConversationId, text, isCode } from './parley-sdk.js';
+import { ParleyClient, register, login, logout, directConversationId, text, isCode, webPushKey } from './parley-sdk.js';
 
 const $ = (id) => document.getElementById(id);
 const el = (tag, cls, txt) => {
@@ -464,9 +464,13 @@ function rerender(convId) {
   if (convId === openId) renderChat();
 }
 
+/** An error as a few words: its code ("permission denied"), else its message. */
+function errText(err) {
+  return err?.code ? String(err.code).replace('ERROR_CODE_', '').toLowerCase().replaceAll('_', ' ') : String(err?.message || err);
+}
+
 function alertError(err) {
-  const code = err?.code ? String(err.code).replace('ERROR_CODE_', '').toLowerCase().replaceAll('_', ' ') : String(err?.message || err);
-  setBanner('Could not do that: ' + code);
+  setBanner('Could not do that: ' + errText(err));
   setTimeout(() => client?.state === 'ready' && setBanner(''), 3000);
 }
 
@@ -589,6 +593,151 @@ function startEdit(c, m) {
   input.focus();
 }
 
+// ---- notifications (Web Push) ----
+// The choice is kept per user in localStorage ("notify.<user>"). While it is
+// on, each sign-in renews this browser's push subscription and registers it
+// as this device's target again (the server drops a device's target when it
+// signs out, or when another session of the same kind takes over).
+
+let pushKey = ''; // the server's VAPID public key, once known
+let notifyOp = 0; // bumped by each change: an answer to an older one is ignored
+
+const notifyChoice = () => 'notify.' + me;
+const BLOCKED = 'Notifications are blocked for this site. Allow them in the browser’s site settings, then turn this on again.';
+const SERVER_OFF = 'This server has push notifications turned off.';
+
+function notifyUI(on, status = '', { disabled = false, bad = false } = {}) {
+  const t = $('notify-toggle');
+  t.checked = on;
+  t.disabled = disabled;
+  const s = $('notify-status');
+  s.textContent = status;
+  s.classList.toggle('bad', bad);
+}
+
+/** Why this page cannot have push notifications ('' when it can). */
+function pushUnsupported() {
+  if (!window.isSecureContext) return 'Notifications need this page on https:// (or http://localhost).';
+  if (!('serviceWorker' in navigator) || !('PushManager' in window) || !('Notification' in window)) return 'This browser does not support push notifications.';
+  return '';
+}
+
+/** At sign-in: whether the toggle can work here, and the remembered choice renewed. */
+async function initNotifications() {
+  const op = ++notifyOp;
+  const c = client;
+  const why = pushUnsupported();
+  if (why) return notifyUI(false, why, { disabled: true });
+  const wanted = store.get(notifyChoice(), false);
+  notifyUI(wanted, '', { disabled: true });
+  try {
+    pushKey = await webPushKey({ baseUrl: location.origin });
+  } catch (err) {
+    if (op !== notifyOp) return;
+    if (err?.code === 'not_found') return notifyUI(false, SERVER_OFF, { disabled: true });
+    // Not known for now: turning it on asks again.
+    return notifyUI(false, 'Could not ask the server about notifications (' + errText(err) + ').', { bad: true });
+  }
+  if (op !== notifyOp) return;
+  if (!wanted) return notifyUI(false);
+  if (Notification.permission !== 'granted') {
+    // Blocked or reset in the browser's settings since it was turned on.
+    store.del(notifyChoice());
+    c.unregisterPush().catch(() => {});
+    return notifyUI(false, Notification.permission === 'denied' ? BLOCKED : 'The browser no longer allows notifications here; turn them on again.', { bad: true });
+  }
+  await notificationsOn(op, c);
+}
+
+/** The toggle was flipped. */
+async function toggleNotifications() {
+  const c = client;
+  if (!c) return;
+  const op = ++notifyOp;
+  if (!$('notify-toggle').checked) return notificationsOff(op, c);
+  notifyUI(true, 'Turning on…', { disabled: true });
+  let perm = Notification.permission;
+  if (perm === 'default') {
+    try {
+      perm = await Notification.requestPermission();
+    } catch {
+      perm = 'default';
+    }
+  }
+  if (op !== notifyOp) return;
+  if (perm === 'denied') return notifyUI(false, BLOCKED, { bad: true });
+  if (perm !== 'granted') return notifyUI(false, 'Notifications were not allowed.', { bad: true });
+  await notificationsOn(op, c);
+}
+
+/** Registers the service worker, subscribes with the server's key, registers the target. Permission is granted. */
+async function notificationsOn(op, c) {
+  notifyUI(true, 'Turning on…', { disabled: true });
+  try {
+    if (!pushKey) pushKey = await webPushKey({ baseUrl: location.origin });
+    await navigator.serviceWorker.register('/sw.js', { scope: '/' });
+    // Subscribing needs an active worker; one that fails to start would leave "ready" pending.
+    let timer;
+    const reg = await Promise.race([
+      navigator.serviceWorker.ready,
+      new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('the service worker did not start')), 15000))),
+    ]).finally(() => clearTimeout(timer));
+    await c.subscribeWebPush(reg, { publicKey: pushKey });
+  } catch (err) {
+    if (op !== notifyOp) return;
+    if (err?.code === 'not_found') return notifyUI(false, SERVER_OFF, { disabled: true });
+    return notifyUI(false, 'Could not turn notifications on (' + errText(err) + ').', { bad: true });
+  }
+  if (op !== notifyOp) return;
+  store.set(notifyChoice(), true);
+  notifyUI(true, 'On: new messages show as notifications while Parley is closed.');
+}
+
+/** Unregisters the target and ends the subscription. */
+async function notificationsOff(op, c) {
+  store.del(notifyChoice());
+  notifyUI(false, 'Turning off…', { disabled: true });
+  try {
+    const reg = await navigator.serviceWorker.getRegistration('/');
+    if (reg) await c.unsubscribeWebPush(reg);
+    else await c.unregisterPush();
+  } catch (err) {
+    if (op === notifyOp) notifyUI(false, 'Could not turn notifications off (' + errText(err) + ').', { bad: true });
+    return;
+  }
+  if (op === notifyOp) notifyUI(false);
+}
+
+// ---- opening a conversation from a notification ----
+// A click on a notification focuses an open tab and sends it the conversation
+// id (a service worker message), or opens a new tab at /#c=<conversation id>.
+
+/** id when it is a conversation this user can be in, else ''. */
+function linkedConv(id) {
+  if (typeof id !== 'string' || id.length > 200) return '';
+  if (/^g:./.test(id)) return id;
+  const m = /^p:([^:]+):([^:]+)$/.exec(id);
+  return m && (m[1] === me || m[2] === me) ? id : '';
+}
+
+/** The conversation named by the URL's #c=…, taken off the URL. */
+function takeLinkedConv() {
+  const m = /^#c=(.+)$/.exec(location.hash);
+  if (!m) return '';
+  history.replaceState(null, '', location.pathname + location.search);
+  try {
+    return linkedConv(decodeURIComponent(m[1]));
+  } catch {
+    return '';
+  }
+}
+
+function openLinked(id) {
+  const c = client;
+  if (!c || !id) return;
+  c.waitReady().then(() => client === c && openConv(id), () => {});
+}
+
 // ---- the client's lifecycle ----
 
 function start(auth) {
@@ -667,8 +816,13 @@ function start(auth) {
   window.addEventListener('pagehide', () => client && store.set(cursorsKey, client.cursors()));
   setBanner('Connecting…');
   scheduleReadCounts();
-  const last = store.get('open.' + me, '');
-  if (last) client.waitReady().then(() => !openId && openConv(last), () => {});
+  initNotifications();
+  const linked = takeLinkedConv();
+  if (linked) openLinked(linked);
+  else {
+    const last = store.get('open.' + me, '');
+    if (last) client.waitReady().then(() => !openId && openConv(last), () => {});
+  }
 }
 
 function restart(auth) {
@@ -710,6 +864,8 @@ function signOut(callServer = true) {
   openId = '';
   me = '';
   everReady = false;
+  notifyOp++;
+  notifyUI(false, '', { disabled: true });
   setBanner('');
   $('app').hidden = true;
   $('auth').hidden = false;
@@ -835,6 +991,13 @@ function wire() {
       $('group-error').textContent = err?.code === 'ERROR_CODE_PERMISSION_DENIED' ? 'Not allowed.' : String(err?.code || err?.message || err);
     }
   });
+
+  $('notify-toggle').addEventListener('change', toggleNotifications);
+  // From the service worker: a notification of this conversation was clicked.
+  navigator.serviceWorker?.addEventListener('message', (ev) => {
+    if (ev.data?.type === 'parley.open') openLinked(linkedConv(ev.data.conversationId));
+  });
+  window.addEventListener('hashchange', () => client && openLinked(takeLinkedConv()));
 
   document.addEventListener('visibilitychange', () => {
     if (openId && document.visibilityState === 'visible') scheduleRead(conv(openId));

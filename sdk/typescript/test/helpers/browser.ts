@@ -7,12 +7,13 @@ import { expect } from 'vitest';
 export const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
 export const shotsDir = resolve(import.meta.dirname, '../../test-results/screenshots');
 
-export async function launch(): Promise<Browser> {
+/** Launches Chromium; extraArgs are added to its command line. */
+export async function launch(extraArgs: string[] = []): Promise<Browser> {
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (or set CHROMIUM_PATH)`);
   return chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
-    args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'],
+    args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu', ...extraArgs],
   });
 }
 

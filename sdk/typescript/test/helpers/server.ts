@@ -1,7 +1,7 @@
 // Starts real Parley servers for the integration and browser tests. The
 // binary is built once per test run (globalSetup) or taken from PARLEY_BIN.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -31,16 +31,31 @@ export interface RunningServer {
   output(): string;
 }
 
-export async function startServer(bin: string, dataDir?: string): Promise<RunningServer> {
+export interface ServerOptions {
+  /** YAML for `parley serve --config` (keys: docs/operations.md). */
+  config?: string;
+  /** Environment variables added to the server's. */
+  env?: Record<string, string>;
+}
+
+export async function startServer(bin: string, dataDir?: string, opts: ServerOptions = {}): Promise<RunningServer> {
   const dir = dataDir ?? mkdtempSync(join(tmpdir(), 'parley-data-'));
+  let confDir = '';
+  const configArgs: string[] = [];
+  if (opts.config !== undefined) {
+    confDir = mkdtempSync(join(tmpdir(), 'parley-config-'));
+    writeFileSync(join(confDir, 'parley.yaml'), opts.config);
+    configArgs.push('--config', join(confDir, 'parley.yaml'));
+  }
   let proc: ChildProcess | null = null;
   let out = '';
   let port = 0;
 
   const launch = (httpAddr: string) =>
     new Promise<void>((resolveStart, reject) => {
-      const p = spawn(bin, ['serve', '--data', dir, '--http', httpAddr, '--tcp', 'off', '--log-level', 'warn'], {
+      const p = spawn(bin, ['serve', ...configArgs, '--data', dir, '--http', httpAddr, '--tcp', 'off', '--log-level', 'warn'], {
         stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, ...opts.env },
       });
       proc = p;
       const timer = setTimeout(() => {
@@ -102,6 +117,7 @@ export async function startServer(bin: string, dataDir?: string): Promise<Runnin
     dispose: async () => {
       await stop();
       rmSync(dir, { recursive: true, force: true });
+      if (confDir) rmSync(confDir, { recursive: true, force: true });
     },
     adminKey: () => (JSON.parse(readFileSync(join(dir, 'secrets.json'), 'utf8')) as { admin_api_keys: string[] }).admin_api_keys[0]!,
     output: () => out,
