@@ -251,7 +251,8 @@ func TestPushInvalidTargetRemoved(t *testing.T) {
 // TestPushBurstLargerThanQueue: one message to a group with more offline
 // members than the platform's queue holds, to a platform slower than the
 // server decides, notifies every member once: a burst waits for room in
-// the queue instead of being dropped.
+// the queue instead of being dropped, and so does a retry made while the
+// queue is still full.
 func TestPushBurstLargerThanQueue(t *testing.T) {
 	const members = 120
 	e := startPushServer(t, func(c *server.Config) { c.PushQueue, c.PushWorkers = 10, 2 })
@@ -265,7 +266,12 @@ func TestPushBurstLargerThanQueue(t *testing.T) {
 			Target: &pb.RegisterPush_Apns{Apns: &pb.ApnsTarget{DeviceToken: apnsToken(i), Topic: pushTopic}}}); err != nil {
 			t.Fatalf("RegisterPush %s: %v", uid, err)
 		}
-		e.apns.Stall(apnsToken(i), 20*time.Millisecond) // 2 workers: about 100 a second
+		if i == 1 {
+			// The first attempt fails; its retry comes 1-1.5 s later, while the burst still fills the queue.
+			e.apns.Answer(apnsToken(i), http.StatusServiceUnavailable, "ServiceUnavailable", "")
+		} else {
+			e.apns.Stall(apnsToken(i), 40*time.Millisecond) // 2 workers: about 50 a second
+		}
 	}
 	g, err := admin.CreateGroup(ctx10(t), client.GroupSpec{Owner: "alice", Name: "all hands", UserIDs: ids})
 	if err != nil {
@@ -275,7 +281,7 @@ func TestPushBurstLargerThanQueue(t *testing.T) {
 	if _, err := alice.Send(ctx10(t), &pb.Send{ConversationId: g.ConversationId, ContentType: "text", Payload: []byte("standup in 5")}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for e.apns.Count() < members && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -59,20 +59,13 @@ func (pl *platform) start() {
 // queue before the platform is taken as stuck.
 const stuckAfter = 2 * time.Second
 
-// enqueue queues j without waiting; a full queue drops it (counted, logged
-// in the device's log). For retries, which must not hold up their timers.
-func (pl *platform) enqueue(j *job) {
-	select {
-	case pl.queue <- j:
-	default:
-		pl.drop(j)
-	}
-}
-
 // enqueueWait queues a new notification, waiting for room while the
 // platform keeps up: a burst (one message to a group of 100,000 offline
 // members) is sent at the platform's pace instead of dropped past the
 // queue's size. Only the deciding goroutines wait, never message delivery.
+// Retries wait too (on their own timer's goroutine, at most QueueSize of
+// them): a burst keeps the queue full, and an access token renewed in its
+// middle sends every request in flight back for a retry.
 // A queue that takes nothing for stuckAfter belongs to a stuck platform:
 // from then on its notifications are dropped at once, until its queue is
 // half empty, so it cannot hold up the other platforms for long.
@@ -176,7 +169,7 @@ func (pl *platform) retryLater(j *job, retryAfter time.Duration) {
 		select {
 		case <-pl.n.stop:
 		default:
-			pl.enqueue(j)
+			pl.enqueueWait(j)
 		}
 	})
 }
@@ -263,8 +256,48 @@ func (n *Notifier) text(b *batch) (title, body string) {
 	if text == "" {
 		text = "New message"
 	}
-	r := strings.NewReplacer("{sender}", b.last.from, "{group}", group, "{text}", text, "{count}", "1")
-	return clip(r.Replace(tpl.Title), 100), clip(r.Replace(tpl.Body), 200)
+	v := fields{sender: b.last.from, group: group, text: text}
+	return clip(v.expand(tpl.Title), 100), clip(v.expand(tpl.Body), 200)
+}
+
+// fields are a template's values.
+type fields struct{ sender, group, text string }
+
+// expand replaces {sender}, {group}, {text} and {count} (always 1 here: a
+// batch of several has its own text) in tpl; anything else in braces stays.
+// One pass, no replacer built per notification.
+func (f fields) expand(tpl string) string {
+	if !strings.Contains(tpl, "{") {
+		return tpl
+	}
+	var b strings.Builder
+	b.Grow(len(tpl) + len(f.sender) + len(f.text))
+	for {
+		i := strings.IndexByte(tpl, '{')
+		if i < 0 {
+			b.WriteString(tpl)
+			return b.String()
+		}
+		b.WriteString(tpl[:i])
+		tpl = tpl[i:]
+		switch {
+		case strings.HasPrefix(tpl, "{sender}"):
+			b.WriteString(f.sender)
+			tpl = tpl[len("{sender}"):]
+		case strings.HasPrefix(tpl, "{group}"):
+			b.WriteString(f.group)
+			tpl = tpl[len("{group}"):]
+		case strings.HasPrefix(tpl, "{text}"):
+			b.WriteString(f.text)
+			tpl = tpl[len("{text}"):]
+		case strings.HasPrefix(tpl, "{count}"):
+			b.WriteByte('1')
+			tpl = tpl[len("{count}"):]
+		default:
+			b.WriteByte('{')
+			tpl = tpl[1:]
+		}
+	}
 }
 
 // clip cuts s to at most runes runes.

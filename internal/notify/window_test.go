@@ -28,3 +28,20 @@ func TestPreview(t *testing.T) {
 		t.Errorf("long preview: %d runes, valid %v: %q", utf8.RuneCountInString(got), utf8.ValidString(got), got)
 	}
 }
+
+func TestTemplateExpand(t *testing.T) {
+	f := fields{sender: "alice", group: "team {text}", text: "hi {sender}"}
+	for tpl, want := range map[string]string{
+		"{sender} in {group}":       "alice in team {text}", // values are not expanded again
+		"{text}":                    "hi {sender}",
+		"{count} new from {sender}": "1 new from alice",
+		"{unknown} {sender":         "{unknown} {sender",
+		"plain":                     "plain",
+		"{":                         "{",
+		"":                          "",
+	} {
+		if got := f.expand(tpl); got != want {
+			t.Errorf("expand(%q) = %q, want %q", tpl, got, want)
+		}
+	}
+}
