@@ -214,15 +214,17 @@ func (s *pushOfflineScenario) Run(ctx context.Context, e *Env) error {
 // covered reports whether every device's notifications cover every message
 // acked into its group, and how many devices are not (yet) covered.
 func (s *pushOfflineScenario) covered() (behind int) {
-	for _, d := range s.devices {
-		d.g.mu.Lock()
-		var want uint64
-		if n := len(d.g.acks); n > 0 {
-			want = d.g.acks[n-1].seq
+	want := make(map[*poGroup]uint64, len(s.groups)) // each group's last acked seq
+	for _, g := range s.groups {
+		g.mu.Lock()
+		if n := len(g.acks); n > 0 {
+			want[g] = g.acks[n-1].seq
 		}
-		d.g.mu.Unlock()
+		g.mu.Unlock()
+	}
+	for _, d := range s.devices {
 		d.mu.Lock()
-		if d.last < want {
+		if d.last < want[d.g] {
 			behind++
 		}
 		d.mu.Unlock()

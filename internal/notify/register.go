@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/parleyim/parley/internal/auth"
+	"github.com/parleyim/parley/internal/notify/internal/pushhttp"
 	"github.com/parleyim/parley/internal/notify/provider"
 	"github.com/parleyim/parley/internal/notify/webpush"
 	"github.com/parleyim/parley/internal/reqerr"
@@ -27,12 +28,12 @@ func (n *Notifier) Register(ctx context.Context, uid, sessionDevice, tokenID str
 	case *pb.RegisterPush_Apns:
 		a := tg.Apns
 		tok := strings.ToLower(a.DeviceToken)
-		if len(tok) < 64 || len(tok) > 200 || !isHex(tok) || !printable(a.Topic, 255) {
+		if len(tok) < 64 || len(tok) > 200 || !isHex(tok) || !pushhttp.Printable(a.Topic, 255) {
 			return reqerr.BadRequest
 		}
 		t.Kind, t.Token, t.Topic, t.Sandbox = provider.APNs, tok, a.Topic, a.Sandbox
 	case *pb.RegisterPush_Fcm:
-		if !printable(tg.Fcm.Token, 4096) {
+		if !pushhttp.Printable(tg.Fcm.Token, 4096) {
 			return reqerr.BadRequest
 		}
 		t.Kind, t.Token = provider.FCM, tg.Fcm.Token
@@ -129,17 +130,4 @@ func (n *Notifier) TokensRevoked(ctx context.Context, uid, tokenID string) error
 func isHex(s string) bool {
 	_, err := hex.DecodeString(s)
 	return err == nil
-}
-
-// printable: 1 to max bytes of visible ASCII.
-func printable(s string, max int) bool {
-	if len(s) == 0 || len(s) > max {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] <= ' ' || s[i] > '~' {
-			return false
-		}
-	}
-	return true
 }

@@ -217,13 +217,8 @@ func checkTarget(t *provider.Target) error {
 	if _, err := hex.DecodeString(t.Token); err != nil {
 		return errors.New("apns: device token is not hex")
 	}
-	if t.Topic == "" || len(t.Topic) > 255 {
-		return errors.New("apns: topic (bundle id) missing or too long")
-	}
-	for i := 0; i < len(t.Topic); i++ {
-		if c := t.Topic[i]; c <= ' ' || c >= 0x7f {
-			return errors.New("apns: topic has a space, control or non-ASCII character")
-		}
+	if !pushhttp.Printable(t.Topic, 255) {
+		return errors.New("apns: topic (bundle id) missing, too long, or with a space, control or non-ASCII character")
 	}
 	return nil
 }

@@ -276,13 +276,8 @@ func checkTarget(t *provider.Target) error {
 	if t.Kind != "" && t.Kind != provider.FCM {
 		return fmt.Errorf("fcm: target of kind %q", t.Kind)
 	}
-	if t.Token == "" || len(t.Token) > 4096 {
-		return errors.New("fcm: registration token empty or over 4096 bytes")
-	}
-	for i := 0; i < len(t.Token); i++ {
-		if c := t.Token[i]; c <= ' ' || c >= 0x7f {
-			return errors.New("fcm: registration token has a space, control or non-ASCII character")
-		}
+	if !pushhttp.Printable(t.Token, 4096) {
+		return errors.New("fcm: registration token empty, over 4096 bytes, or with a space, control or non-ASCII character")
 	}
 	return nil
 }

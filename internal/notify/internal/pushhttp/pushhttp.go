@@ -65,6 +65,20 @@ func RetryAfter(h http.Header, now time.Time) time.Duration {
 	return d.Round(time.Second)
 }
 
+// Printable reports whether s is 1 to max bytes of printable ASCII without
+// spaces: what a device token, registration token or topic may hold.
+func Printable(s string, max int) bool {
+	if len(s) == 0 || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
 // BadTarget is the result for a target that can never work (no request
 // was made).
 func BadTarget(err error) provider.Result {
