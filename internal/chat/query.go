@@ -219,29 +219,24 @@ const unreadScan = 32
 
 // unread counts the messages after seq read, up to last, that uid has to
 // read: messages from others, not events (group changes, edits, recalls).
+// Only the messages' heads are read: not their payloads, nor the user
+// lists of group events.
 func (s *Service) unread(ctx context.Context, uid, conv string, read, last uint64) (uint64, error) {
-	// Read in chunks: the messages are read whole, and may be large.
-	n, scanned, count := uint64(0), read, 0
-	for count < unreadScan && scanned < last {
-		msgs, err := s.store.Messages(ctx, conv, scanned, min(readChunk, unreadScan-count))
-		if err != nil {
-			return 0, storeErr(err)
-		}
-		if len(msgs) == 0 {
+	heads, err := s.store.MessageHeads(ctx, conv, read, unreadScan)
+	if err != nil {
+		return 0, storeErr(err)
+	}
+	n, scanned := uint64(0), read
+	for _, h := range heads {
+		if h.Seq > last {
 			return n, nil
 		}
-		for _, m := range msgs {
-			if m.Seq > last {
-				return n, nil
-			}
-			if m.Kind == pb.MessageKind_MESSAGE_KIND_NORMAL && m.From != uid && !m.Recalled {
-				n++
-			}
-			scanned = m.Seq
+		if h.Kind == pb.MessageKind_MESSAGE_KIND_NORMAL && h.From != uid && !h.Recalled {
+			n++
 		}
-		count += len(msgs)
+		scanned = h.Seq
 	}
-	if count == unreadScan && last > scanned {
+	if len(heads) == unreadScan && last > scanned {
 		n += last - scanned
 	}
 	return n, nil

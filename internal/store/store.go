@@ -183,6 +183,9 @@ type Store interface {
 
 	// Messages returns up to limit messages of the conversation with seq > after, ascending.
 	Messages(ctx context.Context, conversationID string, after uint64, limit int) ([]*pb.Message, error)
+	// MessageHeads is Messages without payloads and events: what counting
+	// unread messages needs, at a fraction of the cost.
+	MessageHeads(ctx context.Context, conversationID string, after uint64, limit int) ([]MessageHead, error)
 	// History returns up to limit messages with seq < before (before == 0: from the
 	// newest), in ascending order.
 	History(ctx context.Context, conversationID string, before uint64, limit int) ([]*pb.Message, error)

@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/parleyim/parley/internal/store"
 	pb "github.com/parleyim/parley/proto/parleyv1"
 )
 
@@ -81,41 +82,87 @@ func (s *Store) History(ctx context.Context, conversationID string, before uint6
 // scan reads up to limit messages of conv in [lower, upper), from the start
 // or (reverse) from the end, and returns them in ascending seq order.
 func (s *Store) scan(ctx context.Context, conv string, prefix, lower, upper []byte, limit int, reverse bool) (out []*pb.Message, err error) {
+	err = s.visit(ctx, prefix, lower, upper, limit, reverse, func(key, v []byte, seq uint64) error {
+		m, err := decodeMessage(key, v, conv, seq)
+		if err != nil {
+			return err
+		}
+		out = append(out, m)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if reverse {
+		slices.Reverse(out)
+	}
+	return out, nil
+}
+
+// MessageHeads implements store.Store.
+func (s *Store) MessageHeads(ctx context.Context, conversationID string, after uint64, limit int) (out []store.MessageHead, err error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.closeMu.RUnlock()
+	if limit <= 0 || after == math.MaxUint64 {
+		return nil, nil
+	}
+	prefix := messagePrefix(nil, conversationID)
+	lower := binary.BigEndian.AppendUint64(slices.Clip(prefix), after+1)
+	err = s.visit(ctx, prefix, lower, prefixEnd(prefix), limit, false, func(key, v []byte, seq uint64) error {
+		body, err := unframe(key, v)
+		if err != nil {
+			return err
+		}
+		h, err := store.DecodeHead(body)
+		if err != nil {
+			return corruptf(key, "undecodable message: %v", err)
+		}
+		h.Seq = seq
+		out = append(out, h)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// visit calls f with up to limit messages' keys, values and seqs in
+// [lower, upper), from the start or (reverse) from the end. The key and
+// value are Pebble's: valid only during the call.
+func (s *Store) visit(ctx context.Context, prefix, lower, upper []byte, limit int, reverse bool, f func(key, v []byte, seq uint64) error) (err error) {
 	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
-		return nil, mapErr(err)
+		return mapErr(err)
 	}
 	defer func() {
 		if cerr := it.Close(); err == nil && cerr != nil {
-			out, err = nil, mapErr(cerr)
+			err = mapErr(cerr)
 		}
 	}()
 	valid := it.First()
 	if reverse {
 		valid = it.Last()
 	}
-	for ; valid && len(out) < limit; valid = step(it, reverse) {
+	for n := 0; valid && n < limit; valid, n = step(it, reverse), n+1 {
 		seq, ok := seqFromMessageKey(it.Key(), prefix)
 		if !ok {
-			return nil, corruptf(it.Key(), "bad message key")
+			return corruptf(it.Key(), "bad message key")
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return nil, mapErr(err)
+			return mapErr(err)
 		}
-		m, err := decodeMessage(it.Key(), v, conv, seq)
-		if err != nil {
-			return nil, err
+		if err := f(it.Key(), v, seq); err != nil {
+			return err
 		}
-		out = append(out, m)
 	}
 	if err := it.Error(); err != nil {
-		return nil, mapErr(err)
+		return mapErr(err)
 	}
-	if reverse {
-		slices.Reverse(out)
-	}
-	return out, nil
+	return nil
 }
 
 func step(it *pebble.Iterator, reverse bool) bool {

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"hash/crc32"
 	"math"
 	"slices"
 
@@ -64,6 +65,44 @@ func (s *Store) readMessages(ctx context.Context, op, sql, conv string, bound in
 	})
 	if err != nil {
 		return nil, mapErr(op, err)
+	}
+	return out, nil
+}
+
+// MessageHeads implements store.Store: Messages' query, with only the
+// head of each body decoded.
+func (s *Store) MessageHeads(ctx context.Context, conversationID string, after uint64, limit int) ([]store.MessageHead, error) {
+	ctx, done, err := s.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if limit <= 0 || after >= math.MaxInt64 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, s.q.messagesAfter, conversationID, int64(after), limit)
+	if err != nil {
+		return nil, mapErr("message heads", err)
+	}
+	defer rows.Close()
+	var out []store.MessageHead
+	var seq int64
+	var body []byte
+	var crc int32
+	_, err = pgx.ForEachRow(rows, []any{&seq, &body, &crc}, func() error {
+		if crc32.Checksum(body, s.crc) != uint32(crc) {
+			return s.corrupt(conversationID, seq, errors.New("checksum mismatch"))
+		}
+		h, err := store.DecodeHead(body)
+		if err != nil {
+			return s.corrupt(conversationID, seq, err)
+		}
+		h.Seq = uint64(seq)
+		out = append(out, h)
+		return nil
+	})
+	if err != nil {
+		return nil, mapErr("message heads", err)
 	}
 	return out, nil
 }

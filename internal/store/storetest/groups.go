@@ -952,3 +952,50 @@ func testConcurrentApplyAndAppend(t *testing.T, s store.Store) {
 		t.Fatalf("%d members, want %d", len(ms), workers*n)
 	}
 }
+
+// testMessageHeads: MessageHeads is Messages' page with only seq, sender,
+// kind and recalled, for plain messages, events that name many users and
+// recalled messages alike.
+func testMessageHeads(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	appendOK(t, s, msg("g:h", "alice", "", "m1"), msg("g:h", "bob", "", "m2"))
+	users := make([]string, 300)
+	for i := range users {
+		users[i] = fmt.Sprintf("user-%03d", i)
+	}
+	applyNew(t, s, store.Change{Event: event("g:h", "alice", "add1", pb.MessageKind_MESSAGE_KIND_MEMBERS_ADDED, &pb.MessageEvent{UserIds: users})}, 3)
+	appendOK(t, s, msg("g:h", "carol", "", "m4"))
+	m1 := getMessage(t, s, "g:h", 1)
+	recalled := proto.Clone(m1).(*pb.Message)
+	recalled.Payload, recalled.ContentType, recalled.Recalled = nil, "", true
+	applyNew(t, s, store.Change{Event: event("g:h", "alice", "r1", pb.MessageKind_MESSAGE_KIND_RECALL, &pb.MessageEvent{TargetSeq: 1}), Update: recalled}, 5)
+
+	msgs := all(t, s, "g:h")
+	for _, page := range []struct {
+		after uint64
+		limit int
+	}{{0, 100}, {0, 2}, {2, 2}, {4, 10}, {5, 10}, {99, 10}} {
+		heads, err := s.MessageHeads(ctx, "g:h", page.after, page.limit)
+		if err != nil {
+			t.Fatalf("MessageHeads(after %d, limit %d): %v", page.after, page.limit, err)
+		}
+		var want []store.MessageHead
+		for _, m := range msgs {
+			if m.Seq > page.after && len(want) < page.limit {
+				want = append(want, store.MessageHead{Seq: m.Seq, From: m.From, Kind: m.Kind, Recalled: m.Recalled})
+			}
+		}
+		if !slices.Equal(heads, want) {
+			t.Fatalf("MessageHeads(after %d, limit %d) = %+v, want %+v", page.after, page.limit, heads, want)
+		}
+	}
+	if h, err := s.MessageHeads(ctx, "g:h", 0, 0); err != nil || len(h) != 0 {
+		t.Fatalf("MessageHeads with limit 0 = %v, %v; want none", h, err)
+	}
+	if h, err := s.MessageHeads(ctx, "g:none", 0, 10); err != nil || len(h) != 0 {
+		t.Fatalf("MessageHeads of an empty conversation = %v, %v; want none", h, err)
+	}
+	if heads, _ := s.MessageHeads(ctx, "g:h", 0, 10); len(heads) != 5 || !heads[0].Recalled || heads[2].Kind != pb.MessageKind_MESSAGE_KIND_MEMBERS_ADDED || heads[3].From != "carol" {
+		t.Fatalf("MessageHeads = %+v: the recall, the event or a sender is missing", heads)
+	}
+}

@@ -55,6 +55,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ApplyDuplicateWritesNothing", testApplyDuplicate},
 		{"ApplyUpdatesMessage", testApplyUpdate},
 		{"GetMessage", testGetMessage},
+		{"MessageHeads", testMessageHeads},
 		{"GroupRecordReplaced", testGroupRecordReplaced},
 		{"GroupPolicyAndJoinSeq", testGroupPolicy},
 		{"MembersPaging", testMembersPaging},
