@@ -736,3 +736,91 @@ func TestKill9BeforePushDelay(t *testing.T) {
 		t.Fatalf("bob's sync after the restart: %v, %v", page, err)
 	}
 }
+
+// TestPushBadgeIsTheUnreadCount: the badge is the sum of the unread counts
+// the user's conversation list shows: messages from others, not the user's
+// own, not group events (a "members added" event naming many users), not
+// recalled messages, nothing read or cleared.
+func TestPushBadgeIsTheUnreadCount(t *testing.T) {
+	e := startPushServer(t, nil)
+	phone := e.device(t, "bob", "phone", 1, false)
+	phone.Close()
+	ctx := ctx10(t)
+	alice, _ := e.connect(t, "alice", "a1", "web", transports[0])
+	bob, _ := e.connect(t, "bob", "b1", "web", transports[0])
+	carol, _ := e.connect(t, "carol", "c1", "web", transports[0])
+	dave, _ := e.connect(t, "dave", "d1", "web", transports[0])
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 1:1 with alice: one of bob's own (sending reads what came before),
+	// then two from her.
+	must(bob.SendText(ctx, "alice", "mine"))
+	must(alice.SendText(ctx, "bob", "one"))
+	must(alice.SendText(ctx, "bob", "two"))
+	// A group of 200 (its events name them all): three from carol, one recalled.
+	members := []string{"alice", "bob", "dave"}
+	for i := range 197 {
+		members = append(members, fmt.Sprintf("member-%03d", i))
+	}
+	g1, err := carol.CreateGroup(ctx, &pb.CreateGroup{Name: "big", UserIds: members})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last *pb.SendAck
+	for _, text := range []string{"a", "b", "c"} {
+		last, err = carol.SendToConversation(ctx, g1.ConversationId, "text", []byte(text))
+		must(last, err)
+	}
+	must(carol.Recall(ctx, g1.ConversationId, last.Seq))
+	// A group bob has read.
+	g2, err := alice.CreateGroup(ctx, &pb.CreateGroup{Name: "read", UserIds: []string{"bob"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(alice.SendToConversation(ctx, g2.ConversationId, "text", []byte("x")))
+	read, err := alice.SendToConversation(ctx, g2.ConversationId, "text", []byte("y"))
+	must(read, err)
+	if err := bob.MarkRead(ctx, g2.ConversationId, read.Seq); err != nil {
+		t.Fatal(err)
+	}
+	// A conversation bob cleared.
+	cleared, err := dave.SendText(ctx, "bob", "old news")
+	must(cleared, err)
+	if err := bob.ClearConversation(ctx, cleared.ConversationId); err != nil {
+		t.Fatal(err)
+	}
+
+	// Once the notifications of all that are out (past push_delay and the
+	// coalescing window), alice's next message gets one of its own.
+	before := len(e.notes(1))
+	for quiet := time.Now(); time.Since(quiet) < 2*time.Second; time.Sleep(50 * time.Millisecond) {
+		if n := len(e.notes(1)); n != before {
+			before, quiet = n, time.Now()
+		}
+	}
+	final, err := alice.SendText(ctx, "bob", "three")
+	must(final, err)
+	note := e.waitNotes(t, 1, before+1)[before]
+	if note.Payload.ConversationID != final.ConversationId || note.Payload.Seq != fmt.Sprint(final.Seq) {
+		t.Fatalf("last notification is of %s/%s, want alice's last message %s/%d", note.Payload.ConversationID,
+			note.Payload.Seq, final.ConversationId, final.Seq)
+	}
+	list, err := bob.Conversations(ctx, 100, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0
+	for _, c := range list.Conversations {
+		sum += int(c.UnreadCount)
+	}
+	if sum != 5 {
+		t.Errorf("conversation list unread counts sum to %d, want 5 (3 from alice, 2 in the group): %v", sum, list)
+	}
+	if note.Payload.Aps.Badge == nil || *note.Payload.Aps.Badge != sum {
+		t.Errorf("badge = %v, want the conversation list's %d", note.Payload.Aps.Badge, sum)
+	}
+}

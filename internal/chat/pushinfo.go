@@ -2,8 +2,10 @@ package chat
 
 import (
 	"context"
+	"errors"
 
 	"github.com/parleyim/parley/internal/session"
+	"github.com/parleyim/parley/internal/store"
 )
 
 // What the push notifier (internal/notify) asks of the chat service.
@@ -64,18 +66,69 @@ func (s *Service) ConnectedDevices(ctx context.Context, uid string) (map[string]
 }
 
 // unreadBadgeConversations bounds the conversations the badge counts.
-const unreadBadgeConversations = 100
+const unreadBadgeConversations = 1000
 
-// Unread is uid's unread message count over their most recent
-// conversations (at most unreadBadgeConversations): the app badge.
-func (s *Service) Unread(ctx context.Context, uid string) (int, error) {
-	list, err := s.ConversationList(ctx, uid, unreadBadgeConversations, "")
+// Unread is uid's unread message count (the app badge): the sum of the
+// unread counts the conversation list shows, over at most
+// unreadBadgeConversations of their conversations. It reads per
+// conversation only what the count needs (no last message, no peer), and
+// takes hint's conversation state as given.
+func (s *Service) Unread(ctx context.Context, uid string, hint *UnreadHint) (int, error) {
+	ids, err := s.store.Conversations(ctx, uid)
+	if err != nil {
+		return 0, storeErr(err)
+	}
+	total := 0
+	for _, id := range ids[:min(len(ids), unreadBadgeConversations)] {
+		n, err := s.conversationUnread(ctx, uid, id, hint)
+		if err != nil {
+			return 0, err
+		}
+		total += int(min(n, 1<<20))
+	}
+	return total, nil
+}
+
+// UnreadHint is uid's state in one conversation as the caller has just
+// read it from the store, so that Unread does not read it again.
+type UnreadHint struct {
+	ConversationID string
+	Cursor         store.Cursor
+	Settings       store.ConversationSettings
+}
+
+// conversationUnread is the unread count of one conversation as the
+// conversation list computes it.
+func (s *Service) conversationUnread(ctx context.Context, uid, id string, hint *UnreadHint) (uint64, error) {
+	since, upTo, err := s.readRange(ctx, uid, id)
+	if errors.Is(err, errDenied) {
+		return 0, nil
+	}
 	if err != nil {
 		return 0, err
 	}
-	n := 0
-	for _, c := range list.Conversations {
-		n += int(min(c.UnreadCount, 1<<20))
+	last, err := s.store.LastSeq(ctx, id)
+	if err != nil {
+		return 0, storeErr(err)
 	}
-	return n, nil
+	if upTo > 0 {
+		last = min(last, upTo)
+	}
+	var cur store.Cursor
+	var settings store.ConversationSettings
+	if hint != nil && hint.ConversationID == id {
+		cur, settings = hint.Cursor, hint.Settings
+	} else {
+		if cur, err = s.store.GetCursor(ctx, id, uid); err != nil {
+			return 0, storeErr(err)
+		}
+		if settings, err = s.store.GetConversationSettings(ctx, uid, id); err != nil {
+			return 0, storeErr(err)
+		}
+	}
+	read := max(cur.Read, settings.ClearedSeq, since)
+	if last <= read {
+		return 0, nil
+	}
+	return s.unread(ctx, uid, id, read, last)
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/parleyim/parley/internal/chat"
 	"github.com/parleyim/parley/internal/store"
 )
 
@@ -30,6 +31,9 @@ type batch struct {
 	group bool              // of the newest: a group's?
 	last  item              // the newest message
 	conv  string            // its conversation
+	// hint is the user's state in conv as read when deciding, for a batch
+	// sent at once (one that waited reads it again).
+	hint *chat.UnreadHint
 }
 
 // wake is when a device's window ends.
@@ -46,7 +50,7 @@ func (c *coalescer) init() { c.devs = make(map[string]*deviceState) }
 
 // add makes items of conv due on t's device: sent now if the device's
 // window is over, else added to what waits.
-func (c *coalescer) add(n *Notifier, t store.PushTarget, conv string, group bool, items []item, count int) {
+func (c *coalescer) add(n *Notifier, t store.PushTarget, conv string, group bool, items []item, count int, hint *chat.UnreadHint) {
 	now := time.Now()
 	last := items[len(items)-1]
 	key := targetKey(t)
@@ -61,7 +65,7 @@ func (c *coalescer) add(n *Notifier, t store.PushTarget, conv string, group bool
 		d.lastSent = now
 		c.queue = append(c.queue, wake{key: key, when: now.Add(n.cfg.Coalesce)})
 		c.mu.Unlock()
-		b := &batch{count: count, group: group, last: last, conv: conv}
+		b := &batch{count: count, group: group, last: last, conv: conv, hint: hint}
 		n.send(t, b, false)
 		return
 	}

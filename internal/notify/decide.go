@@ -142,6 +142,7 @@ func (n *Notifier) decideUser(ctx context.Context, w *window, u string, items []
 		}
 	}
 	n.stats.decided.Add(1)
+	hint := &chat.UnreadHint{ConversationID: w.conv, Cursor: cur, Settings: cs}
 	unacked := items
 	for len(unacked) > 0 && unacked[0].seq <= cur.Delivered {
 		unacked = unacked[1:]
@@ -166,7 +167,7 @@ func (n *Notifier) decideUser(ctx context.Context, w *window, u string, items []
 		if len(due) == len(items) {
 			count += extra
 		}
-		n.devices.add(n, t, w.conv, w.group, due, count)
+		n.devices.add(n, t, w.conv, w.group, due, count, hint)
 	}
 	return rec, len(rec.DeviceIDs) > 0
 }

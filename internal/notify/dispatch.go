@@ -197,7 +197,7 @@ func (n *Notifier) send(t store.PushTarget, b *batch, coalesced bool) {
 	badge := -1
 	if !n.cfg.NoBadge {
 		ctx, cancel := context.WithTimeout(n.life, decideTimeout)
-		if u, err := n.chat.Unread(ctx, t.UserID); err == nil {
+		if u, err := n.chat.Unread(ctx, t.UserID, b.hint); err == nil {
 			badge = u
 		}
 		cancel()

@@ -44,8 +44,9 @@ type Chat interface {
 	// ConnectedDevices lists the device ids of uid connected now, on any
 	// node of a cluster.
 	ConnectedDevices(ctx context.Context, uid string) (map[string]bool, error)
-	// Unread is uid's unread message count (the badge).
-	Unread(ctx context.Context, uid string) (int, error)
+	// Unread is uid's unread message count (the badge); hint, when not
+	// nil, is their state in one conversation as just read.
+	Unread(ctx context.Context, uid string, hint *chat.UnreadHint) (int, error)
 }
 
 // Template makes a notification's title and body. {sender}, {group},
