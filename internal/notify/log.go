@@ -43,9 +43,11 @@ type pushLog struct {
 }
 
 type deviceLog struct {
-	entries []Attempt // a ring of size entries
+	// entries grow to size (most devices never reach it, and a device's
+	// first attempt should not cost a whole log), then are a ring whose
+	// oldest entry is at next.
+	entries []Attempt
 	next    int
-	full    bool
 }
 
 func (l *pushLog) init(size, devices int) {
@@ -63,13 +65,16 @@ func (l *pushLog) add(t store.PushTarget, a Attempt) {
 			delete(l.logs, l.order[0])
 			l.order = l.order[1:]
 		}
-		d = &deviceLog{entries: make([]Attempt, l.size)}
+		d = &deviceLog{}
 		l.logs[key] = d
 		l.order = append(l.order, key)
 	}
+	if len(d.entries) < l.size {
+		d.entries = append(d.entries, a)
+		return
+	}
 	d.entries[d.next] = a
 	d.next = (d.next + 1) % l.size
-	d.full = d.full || d.next == 0
 }
 
 // Log returns a device's attempts, newest first.
@@ -81,13 +86,10 @@ func (n *Notifier) Log(userID, deviceID string) []Attempt {
 	if d == nil {
 		return []Attempt{}
 	}
-	count := d.next
-	if d.full {
-		count = l.size
-	}
-	out := make([]Attempt, 0, count)
-	for i := 1; i <= count; i++ {
-		out = append(out, d.entries[(d.next-i+l.size)%l.size])
+	k := len(d.entries)
+	out := make([]Attempt, 0, k)
+	for i := 1; i <= k; i++ {
+		out = append(out, d.entries[(d.next-i+k)%k])
 	}
 	return out
 }
