@@ -59,7 +59,8 @@ func benchCmd(args []string) error {
 	quiet := fs.Bool("quiet", false, "no live progress on stderr")
 	fs.IntVar(&cfg.Size, "size", cfg.Size, "message payload bytes (at least 24)")
 	var providerAddr, providerDir *string
-	var providerSetup *bool
+	var providerSetup, floor *bool
+	var floorWorkers *int
 	var pushDelay, pushCoalesce *time.Duration
 	switch name {
 	case "push-offline":
@@ -69,6 +70,8 @@ func benchCmd(args []string) error {
 		providerAddr = fs.String("provider", "127.0.0.1:9443", "where the FCM stand-in listens (the server's fcm_endpoint; with --embedded a free port)")
 		providerDir = fs.String("provider-dir", filepath.Join(os.TempDir(), "parley-push-standin"), "the stand-in's keys and the server's settings for it (server.yaml); made when missing")
 		providerSetup = fs.Bool("provider-setup", false, "only write --provider-dir's files and say how to start the server with them")
+		floor = fs.Bool("floor", false, "no server: send the -c × (m-1) notifications of the run from this process straight to the stand-in\nthrough the server's FCM client, --floor-workers in flight (the ceiling the platform requests alone allow here)")
+		floorWorkers = fs.Int("floor-workers", 64, "with --floor: requests in flight (a server's push_workers)")
 		pushDelay = fs.Duration("push-delay", 0, "with --embedded: the server's push_delay (0: its default, 3s)")
 		pushCoalesce = fs.Duration("push-coalesce", 0, "with --embedded: the server's push_coalesce (0: its default, 10s)")
 	case "push":
@@ -163,6 +166,27 @@ func benchCmd(args []string) error {
 			return nil
 		}
 		cfg.Provider = p
+		if *floor {
+			p.FCM.SetKeep(0)
+			r, err := bench.PushFloor{Provider: p, Notifications: cfg.Count * (cfg.Members - 1), Workers: *floorWorkers}.Run(ctx)
+			if err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
+			r.Print(os.Stdout)
+			if *jsonOut != "" {
+				b, err := json.MarshalIndent(r, "", "  ")
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
+					return err
+				}
+			}
+			if r.Failed > 0 || len(r.Violations) > 0 {
+				return fmt.Errorf("bench: push floor: %d requests failed, %d not as FCM documents them", r.Failed, len(r.Violations))
+			}
+			return nil
+		}
 	}
 	if *embedded {
 		var mod func(*server.Config)

@@ -561,3 +561,30 @@ func TestPushOffline(t *testing.T) {
 		t.Fatalf("passed %v, failures %q, push %+v; want 1 of 4 devices not notified", rep.Passed, rep.Failures, rep.Push)
 	}
 }
+
+// TestPushFloor: the floor sends every notification through the server's
+// FCM client to the stand-in, each accepted and as FCM documents it; and a
+// stand-in that refuses some is reported, not counted.
+func TestPushFloor(t *testing.T) {
+	t.Parallel()
+	p, err := StartPushProvider(t.TempDir(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	r, err := PushFloor{Provider: p, Notifications: 300, Workers: 8}.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Notifications != 300 || r.Failed != 0 || len(r.Violations) != 0 || r.PerSec <= 0 {
+		t.Fatalf("floor report %+v", r)
+	}
+	p.FCM.Answer("bench-floor-7", 400, "INVALID_ARGUMENT:message.token", "")
+	r, err = PushFloor{Provider: p, Notifications: 20, Workers: 4}.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Notifications != 19 || r.Failed != 1 {
+		t.Fatalf("with one token refused: %d accepted, %d failed; want 19 and 1", r.Notifications, r.Failed)
+	}
+}
