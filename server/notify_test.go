@@ -824,3 +824,50 @@ func TestPushBadgeIsTheUnreadCount(t *testing.T) {
 		t.Errorf("badge = %v, want the conversation list's %d", note.Payload.Aps.Badge, sum)
 	}
 }
+
+// TestPushBadgesOfGroupMembers: one message to a group notifies each
+// offline member with their own badge, though the members' counts are
+// worked out together (those who read up to the same message share what
+// is read of the conversation): bob and dave have read nothing, erin read
+// the first message, and bob has a 1:1 message too.
+func TestPushBadgesOfGroupMembers(t *testing.T) {
+	e := startPushServer(t, nil)
+	for i, uid := range []string{"bob", "dave", "erin"} {
+		e.device(t, uid, "phone", i+1, false).Close()
+	}
+	ctx := ctx10(t)
+	carol, _ := e.connect(t, "carol", "c1", "web", transports[0])
+	erin, _ := e.connect(t, "erin", "e1", "web", transports[0])
+	g, err := carol.CreateGroup(ctx, &pb.CreateGroup{Name: "g", UserIds: []string{"bob", "dave", "erin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := carol.SendToConversation(ctx, g.ConversationId, "text", []byte("first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := erin.MarkRead(ctx, g.ConversationId, first.Seq); err != nil {
+		t.Fatal(err)
+	}
+	erin.Close()
+	if _, err := carol.SendText(ctx, "bob", "direct"); err != nil {
+		t.Fatal(err)
+	}
+	// Wait out the windows of all that, then one more group message.
+	counts := func() [3]int { return [3]int{len(e.notes(1)), len(e.notes(2)), len(e.notes(3))} }
+	before := counts()
+	for quiet := time.Now(); time.Since(quiet) < 2*time.Second; time.Sleep(50 * time.Millisecond) {
+		if c := counts(); c != before {
+			before, quiet = c, time.Now()
+		}
+	}
+	if _, err := carol.SendToConversation(ctx, g.ConversationId, "text", []byte("second")); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{3, 2, 1} { // bob: 2 in the group + 1 direct; dave: 2; erin: 1
+		notes := e.waitNotes(t, i+1, before[i]+1)
+		if b := notes[before[i]].Payload.Aps.Badge; b == nil || *b != want {
+			t.Errorf("device %d: badge %v, want %d", i+1, b, want)
+		}
+	}
+}

@@ -95,6 +95,46 @@ type UnreadHint struct {
 	ConversationID string
 	Cursor         store.Cursor
 	Settings       store.ConversationSettings
+	// Heads, when set, keeps the conversation's message heads read for
+	// one user's count for the next ones: the members of a group who read
+	// up to the same seq count the same heads. Used by one goroutine.
+	Heads *HeadsMemo
+}
+
+// HeadsMemo remembers a conversation's message heads after a few read
+// positions (the zero value is ready). It keeps at most memoPositions of
+// them: members whose cursors all differ read their own.
+type HeadsMemo struct {
+	after map[uint64]memoHeads
+}
+
+// memoHeads are the heads after a seq, read when the conversation's last
+// seq was last: good for counts up to it.
+type memoHeads struct {
+	heads []store.MessageHead
+	last  uint64
+}
+
+const memoPositions = 8
+
+func (m *HeadsMemo) get(after, last uint64) ([]store.MessageHead, bool) {
+	if m == nil {
+		return nil, false
+	}
+	h, ok := m.after[after]
+	return h.heads, ok && last <= h.last
+}
+
+func (m *HeadsMemo) put(after, last uint64, heads []store.MessageHead) {
+	if m == nil {
+		return
+	}
+	if m.after == nil {
+		m.after = make(map[uint64]memoHeads, memoPositions)
+	}
+	if _, ok := m.after[after]; ok || len(m.after) < memoPositions {
+		m.after[after] = memoHeads{heads: heads, last: last}
+	}
 }
 
 // conversationUnread is the unread count of one conversation as the
@@ -116,8 +156,9 @@ func (s *Service) conversationUnread(ctx context.Context, uid, id string, hint *
 	}
 	var cur store.Cursor
 	var settings store.ConversationSettings
+	var memo *HeadsMemo
 	if hint != nil && hint.ConversationID == id {
-		cur, settings = hint.Cursor, hint.Settings
+		cur, settings, memo = hint.Cursor, hint.Settings, hint.Heads
 	} else {
 		if cur, err = s.store.GetCursor(ctx, id, uid); err != nil {
 			return 0, storeErr(err)
@@ -130,5 +171,5 @@ func (s *Service) conversationUnread(ctx context.Context, uid, id string, hint *
 	if last <= read {
 		return 0, nil
 	}
-	return s.unread(ctx, uid, id, read, last)
+	return s.unreadMemo(ctx, uid, id, read, last, memo)
 }

@@ -222,9 +222,18 @@ const unreadScan = 32
 // Only the messages' heads are read: not their payloads, nor the user
 // lists of group events.
 func (s *Service) unread(ctx context.Context, uid, conv string, read, last uint64) (uint64, error) {
-	heads, err := s.store.MessageHeads(ctx, conv, read, unreadScan)
-	if err != nil {
-		return 0, storeErr(err)
+	return s.unreadMemo(ctx, uid, conv, read, last, nil)
+}
+
+// unreadMemo is unread, taking the heads from memo when it has them.
+func (s *Service) unreadMemo(ctx context.Context, uid, conv string, read, last uint64, memo *HeadsMemo) (uint64, error) {
+	heads, ok := memo.get(read, last)
+	if !ok {
+		var err error
+		if heads, err = s.store.MessageHeads(ctx, conv, read, unreadScan); err != nil {
+			return 0, storeErr(err)
+		}
+		memo.put(read, last, heads)
 	}
 	n, scanned := uint64(0), read
 	for _, h := range heads {

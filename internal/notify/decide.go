@@ -57,6 +57,7 @@ func (n *Notifier) decide(w *window) {
 		}
 	}
 	var offline []chat.OfflineRecipient
+	heads := &chat.HeadsMemo{} // the badges' counts of this conversation share its heads
 	for _, u := range recipients {
 		if ctx.Err() != nil {
 			return
@@ -72,7 +73,7 @@ func (n *Notifier) decide(w *window) {
 		if !senders[u] {
 			extra = w.extra // messages past the window's cap; their senders are unknown
 		}
-		rec, ok := n.decideUser(ctx, w, u, items, extra)
+		rec, ok := n.decideUser(ctx, w, u, items, extra, heads)
 		if ok && n.cfg.Offline != nil {
 			offline = append(offline, rec)
 			if len(offline) == offlineChunk {
@@ -99,7 +100,7 @@ func itemsNotFrom(items []item, u string) []item {
 // decideUser applies the rules for one recipient; it reports the recipient
 // for message.offline when at least one of their devices (or, with no
 // target, the user) was not reached.
-func (n *Notifier) decideUser(ctx context.Context, w *window, u string, items []item, extra int) (chat.OfflineRecipient, bool) {
+func (n *Notifier) decideUser(ctx context.Context, w *window, u string, items []item, extra int, heads *chat.HeadsMemo) (chat.OfflineRecipient, bool) {
 	rec := chat.OfflineRecipient{UserID: u}
 	// Targets first: most recipients of most servers have none, and then
 	// (without message.offline) this one read is all they cost.
@@ -142,7 +143,7 @@ func (n *Notifier) decideUser(ctx context.Context, w *window, u string, items []
 		}
 	}
 	n.stats.decided.Add(1)
-	hint := &chat.UnreadHint{ConversationID: w.conv, Cursor: cur, Settings: cs}
+	hint := &chat.UnreadHint{ConversationID: w.conv, Cursor: cur, Settings: cs, Heads: heads}
 	unacked := items
 	for len(unacked) > 0 && unacked[0].seq <= cur.Delivered {
 		unacked = unacked[1:]
