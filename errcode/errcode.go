@@ -68,6 +68,8 @@ func Lookup(c pb.ErrorCode) (Info, bool) {
 	// deleted, so a retry loop would never end.
 	case pb.ErrorCode_ERROR_CODE_QUOTA_EXCEEDED:
 		return Info{"storage quota exceeded", http.StatusInsufficientStorage, "quota_exceeded", false}, true
+	case pb.ErrorCode_ERROR_CODE_UNSUPPORTED_MEDIA_TYPE:
+		return Info{"unsupported media type", http.StatusUnsupportedMediaType, "unsupported_media_type", false}, true
 	case pb.ErrorCode_ERROR_CODE_UNSPECIFIED:
 		// Never sent by this server; a row so that every enum value has one.
 		return unknownRow(), true

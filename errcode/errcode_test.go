@@ -59,21 +59,22 @@ func TestAPIAnswersUnchanged(t *testing.T) {
 		status int
 		code   string
 	}{
-		pb.ErrorCode_ERROR_CODE_BAD_REQUEST:          {http.StatusBadRequest, "bad_request"},
-		pb.ErrorCode_ERROR_CODE_MALFORMED_FRAME:      {http.StatusBadRequest, "bad_request"},
-		pb.ErrorCode_ERROR_CODE_UNKNOWN_FRAME:        {http.StatusBadRequest, "bad_request"},
-		pb.ErrorCode_ERROR_CODE_TOO_LARGE:            {http.StatusBadRequest, "too_large"},
-		pb.ErrorCode_ERROR_CODE_FRAME_TOO_LARGE:      {http.StatusBadRequest, "too_large"},
-		pb.ErrorCode_ERROR_CODE_UNAUTHENTICATED:      {http.StatusUnauthorized, "unauthenticated"},
-		pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED:    {http.StatusForbidden, "permission_denied"},
-		pb.ErrorCode_ERROR_CODE_TOO_MANY_REQUESTS:    {http.StatusTooManyRequests, "too_many_requests"},
-		pb.ErrorCode_ERROR_CODE_UNAVAILABLE:          {http.StatusServiceUnavailable, "unavailable"},
-		pb.ErrorCode_ERROR_CODE_MUTED:                {http.StatusForbidden, "muted"},
-		pb.ErrorCode_ERROR_CODE_RECALL_WINDOW_PASSED: {http.StatusConflict, "recall_window_passed"},
-		pb.ErrorCode_ERROR_CODE_GROUP_FULL:           {http.StatusConflict, "group_full"},
-		pb.ErrorCode_ERROR_CODE_CONFLICT:             {http.StatusConflict, "conflict"},
-		pb.ErrorCode_ERROR_CODE_QUOTA_EXCEEDED:       {http.StatusInsufficientStorage, "quota_exceeded"},
-		pb.ErrorCode_ERROR_CODE_INTERNAL:             {http.StatusInternalServerError, "internal"},
+		pb.ErrorCode_ERROR_CODE_BAD_REQUEST:            {http.StatusBadRequest, "bad_request"},
+		pb.ErrorCode_ERROR_CODE_MALFORMED_FRAME:        {http.StatusBadRequest, "bad_request"},
+		pb.ErrorCode_ERROR_CODE_UNKNOWN_FRAME:          {http.StatusBadRequest, "bad_request"},
+		pb.ErrorCode_ERROR_CODE_TOO_LARGE:              {http.StatusBadRequest, "too_large"},
+		pb.ErrorCode_ERROR_CODE_FRAME_TOO_LARGE:        {http.StatusBadRequest, "too_large"},
+		pb.ErrorCode_ERROR_CODE_UNAUTHENTICATED:        {http.StatusUnauthorized, "unauthenticated"},
+		pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED:      {http.StatusForbidden, "permission_denied"},
+		pb.ErrorCode_ERROR_CODE_TOO_MANY_REQUESTS:      {http.StatusTooManyRequests, "too_many_requests"},
+		pb.ErrorCode_ERROR_CODE_UNAVAILABLE:            {http.StatusServiceUnavailable, "unavailable"},
+		pb.ErrorCode_ERROR_CODE_MUTED:                  {http.StatusForbidden, "muted"},
+		pb.ErrorCode_ERROR_CODE_RECALL_WINDOW_PASSED:   {http.StatusConflict, "recall_window_passed"},
+		pb.ErrorCode_ERROR_CODE_GROUP_FULL:             {http.StatusConflict, "group_full"},
+		pb.ErrorCode_ERROR_CODE_CONFLICT:               {http.StatusConflict, "conflict"},
+		pb.ErrorCode_ERROR_CODE_QUOTA_EXCEEDED:         {http.StatusInsufficientStorage, "quota_exceeded"},
+		pb.ErrorCode_ERROR_CODE_INTERNAL:               {http.StatusInternalServerError, "internal"},
+		pb.ErrorCode_ERROR_CODE_UNSUPPORTED_MEDIA_TYPE: {http.StatusUnsupportedMediaType, "unsupported_media_type"},
 	}
 	for c, w := range want {
 		if i := Of(c); i.HTTPStatus != w.status || i.APICode != w.code {

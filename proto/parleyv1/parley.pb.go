@@ -203,8 +203,12 @@ const (
 	// The target is in a state that does not allow this (editing a recalled message, a dissolved group).
 	ErrorCode_ERROR_CODE_CONFLICT ErrorCode = 14
 	// The sender's storage quota (user_storage_quota_bytes) is used up: the
-	// payload bytes of the messages they stored. Not temporary: do not retry.
+	// payload bytes of the messages they stored, or media_quota_bytes: the
+	// bytes of the files they uploaded. Not temporary: do not retry.
 	ErrorCode_ERROR_CODE_QUOTA_EXCEEDED ErrorCode = 15
+	// An upload's content type (sniffed from its bytes) is not one the server
+	// accepts (media_allowed_types).
+	ErrorCode_ERROR_CODE_UNSUPPORTED_MEDIA_TYPE ErrorCode = 16
 )
 
 // Enum value maps for ErrorCode.
@@ -226,24 +230,26 @@ var (
 		13: "ERROR_CODE_GROUP_FULL",
 		14: "ERROR_CODE_CONFLICT",
 		15: "ERROR_CODE_QUOTA_EXCEEDED",
+		16: "ERROR_CODE_UNSUPPORTED_MEDIA_TYPE",
 	}
 	ErrorCode_value = map[string]int32{
-		"ERROR_CODE_UNSPECIFIED":          0,
-		"ERROR_CODE_BAD_REQUEST":          1,
-		"ERROR_CODE_UNAUTHENTICATED":      2,
-		"ERROR_CODE_PERMISSION_DENIED":    3,
-		"ERROR_CODE_TOO_MANY_REQUESTS":    4,
-		"ERROR_CODE_UNAVAILABLE":          5,
-		"ERROR_CODE_MALFORMED_FRAME":      6,
-		"ERROR_CODE_FRAME_TOO_LARGE":      7,
-		"ERROR_CODE_UNKNOWN_FRAME":        8,
-		"ERROR_CODE_INTERNAL":             9,
-		"ERROR_CODE_TOO_LARGE":            10,
-		"ERROR_CODE_MUTED":                11,
-		"ERROR_CODE_RECALL_WINDOW_PASSED": 12,
-		"ERROR_CODE_GROUP_FULL":           13,
-		"ERROR_CODE_CONFLICT":             14,
-		"ERROR_CODE_QUOTA_EXCEEDED":       15,
+		"ERROR_CODE_UNSPECIFIED":            0,
+		"ERROR_CODE_BAD_REQUEST":            1,
+		"ERROR_CODE_UNAUTHENTICATED":        2,
+		"ERROR_CODE_PERMISSION_DENIED":      3,
+		"ERROR_CODE_TOO_MANY_REQUESTS":      4,
+		"ERROR_CODE_UNAVAILABLE":            5,
+		"ERROR_CODE_MALFORMED_FRAME":        6,
+		"ERROR_CODE_FRAME_TOO_LARGE":        7,
+		"ERROR_CODE_UNKNOWN_FRAME":          8,
+		"ERROR_CODE_INTERNAL":               9,
+		"ERROR_CODE_TOO_LARGE":              10,
+		"ERROR_CODE_MUTED":                  11,
+		"ERROR_CODE_RECALL_WINDOW_PASSED":   12,
+		"ERROR_CODE_GROUP_FULL":             13,
+		"ERROR_CODE_CONFLICT":               14,
+		"ERROR_CODE_QUOTA_EXCEEDED":         15,
+		"ERROR_CODE_UNSUPPORTED_MEDIA_TYPE": 16,
 	}
 )
 
@@ -624,6 +630,7 @@ type ClientFrame struct {
 	//	*ClientFrame_RoomSend
 	//	*ClientFrame_RegisterPush
 	//	*ClientFrame_UnregisterPush
+	//	*ClientFrame_FileUrl
 	Body          isClientFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1024,6 +1031,15 @@ func (x *ClientFrame) GetUnregisterPush() *UnregisterPush {
 	return nil
 }
 
+func (x *ClientFrame) GetFileUrl() *FileUrl {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_FileUrl); ok {
+			return x.FileUrl
+		}
+	}
+	return nil
+}
+
 type isClientFrame_Body interface {
 	isClientFrame_Body()
 }
@@ -1191,6 +1207,11 @@ type ClientFrame_UnregisterPush struct {
 	UnregisterPush *UnregisterPush `protobuf:"bytes,91,opt,name=unregister_push,json=unregisterPush,proto3,oneof"`
 }
 
+type ClientFrame_FileUrl struct {
+	// Media (docs/media.md)
+	FileUrl *FileUrl `protobuf:"bytes,100,opt,name=file_url,json=fileUrl,proto3,oneof"`
+}
+
 func (*ClientFrame_Auth) isClientFrame_Body() {}
 
 func (*ClientFrame_Ping) isClientFrame_Body() {}
@@ -1269,6 +1290,8 @@ func (*ClientFrame_RegisterPush) isClientFrame_Body() {}
 
 func (*ClientFrame_UnregisterPush) isClientFrame_Body() {}
 
+func (*ClientFrame_FileUrl) isClientFrame_Body() {}
+
 // ServerFrame is everything the server can send.
 type ServerFrame struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1298,6 +1321,7 @@ type ServerFrame struct {
 	//	*ServerFrame_ConversationEvent
 	//	*ServerFrame_Push
 	//	*ServerFrame_Room
+	//	*ServerFrame_FileUrl
 	Body          isServerFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1545,6 +1569,15 @@ func (x *ServerFrame) GetRoom() *RoomInfo {
 	return nil
 }
 
+func (x *ServerFrame) GetFileUrl() *FileUrlResult {
+	if x != nil {
+		if x, ok := x.Body.(*ServerFrame_FileUrl); ok {
+			return x.FileUrl
+		}
+	}
+	return nil
+}
+
 type isServerFrame_Body interface {
 	isServerFrame_Body()
 }
@@ -1637,6 +1670,10 @@ type ServerFrame_Room struct {
 	Room *RoomInfo `protobuf:"bytes,31,opt,name=room,proto3,oneof"`
 }
 
+type ServerFrame_FileUrl struct {
+	FileUrl *FileUrlResult `protobuf:"bytes,40,opt,name=file_url,json=fileUrl,proto3,oneof"`
+}
+
 func (*ServerFrame_AuthOk) isServerFrame_Body() {}
 
 func (*ServerFrame_Pong) isServerFrame_Body() {}
@@ -1680,6 +1717,8 @@ func (*ServerFrame_ConversationEvent) isServerFrame_Body() {}
 func (*ServerFrame_Push) isServerFrame_Body() {}
 
 func (*ServerFrame_Room) isServerFrame_Body() {}
+
+func (*ServerFrame_FileUrl) isServerFrame_Body() {}
 
 // Auth must be the first frame on a connection.
 type Auth struct {
@@ -1956,7 +1995,11 @@ type Send struct {
 	// Opaque to the server: "text", "image", "application/json", ...; at most 64 bytes.
 	ContentType string `protobuf:"bytes,4,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
 	// Opaque to the server.
-	Payload       []byte `protobuf:"bytes,5,opt,name=payload,proto3" json:"payload,omitempty"`
+	Payload []byte `protobuf:"bytes,5,opt,name=payload,proto3" json:"payload,omitempty"`
+	// Files this user uploaded (POST /v1/files or the resumable /v1/uploads/),
+	// at most 10, named by id; the server fills in the rest from the upload
+	// and refuses a file that is not the sender's or not complete.
+	Attachments   []*Attachment `protobuf:"bytes,6,rep,name=attachments,proto3" json:"attachments,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2026,6 +2069,131 @@ func (x *Send) GetPayload() []byte {
 	return nil
 }
 
+func (x *Send) GetAttachments() []*Attachment {
+	if x != nil {
+		return x.Attachments
+	}
+	return nil
+}
+
+// Attachment is a file carried by a message. Its bytes are fetched with a
+// FileUrl request (a short-lived signed URL).
+type Attachment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The file's id, from its upload.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The name it was uploaded with (display only; no path).
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Bytes.
+	Size int64 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	// Sniffed from the file's bytes, not taken from the uploader.
+	ContentType string `protobuf:"bytes,4,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	// Images: pixels as displayed (EXIF orientation applied); 0 when unknown.
+	Width  int32 `protobuf:"varint,5,opt,name=width,proto3" json:"width,omitempty"`
+	Height int32 `protobuf:"varint,6,opt,name=height,proto3" json:"height,omitempty"`
+	// Audio and video: milliseconds; 0 when unknown.
+	DurationMs int64 `protobuf:"varint,7,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	// A thumbnail exists (FileUrl with thumbnail set): a JPEG at most 320 pixels a side.
+	Thumbnail bool `protobuf:"varint,8,opt,name=thumbnail,proto3" json:"thumbnail,omitempty"`
+	// A BlurHash placeholder to draw while the image loads (images only).
+	Blurhash      string `protobuf:"bytes,9,opt,name=blurhash,proto3" json:"blurhash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Attachment) Reset() {
+	*x = Attachment{}
+	mi := &file_parley_v1_parley_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Attachment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Attachment) ProtoMessage() {}
+
+func (x *Attachment) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Attachment.ProtoReflect.Descriptor instead.
+func (*Attachment) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Attachment) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Attachment) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Attachment) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *Attachment) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+func (x *Attachment) GetWidth() int32 {
+	if x != nil {
+		return x.Width
+	}
+	return 0
+}
+
+func (x *Attachment) GetHeight() int32 {
+	if x != nil {
+		return x.Height
+	}
+	return 0
+}
+
+func (x *Attachment) GetDurationMs() int64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
+func (x *Attachment) GetThumbnail() bool {
+	if x != nil {
+		return x.Thumbnail
+	}
+	return false
+}
+
+func (x *Attachment) GetBlurhash() string {
+	if x != nil {
+		return x.Blurhash
+	}
+	return ""
+}
+
 // SendAck is sent only once the message is durably stored.
 type SendAck struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -2044,7 +2212,7 @@ type SendAck struct {
 
 func (x *SendAck) Reset() {
 	*x = SendAck{}
-	mi := &file_parley_v1_parley_proto_msgTypes[8]
+	mi := &file_parley_v1_parley_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +2224,7 @@ func (x *SendAck) String() string {
 func (*SendAck) ProtoMessage() {}
 
 func (x *SendAck) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[8]
+	mi := &file_parley_v1_parley_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2069,7 +2237,7 @@ func (x *SendAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendAck.ProtoReflect.Descriptor instead.
 func (*SendAck) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{8}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SendAck) GetClientMsgId() string {
@@ -2129,7 +2297,7 @@ type MessageEvent struct {
 
 func (x *MessageEvent) Reset() {
 	*x = MessageEvent{}
-	mi := &file_parley_v1_parley_proto_msgTypes[9]
+	mi := &file_parley_v1_parley_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2141,7 +2309,7 @@ func (x *MessageEvent) String() string {
 func (*MessageEvent) ProtoMessage() {}
 
 func (x *MessageEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[9]
+	mi := &file_parley_v1_parley_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2154,7 +2322,7 @@ func (x *MessageEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageEvent.ProtoReflect.Descriptor instead.
 func (*MessageEvent) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{9}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MessageEvent) GetTargetSeq() uint64 {
@@ -2212,14 +2380,16 @@ type Message struct {
 	// The message was recalled: its payload and content type are gone.
 	Recalled bool `protobuf:"varint,12,opt,name=recalled,proto3" json:"recalled,omitempty"`
 	// The message was edited; payload is the latest version. Unix ms of the last edit.
-	EditedAt      int64 `protobuf:"varint,13,opt,name=edited_at,json=editedAt,proto3" json:"edited_at,omitempty"`
+	EditedAt int64 `protobuf:"varint,13,opt,name=edited_at,json=editedAt,proto3" json:"edited_at,omitempty"`
+	// Files carried by the message (gone once it is recalled).
+	Attachments   []*Attachment `protobuf:"bytes,14,rep,name=attachments,proto3" json:"attachments,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_parley_v1_parley_proto_msgTypes[10]
+	mi := &file_parley_v1_parley_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2231,7 +2401,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[10]
+	mi := &file_parley_v1_parley_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2244,7 +2414,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{10}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Message) GetConversationId() string {
@@ -2338,6 +2508,13 @@ func (x *Message) GetEditedAt() int64 {
 	return 0
 }
 
+func (x *Message) GetAttachments() []*Attachment {
+	if x != nil {
+		return x.Attachments
+	}
+	return nil
+}
+
 // DeliveredAck tells the server this device has received every message of the
 // conversation up to and including seq. Cumulative; lower values are ignored.
 type DeliveredAck struct {
@@ -2350,7 +2527,7 @@ type DeliveredAck struct {
 
 func (x *DeliveredAck) Reset() {
 	*x = DeliveredAck{}
-	mi := &file_parley_v1_parley_proto_msgTypes[11]
+	mi := &file_parley_v1_parley_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2362,7 +2539,7 @@ func (x *DeliveredAck) String() string {
 func (*DeliveredAck) ProtoMessage() {}
 
 func (x *DeliveredAck) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[11]
+	mi := &file_parley_v1_parley_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2375,7 +2552,7 @@ func (x *DeliveredAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveredAck.ProtoReflect.Descriptor instead.
 func (*DeliveredAck) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{11}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeliveredAck) GetConversationId() string {
@@ -2403,7 +2580,7 @@ type ReadAck struct {
 
 func (x *ReadAck) Reset() {
 	*x = ReadAck{}
-	mi := &file_parley_v1_parley_proto_msgTypes[12]
+	mi := &file_parley_v1_parley_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2415,7 +2592,7 @@ func (x *ReadAck) String() string {
 func (*ReadAck) ProtoMessage() {}
 
 func (x *ReadAck) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[12]
+	mi := &file_parley_v1_parley_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2428,7 +2605,7 @@ func (x *ReadAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAck.ProtoReflect.Descriptor instead.
 func (*ReadAck) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{12}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReadAck) GetConversationId() string {
@@ -2459,7 +2636,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_parley_v1_parley_proto_msgTypes[13]
+	mi := &file_parley_v1_parley_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2471,7 +2648,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[13]
+	mi := &file_parley_v1_parley_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2484,7 +2661,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{13}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Receipt) GetConversationId() string {
@@ -2528,7 +2705,7 @@ type SyncConversations struct {
 
 func (x *SyncConversations) Reset() {
 	*x = SyncConversations{}
-	mi := &file_parley_v1_parley_proto_msgTypes[14]
+	mi := &file_parley_v1_parley_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2540,7 +2717,7 @@ func (x *SyncConversations) String() string {
 func (*SyncConversations) ProtoMessage() {}
 
 func (x *SyncConversations) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[14]
+	mi := &file_parley_v1_parley_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2553,7 +2730,7 @@ func (x *SyncConversations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncConversations.ProtoReflect.Descriptor instead.
 func (*SyncConversations) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{14}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SyncConversations) GetLimit() uint32 {
@@ -2605,7 +2782,7 @@ type Conversation struct {
 
 func (x *Conversation) Reset() {
 	*x = Conversation{}
-	mi := &file_parley_v1_parley_proto_msgTypes[15]
+	mi := &file_parley_v1_parley_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2617,7 +2794,7 @@ func (x *Conversation) String() string {
 func (*Conversation) ProtoMessage() {}
 
 func (x *Conversation) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[15]
+	mi := &file_parley_v1_parley_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2630,7 +2807,7 @@ func (x *Conversation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Conversation.ProtoReflect.Descriptor instead.
 func (*Conversation) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{15}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Conversation) GetConversationId() string {
@@ -2756,7 +2933,7 @@ type ConversationList struct {
 
 func (x *ConversationList) Reset() {
 	*x = ConversationList{}
-	mi := &file_parley_v1_parley_proto_msgTypes[16]
+	mi := &file_parley_v1_parley_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2768,7 +2945,7 @@ func (x *ConversationList) String() string {
 func (*ConversationList) ProtoMessage() {}
 
 func (x *ConversationList) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[16]
+	mi := &file_parley_v1_parley_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2781,7 +2958,7 @@ func (x *ConversationList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConversationList.ProtoReflect.Descriptor instead.
 func (*ConversationList) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{16}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ConversationList) GetConversations() []*Conversation {
@@ -2811,7 +2988,7 @@ type SyncMessages struct {
 
 func (x *SyncMessages) Reset() {
 	*x = SyncMessages{}
-	mi := &file_parley_v1_parley_proto_msgTypes[17]
+	mi := &file_parley_v1_parley_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2823,7 +3000,7 @@ func (x *SyncMessages) String() string {
 func (*SyncMessages) ProtoMessage() {}
 
 func (x *SyncMessages) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[17]
+	mi := &file_parley_v1_parley_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2836,7 +3013,7 @@ func (x *SyncMessages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncMessages.ProtoReflect.Descriptor instead.
 func (*SyncMessages) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{17}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SyncMessages) GetConversationId() string {
@@ -2873,7 +3050,7 @@ type History struct {
 
 func (x *History) Reset() {
 	*x = History{}
-	mi := &file_parley_v1_parley_proto_msgTypes[18]
+	mi := &file_parley_v1_parley_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2885,7 +3062,7 @@ func (x *History) String() string {
 func (*History) ProtoMessage() {}
 
 func (x *History) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[18]
+	mi := &file_parley_v1_parley_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2898,7 +3075,7 @@ func (x *History) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use History.ProtoReflect.Descriptor instead.
 func (*History) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{18}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *History) GetConversationId() string {
@@ -2937,7 +3114,7 @@ type MessagePage struct {
 
 func (x *MessagePage) Reset() {
 	*x = MessagePage{}
-	mi := &file_parley_v1_parley_proto_msgTypes[19]
+	mi := &file_parley_v1_parley_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2949,7 +3126,7 @@ func (x *MessagePage) String() string {
 func (*MessagePage) ProtoMessage() {}
 
 func (x *MessagePage) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[19]
+	mi := &file_parley_v1_parley_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2962,7 +3139,7 @@ func (x *MessagePage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessagePage.ProtoReflect.Descriptor instead.
 func (*MessagePage) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{19}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MessagePage) GetConversationId() string {
@@ -3008,7 +3185,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_parley_v1_parley_proto_msgTypes[20]
+	mi := &file_parley_v1_parley_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3020,7 +3197,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[20]
+	mi := &file_parley_v1_parley_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3033,7 +3210,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{20}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Error) GetCode() ErrorCode {
@@ -3069,7 +3246,7 @@ type Disconnect struct {
 
 func (x *Disconnect) Reset() {
 	*x = Disconnect{}
-	mi := &file_parley_v1_parley_proto_msgTypes[21]
+	mi := &file_parley_v1_parley_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3081,7 +3258,7 @@ func (x *Disconnect) String() string {
 func (*Disconnect) ProtoMessage() {}
 
 func (x *Disconnect) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[21]
+	mi := &file_parley_v1_parley_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3094,7 +3271,7 @@ func (x *Disconnect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Disconnect.ProtoReflect.Descriptor instead.
 func (*Disconnect) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{21}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Disconnect) GetCode() DisconnectCode {
@@ -3143,7 +3320,7 @@ type GroupInfo struct {
 
 func (x *GroupInfo) Reset() {
 	*x = GroupInfo{}
-	mi := &file_parley_v1_parley_proto_msgTypes[22]
+	mi := &file_parley_v1_parley_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3155,7 +3332,7 @@ func (x *GroupInfo) String() string {
 func (*GroupInfo) ProtoMessage() {}
 
 func (x *GroupInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[22]
+	mi := &file_parley_v1_parley_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3168,7 +3345,7 @@ func (x *GroupInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupInfo.ProtoReflect.Descriptor instead.
 func (*GroupInfo) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{22}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GroupInfo) GetConversationId() string {
@@ -3274,7 +3451,7 @@ type CreateGroup struct {
 
 func (x *CreateGroup) Reset() {
 	*x = CreateGroup{}
-	mi := &file_parley_v1_parley_proto_msgTypes[23]
+	mi := &file_parley_v1_parley_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3286,7 +3463,7 @@ func (x *CreateGroup) String() string {
 func (*CreateGroup) ProtoMessage() {}
 
 func (x *CreateGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[23]
+	mi := &file_parley_v1_parley_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3299,7 +3476,7 @@ func (x *CreateGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGroup.ProtoReflect.Descriptor instead.
 func (*CreateGroup) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{23}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CreateGroup) GetName() string {
@@ -3370,7 +3547,7 @@ type UpdateGroup struct {
 
 func (x *UpdateGroup) Reset() {
 	*x = UpdateGroup{}
-	mi := &file_parley_v1_parley_proto_msgTypes[24]
+	mi := &file_parley_v1_parley_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3382,7 +3559,7 @@ func (x *UpdateGroup) String() string {
 func (*UpdateGroup) ProtoMessage() {}
 
 func (x *UpdateGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[24]
+	mi := &file_parley_v1_parley_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3395,7 +3572,7 @@ func (x *UpdateGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroup.ProtoReflect.Descriptor instead.
 func (*UpdateGroup) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{24}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *UpdateGroup) GetConversationId() string {
@@ -3467,7 +3644,7 @@ type AddMembers struct {
 
 func (x *AddMembers) Reset() {
 	*x = AddMembers{}
-	mi := &file_parley_v1_parley_proto_msgTypes[25]
+	mi := &file_parley_v1_parley_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3479,7 +3656,7 @@ func (x *AddMembers) String() string {
 func (*AddMembers) ProtoMessage() {}
 
 func (x *AddMembers) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[25]
+	mi := &file_parley_v1_parley_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3492,7 +3669,7 @@ func (x *AddMembers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMembers.ProtoReflect.Descriptor instead.
 func (*AddMembers) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{25}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AddMembers) GetConversationId() string {
@@ -3520,7 +3697,7 @@ type RemoveMember struct {
 
 func (x *RemoveMember) Reset() {
 	*x = RemoveMember{}
-	mi := &file_parley_v1_parley_proto_msgTypes[26]
+	mi := &file_parley_v1_parley_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3532,7 +3709,7 @@ func (x *RemoveMember) String() string {
 func (*RemoveMember) ProtoMessage() {}
 
 func (x *RemoveMember) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[26]
+	mi := &file_parley_v1_parley_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3545,7 +3722,7 @@ func (x *RemoveMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMember.ProtoReflect.Descriptor instead.
 func (*RemoveMember) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{26}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RemoveMember) GetConversationId() string {
@@ -3572,7 +3749,7 @@ type JoinGroup struct {
 
 func (x *JoinGroup) Reset() {
 	*x = JoinGroup{}
-	mi := &file_parley_v1_parley_proto_msgTypes[27]
+	mi := &file_parley_v1_parley_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3584,7 +3761,7 @@ func (x *JoinGroup) String() string {
 func (*JoinGroup) ProtoMessage() {}
 
 func (x *JoinGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[27]
+	mi := &file_parley_v1_parley_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3597,7 +3774,7 @@ func (x *JoinGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroup.ProtoReflect.Descriptor instead.
 func (*JoinGroup) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{27}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *JoinGroup) GetConversationId() string {
@@ -3617,7 +3794,7 @@ type LeaveGroup struct {
 
 func (x *LeaveGroup) Reset() {
 	*x = LeaveGroup{}
-	mi := &file_parley_v1_parley_proto_msgTypes[28]
+	mi := &file_parley_v1_parley_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3629,7 +3806,7 @@ func (x *LeaveGroup) String() string {
 func (*LeaveGroup) ProtoMessage() {}
 
 func (x *LeaveGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[28]
+	mi := &file_parley_v1_parley_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3642,7 +3819,7 @@ func (x *LeaveGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroup.ProtoReflect.Descriptor instead.
 func (*LeaveGroup) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{28}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LeaveGroup) GetConversationId() string {
@@ -3664,7 +3841,7 @@ type SetRole struct {
 
 func (x *SetRole) Reset() {
 	*x = SetRole{}
-	mi := &file_parley_v1_parley_proto_msgTypes[29]
+	mi := &file_parley_v1_parley_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3676,7 +3853,7 @@ func (x *SetRole) String() string {
 func (*SetRole) ProtoMessage() {}
 
 func (x *SetRole) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[29]
+	mi := &file_parley_v1_parley_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3689,7 +3866,7 @@ func (x *SetRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRole.ProtoReflect.Descriptor instead.
 func (*SetRole) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{29}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SetRole) GetConversationId() string {
@@ -3725,7 +3902,7 @@ type MuteMember struct {
 
 func (x *MuteMember) Reset() {
 	*x = MuteMember{}
-	mi := &file_parley_v1_parley_proto_msgTypes[30]
+	mi := &file_parley_v1_parley_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3737,7 +3914,7 @@ func (x *MuteMember) String() string {
 func (*MuteMember) ProtoMessage() {}
 
 func (x *MuteMember) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[30]
+	mi := &file_parley_v1_parley_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3750,7 +3927,7 @@ func (x *MuteMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MuteMember.ProtoReflect.Descriptor instead.
 func (*MuteMember) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{30}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MuteMember) GetConversationId() string {
@@ -3785,7 +3962,7 @@ type TransferOwnership struct {
 
 func (x *TransferOwnership) Reset() {
 	*x = TransferOwnership{}
-	mi := &file_parley_v1_parley_proto_msgTypes[31]
+	mi := &file_parley_v1_parley_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3797,7 +3974,7 @@ func (x *TransferOwnership) String() string {
 func (*TransferOwnership) ProtoMessage() {}
 
 func (x *TransferOwnership) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[31]
+	mi := &file_parley_v1_parley_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3810,7 +3987,7 @@ func (x *TransferOwnership) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferOwnership.ProtoReflect.Descriptor instead.
 func (*TransferOwnership) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{31}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TransferOwnership) GetConversationId() string {
@@ -3837,7 +4014,7 @@ type DissolveGroup struct {
 
 func (x *DissolveGroup) Reset() {
 	*x = DissolveGroup{}
-	mi := &file_parley_v1_parley_proto_msgTypes[32]
+	mi := &file_parley_v1_parley_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3849,7 +4026,7 @@ func (x *DissolveGroup) String() string {
 func (*DissolveGroup) ProtoMessage() {}
 
 func (x *DissolveGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[32]
+	mi := &file_parley_v1_parley_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3862,7 +4039,7 @@ func (x *DissolveGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DissolveGroup.ProtoReflect.Descriptor instead.
 func (*DissolveGroup) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{32}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DissolveGroup) GetConversationId() string {
@@ -3882,7 +4059,7 @@ type GetGroup struct {
 
 func (x *GetGroup) Reset() {
 	*x = GetGroup{}
-	mi := &file_parley_v1_parley_proto_msgTypes[33]
+	mi := &file_parley_v1_parley_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3894,7 +4071,7 @@ func (x *GetGroup) String() string {
 func (*GetGroup) ProtoMessage() {}
 
 func (x *GetGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[33]
+	mi := &file_parley_v1_parley_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3907,7 +4084,7 @@ func (x *GetGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroup.ProtoReflect.Descriptor instead.
 func (*GetGroup) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{33}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetGroup) GetConversationId() string {
@@ -3931,7 +4108,7 @@ type ListMembers struct {
 
 func (x *ListMembers) Reset() {
 	*x = ListMembers{}
-	mi := &file_parley_v1_parley_proto_msgTypes[34]
+	mi := &file_parley_v1_parley_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3943,7 +4120,7 @@ func (x *ListMembers) String() string {
 func (*ListMembers) ProtoMessage() {}
 
 func (x *ListMembers) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[34]
+	mi := &file_parley_v1_parley_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3956,7 +4133,7 @@ func (x *ListMembers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembers.ProtoReflect.Descriptor instead.
 func (*ListMembers) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{34}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListMembers) GetConversationId() string {
@@ -3993,7 +4170,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_parley_v1_parley_proto_msgTypes[35]
+	mi := &file_parley_v1_parley_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4005,7 +4182,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[35]
+	mi := &file_parley_v1_parley_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4018,7 +4195,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{35}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Member) GetUserId() string {
@@ -4061,7 +4238,7 @@ type MemberPage struct {
 
 func (x *MemberPage) Reset() {
 	*x = MemberPage{}
-	mi := &file_parley_v1_parley_proto_msgTypes[36]
+	mi := &file_parley_v1_parley_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4073,7 +4250,7 @@ func (x *MemberPage) String() string {
 func (*MemberPage) ProtoMessage() {}
 
 func (x *MemberPage) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[36]
+	mi := &file_parley_v1_parley_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4086,7 +4263,7 @@ func (x *MemberPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberPage.ProtoReflect.Descriptor instead.
 func (*MemberPage) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{36}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *MemberPage) GetConversationId() string {
@@ -4124,7 +4301,7 @@ type Recall struct {
 
 func (x *Recall) Reset() {
 	*x = Recall{}
-	mi := &file_parley_v1_parley_proto_msgTypes[37]
+	mi := &file_parley_v1_parley_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4136,7 +4313,7 @@ func (x *Recall) String() string {
 func (*Recall) ProtoMessage() {}
 
 func (x *Recall) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[37]
+	mi := &file_parley_v1_parley_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4149,7 +4326,7 @@ func (x *Recall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Recall.ProtoReflect.Descriptor instead.
 func (*Recall) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{37}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Recall) GetConversationId() string {
@@ -4187,7 +4364,7 @@ type Edit struct {
 
 func (x *Edit) Reset() {
 	*x = Edit{}
-	mi := &file_parley_v1_parley_proto_msgTypes[38]
+	mi := &file_parley_v1_parley_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4199,7 +4376,7 @@ func (x *Edit) String() string {
 func (*Edit) ProtoMessage() {}
 
 func (x *Edit) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[38]
+	mi := &file_parley_v1_parley_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4212,7 +4389,7 @@ func (x *Edit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Edit.ProtoReflect.Descriptor instead.
 func (*Edit) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{38}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Edit) GetConversationId() string {
@@ -4263,7 +4440,7 @@ type DeleteForMe struct {
 
 func (x *DeleteForMe) Reset() {
 	*x = DeleteForMe{}
-	mi := &file_parley_v1_parley_proto_msgTypes[39]
+	mi := &file_parley_v1_parley_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4275,7 +4452,7 @@ func (x *DeleteForMe) String() string {
 func (*DeleteForMe) ProtoMessage() {}
 
 func (x *DeleteForMe) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[39]
+	mi := &file_parley_v1_parley_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4288,7 +4465,7 @@ func (x *DeleteForMe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteForMe.ProtoReflect.Descriptor instead.
 func (*DeleteForMe) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{39}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeleteForMe) GetConversationId() string {
@@ -4325,7 +4502,7 @@ type HiddenEvent struct {
 
 func (x *HiddenEvent) Reset() {
 	*x = HiddenEvent{}
-	mi := &file_parley_v1_parley_proto_msgTypes[40]
+	mi := &file_parley_v1_parley_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4337,7 +4514,7 @@ func (x *HiddenEvent) String() string {
 func (*HiddenEvent) ProtoMessage() {}
 
 func (x *HiddenEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[40]
+	mi := &file_parley_v1_parley_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4350,7 +4527,7 @@ func (x *HiddenEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HiddenEvent.ProtoReflect.Descriptor instead.
 func (*HiddenEvent) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{40}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *HiddenEvent) GetConversationId() string {
@@ -4388,7 +4565,7 @@ type ReadCounts struct {
 
 func (x *ReadCounts) Reset() {
 	*x = ReadCounts{}
-	mi := &file_parley_v1_parley_proto_msgTypes[41]
+	mi := &file_parley_v1_parley_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4400,7 +4577,7 @@ func (x *ReadCounts) String() string {
 func (*ReadCounts) ProtoMessage() {}
 
 func (x *ReadCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[41]
+	mi := &file_parley_v1_parley_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4413,7 +4590,7 @@ func (x *ReadCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadCounts.ProtoReflect.Descriptor instead.
 func (*ReadCounts) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{41}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReadCounts) GetConversationId() string {
@@ -4445,7 +4622,7 @@ type ReadCount struct {
 
 func (x *ReadCount) Reset() {
 	*x = ReadCount{}
-	mi := &file_parley_v1_parley_proto_msgTypes[42]
+	mi := &file_parley_v1_parley_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4457,7 +4634,7 @@ func (x *ReadCount) String() string {
 func (*ReadCount) ProtoMessage() {}
 
 func (x *ReadCount) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[42]
+	mi := &file_parley_v1_parley_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4470,7 +4647,7 @@ func (x *ReadCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadCount.ProtoReflect.Descriptor instead.
 func (*ReadCount) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{42}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ReadCount) GetSeq() uint64 {
@@ -4504,7 +4681,7 @@ type ReadCountList struct {
 
 func (x *ReadCountList) Reset() {
 	*x = ReadCountList{}
-	mi := &file_parley_v1_parley_proto_msgTypes[43]
+	mi := &file_parley_v1_parley_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4516,7 +4693,7 @@ func (x *ReadCountList) String() string {
 func (*ReadCountList) ProtoMessage() {}
 
 func (x *ReadCountList) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[43]
+	mi := &file_parley_v1_parley_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4529,7 +4706,7 @@ func (x *ReadCountList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadCountList.ProtoReflect.Descriptor instead.
 func (*ReadCountList) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{43}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ReadCountList) GetConversationId() string {
@@ -4557,7 +4734,7 @@ type Typing struct {
 
 func (x *Typing) Reset() {
 	*x = Typing{}
-	mi := &file_parley_v1_parley_proto_msgTypes[44]
+	mi := &file_parley_v1_parley_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4569,7 +4746,7 @@ func (x *Typing) String() string {
 func (*Typing) ProtoMessage() {}
 
 func (x *Typing) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[44]
+	mi := &file_parley_v1_parley_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4582,7 +4759,7 @@ func (x *Typing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Typing.ProtoReflect.Descriptor instead.
 func (*Typing) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{44}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Typing) GetConversationId() string {
@@ -4602,7 +4779,7 @@ type TypingEvent struct {
 
 func (x *TypingEvent) Reset() {
 	*x = TypingEvent{}
-	mi := &file_parley_v1_parley_proto_msgTypes[45]
+	mi := &file_parley_v1_parley_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4614,7 +4791,7 @@ func (x *TypingEvent) String() string {
 func (*TypingEvent) ProtoMessage() {}
 
 func (x *TypingEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[45]
+	mi := &file_parley_v1_parley_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4627,7 +4804,7 @@ func (x *TypingEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TypingEvent.ProtoReflect.Descriptor instead.
 func (*TypingEvent) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{45}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TypingEvent) GetConversationId() string {
@@ -4656,7 +4833,7 @@ type SubscribePresence struct {
 
 func (x *SubscribePresence) Reset() {
 	*x = SubscribePresence{}
-	mi := &file_parley_v1_parley_proto_msgTypes[46]
+	mi := &file_parley_v1_parley_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4668,7 +4845,7 @@ func (x *SubscribePresence) String() string {
 func (*SubscribePresence) ProtoMessage() {}
 
 func (x *SubscribePresence) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[46]
+	mi := &file_parley_v1_parley_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4681,7 +4858,7 @@ func (x *SubscribePresence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribePresence.ProtoReflect.Descriptor instead.
 func (*SubscribePresence) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{46}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SubscribePresence) GetUserIds() []string {
@@ -4700,7 +4877,7 @@ type UnsubscribePresence struct {
 
 func (x *UnsubscribePresence) Reset() {
 	*x = UnsubscribePresence{}
-	mi := &file_parley_v1_parley_proto_msgTypes[47]
+	mi := &file_parley_v1_parley_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4712,7 +4889,7 @@ func (x *UnsubscribePresence) String() string {
 func (*UnsubscribePresence) ProtoMessage() {}
 
 func (x *UnsubscribePresence) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[47]
+	mi := &file_parley_v1_parley_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4725,7 +4902,7 @@ func (x *UnsubscribePresence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnsubscribePresence.ProtoReflect.Descriptor instead.
 func (*UnsubscribePresence) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{47}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *UnsubscribePresence) GetUserIds() []string {
@@ -4747,7 +4924,7 @@ type Presence struct {
 
 func (x *Presence) Reset() {
 	*x = Presence{}
-	mi := &file_parley_v1_parley_proto_msgTypes[48]
+	mi := &file_parley_v1_parley_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4759,7 +4936,7 @@ func (x *Presence) String() string {
 func (*Presence) ProtoMessage() {}
 
 func (x *Presence) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[48]
+	mi := &file_parley_v1_parley_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4772,7 +4949,7 @@ func (x *Presence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Presence.ProtoReflect.Descriptor instead.
 func (*Presence) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{48}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Presence) GetUserId() string {
@@ -4805,7 +4982,7 @@ type PresenceList struct {
 
 func (x *PresenceList) Reset() {
 	*x = PresenceList{}
-	mi := &file_parley_v1_parley_proto_msgTypes[49]
+	mi := &file_parley_v1_parley_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4817,7 +4994,7 @@ func (x *PresenceList) String() string {
 func (*PresenceList) ProtoMessage() {}
 
 func (x *PresenceList) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[49]
+	mi := &file_parley_v1_parley_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4830,7 +5007,7 @@ func (x *PresenceList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceList.ProtoReflect.Descriptor instead.
 func (*PresenceList) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{49}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PresenceList) GetUsers() []*Presence {
@@ -4849,7 +5026,7 @@ type PresenceEvent struct {
 
 func (x *PresenceEvent) Reset() {
 	*x = PresenceEvent{}
-	mi := &file_parley_v1_parley_proto_msgTypes[50]
+	mi := &file_parley_v1_parley_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4861,7 +5038,7 @@ func (x *PresenceEvent) String() string {
 func (*PresenceEvent) ProtoMessage() {}
 
 func (x *PresenceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[50]
+	mi := &file_parley_v1_parley_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4874,7 +5051,7 @@ func (x *PresenceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceEvent.ProtoReflect.Descriptor instead.
 func (*PresenceEvent) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{50}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PresenceEvent) GetPresence() *Presence {
@@ -4898,7 +5075,7 @@ type Contact struct {
 
 func (x *Contact) Reset() {
 	*x = Contact{}
-	mi := &file_parley_v1_parley_proto_msgTypes[51]
+	mi := &file_parley_v1_parley_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4910,7 +5087,7 @@ func (x *Contact) String() string {
 func (*Contact) ProtoMessage() {}
 
 func (x *Contact) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[51]
+	mi := &file_parley_v1_parley_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4923,7 +5100,7 @@ func (x *Contact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Contact.ProtoReflect.Descriptor instead.
 func (*Contact) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{51}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Contact) GetUserId() string {
@@ -4967,7 +5144,7 @@ type FriendRequest struct {
 
 func (x *FriendRequest) Reset() {
 	*x = FriendRequest{}
-	mi := &file_parley_v1_parley_proto_msgTypes[52]
+	mi := &file_parley_v1_parley_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4979,7 +5156,7 @@ func (x *FriendRequest) String() string {
 func (*FriendRequest) ProtoMessage() {}
 
 func (x *FriendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[52]
+	mi := &file_parley_v1_parley_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4992,7 +5169,7 @@ func (x *FriendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FriendRequest.ProtoReflect.Descriptor instead.
 func (*FriendRequest) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{52}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *FriendRequest) GetUserId() string {
@@ -5020,7 +5197,7 @@ type RespondFriend struct {
 
 func (x *RespondFriend) Reset() {
 	*x = RespondFriend{}
-	mi := &file_parley_v1_parley_proto_msgTypes[53]
+	mi := &file_parley_v1_parley_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5032,7 +5209,7 @@ func (x *RespondFriend) String() string {
 func (*RespondFriend) ProtoMessage() {}
 
 func (x *RespondFriend) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[53]
+	mi := &file_parley_v1_parley_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5045,7 +5222,7 @@ func (x *RespondFriend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondFriend.ProtoReflect.Descriptor instead.
 func (*RespondFriend) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{53}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RespondFriend) GetUserId() string {
@@ -5072,7 +5249,7 @@ type RemoveFriend struct {
 
 func (x *RemoveFriend) Reset() {
 	*x = RemoveFriend{}
-	mi := &file_parley_v1_parley_proto_msgTypes[54]
+	mi := &file_parley_v1_parley_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5084,7 +5261,7 @@ func (x *RemoveFriend) String() string {
 func (*RemoveFriend) ProtoMessage() {}
 
 func (x *RemoveFriend) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[54]
+	mi := &file_parley_v1_parley_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5097,7 +5274,7 @@ func (x *RemoveFriend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveFriend.ProtoReflect.Descriptor instead.
 func (*RemoveFriend) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{54}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RemoveFriend) GetUserId() string {
@@ -5116,7 +5293,7 @@ type ListContacts struct {
 
 func (x *ListContacts) Reset() {
 	*x = ListContacts{}
-	mi := &file_parley_v1_parley_proto_msgTypes[55]
+	mi := &file_parley_v1_parley_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5128,7 +5305,7 @@ func (x *ListContacts) String() string {
 func (*ListContacts) ProtoMessage() {}
 
 func (x *ListContacts) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[55]
+	mi := &file_parley_v1_parley_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5141,7 +5318,7 @@ func (x *ListContacts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListContacts.ProtoReflect.Descriptor instead.
 func (*ListContacts) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{55}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{56}
 }
 
 type ContactList struct {
@@ -5154,7 +5331,7 @@ type ContactList struct {
 
 func (x *ContactList) Reset() {
 	*x = ContactList{}
-	mi := &file_parley_v1_parley_proto_msgTypes[56]
+	mi := &file_parley_v1_parley_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5166,7 +5343,7 @@ func (x *ContactList) String() string {
 func (*ContactList) ProtoMessage() {}
 
 func (x *ContactList) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[56]
+	mi := &file_parley_v1_parley_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5179,7 +5356,7 @@ func (x *ContactList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContactList.ProtoReflect.Descriptor instead.
 func (*ContactList) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{56}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ContactList) GetContacts() []*Contact {
@@ -5206,7 +5383,7 @@ type ContactEvent struct {
 
 func (x *ContactEvent) Reset() {
 	*x = ContactEvent{}
-	mi := &file_parley_v1_parley_proto_msgTypes[57]
+	mi := &file_parley_v1_parley_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5218,7 +5395,7 @@ func (x *ContactEvent) String() string {
 func (*ContactEvent) ProtoMessage() {}
 
 func (x *ContactEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[57]
+	mi := &file_parley_v1_parley_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5231,7 +5408,7 @@ func (x *ContactEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContactEvent.ProtoReflect.Descriptor instead.
 func (*ContactEvent) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{57}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ContactEvent) GetContact() *Contact {
@@ -5251,7 +5428,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_parley_v1_parley_proto_msgTypes[58]
+	mi := &file_parley_v1_parley_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5263,7 +5440,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[58]
+	mi := &file_parley_v1_parley_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5276,7 +5453,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{58}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Block) GetUserId() string {
@@ -5295,7 +5472,7 @@ type Unblock struct {
 
 func (x *Unblock) Reset() {
 	*x = Unblock{}
-	mi := &file_parley_v1_parley_proto_msgTypes[59]
+	mi := &file_parley_v1_parley_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5307,7 +5484,7 @@ func (x *Unblock) String() string {
 func (*Unblock) ProtoMessage() {}
 
 func (x *Unblock) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[59]
+	mi := &file_parley_v1_parley_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5320,7 +5497,7 @@ func (x *Unblock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unblock.ProtoReflect.Descriptor instead.
 func (*Unblock) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{59}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Unblock) GetUserId() string {
@@ -5343,7 +5520,7 @@ type SetConversation struct {
 
 func (x *SetConversation) Reset() {
 	*x = SetConversation{}
-	mi := &file_parley_v1_parley_proto_msgTypes[60]
+	mi := &file_parley_v1_parley_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5355,7 +5532,7 @@ func (x *SetConversation) String() string {
 func (*SetConversation) ProtoMessage() {}
 
 func (x *SetConversation) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[60]
+	mi := &file_parley_v1_parley_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5368,7 +5545,7 @@ func (x *SetConversation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetConversation.ProtoReflect.Descriptor instead.
 func (*SetConversation) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{60}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SetConversation) GetConversationId() string {
@@ -5404,7 +5581,7 @@ type ConversationEvent struct {
 
 func (x *ConversationEvent) Reset() {
 	*x = ConversationEvent{}
-	mi := &file_parley_v1_parley_proto_msgTypes[61]
+	mi := &file_parley_v1_parley_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5416,7 +5593,7 @@ func (x *ConversationEvent) String() string {
 func (*ConversationEvent) ProtoMessage() {}
 
 func (x *ConversationEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[61]
+	mi := &file_parley_v1_parley_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5429,7 +5606,7 @@ func (x *ConversationEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConversationEvent.ProtoReflect.Descriptor instead.
 func (*ConversationEvent) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{61}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ConversationEvent) GetConversationId() string {
@@ -5476,7 +5653,7 @@ type Push struct {
 
 func (x *Push) Reset() {
 	*x = Push{}
-	mi := &file_parley_v1_parley_proto_msgTypes[62]
+	mi := &file_parley_v1_parley_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5488,7 +5665,7 @@ func (x *Push) String() string {
 func (*Push) ProtoMessage() {}
 
 func (x *Push) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[62]
+	mi := &file_parley_v1_parley_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5501,7 +5678,7 @@ func (x *Push) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Push.ProtoReflect.Descriptor instead.
 func (*Push) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{62}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *Push) GetOp() int32 {
@@ -5536,7 +5713,7 @@ type JoinRoom struct {
 
 func (x *JoinRoom) Reset() {
 	*x = JoinRoom{}
-	mi := &file_parley_v1_parley_proto_msgTypes[63]
+	mi := &file_parley_v1_parley_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5548,7 +5725,7 @@ func (x *JoinRoom) String() string {
 func (*JoinRoom) ProtoMessage() {}
 
 func (x *JoinRoom) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[63]
+	mi := &file_parley_v1_parley_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5561,7 +5738,7 @@ func (x *JoinRoom) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRoom.ProtoReflect.Descriptor instead.
 func (*JoinRoom) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{63}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *JoinRoom) GetRoom() string {
@@ -5581,7 +5758,7 @@ type LeaveRoom struct {
 
 func (x *LeaveRoom) Reset() {
 	*x = LeaveRoom{}
-	mi := &file_parley_v1_parley_proto_msgTypes[64]
+	mi := &file_parley_v1_parley_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5593,7 +5770,7 @@ func (x *LeaveRoom) String() string {
 func (*LeaveRoom) ProtoMessage() {}
 
 func (x *LeaveRoom) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[64]
+	mi := &file_parley_v1_parley_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5606,7 +5783,7 @@ func (x *LeaveRoom) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRoom.ProtoReflect.Descriptor instead.
 func (*LeaveRoom) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{64}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *LeaveRoom) GetRoom() string {
@@ -5630,7 +5807,7 @@ type RoomSend struct {
 
 func (x *RoomSend) Reset() {
 	*x = RoomSend{}
-	mi := &file_parley_v1_parley_proto_msgTypes[65]
+	mi := &file_parley_v1_parley_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5642,7 +5819,7 @@ func (x *RoomSend) String() string {
 func (*RoomSend) ProtoMessage() {}
 
 func (x *RoomSend) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[65]
+	mi := &file_parley_v1_parley_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5655,7 +5832,7 @@ func (x *RoomSend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomSend.ProtoReflect.Descriptor instead.
 func (*RoomSend) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{65}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RoomSend) GetRoom() string {
@@ -5690,7 +5867,7 @@ type RoomInfo struct {
 
 func (x *RoomInfo) Reset() {
 	*x = RoomInfo{}
-	mi := &file_parley_v1_parley_proto_msgTypes[66]
+	mi := &file_parley_v1_parley_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5702,7 +5879,7 @@ func (x *RoomInfo) String() string {
 func (*RoomInfo) ProtoMessage() {}
 
 func (x *RoomInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[66]
+	mi := &file_parley_v1_parley_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5715,7 +5892,7 @@ func (x *RoomInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomInfo.ProtoReflect.Descriptor instead.
 func (*RoomInfo) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{66}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *RoomInfo) GetRoom() string {
@@ -5754,7 +5931,7 @@ type RegisterPush struct {
 
 func (x *RegisterPush) Reset() {
 	*x = RegisterPush{}
-	mi := &file_parley_v1_parley_proto_msgTypes[67]
+	mi := &file_parley_v1_parley_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5766,7 +5943,7 @@ func (x *RegisterPush) String() string {
 func (*RegisterPush) ProtoMessage() {}
 
 func (x *RegisterPush) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[67]
+	mi := &file_parley_v1_parley_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5779,7 +5956,7 @@ func (x *RegisterPush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterPush.ProtoReflect.Descriptor instead.
 func (*RegisterPush) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{67}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *RegisterPush) GetDeviceId() string {
@@ -5860,7 +6037,7 @@ type ApnsTarget struct {
 
 func (x *ApnsTarget) Reset() {
 	*x = ApnsTarget{}
-	mi := &file_parley_v1_parley_proto_msgTypes[68]
+	mi := &file_parley_v1_parley_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5872,7 +6049,7 @@ func (x *ApnsTarget) String() string {
 func (*ApnsTarget) ProtoMessage() {}
 
 func (x *ApnsTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[68]
+	mi := &file_parley_v1_parley_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5885,7 +6062,7 @@ func (x *ApnsTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApnsTarget.ProtoReflect.Descriptor instead.
 func (*ApnsTarget) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{68}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ApnsTarget) GetDeviceToken() string {
@@ -5920,7 +6097,7 @@ type FcmTarget struct {
 
 func (x *FcmTarget) Reset() {
 	*x = FcmTarget{}
-	mi := &file_parley_v1_parley_proto_msgTypes[69]
+	mi := &file_parley_v1_parley_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5932,7 +6109,7 @@ func (x *FcmTarget) String() string {
 func (*FcmTarget) ProtoMessage() {}
 
 func (x *FcmTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[69]
+	mi := &file_parley_v1_parley_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5945,7 +6122,7 @@ func (x *FcmTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FcmTarget.ProtoReflect.Descriptor instead.
 func (*FcmTarget) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{69}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *FcmTarget) GetToken() string {
@@ -5971,7 +6148,7 @@ type WebPushTarget struct {
 
 func (x *WebPushTarget) Reset() {
 	*x = WebPushTarget{}
-	mi := &file_parley_v1_parley_proto_msgTypes[70]
+	mi := &file_parley_v1_parley_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5983,7 +6160,7 @@ func (x *WebPushTarget) String() string {
 func (*WebPushTarget) ProtoMessage() {}
 
 func (x *WebPushTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[70]
+	mi := &file_parley_v1_parley_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5996,7 +6173,7 @@ func (x *WebPushTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WebPushTarget.ProtoReflect.Descriptor instead.
 func (*WebPushTarget) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{70}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *WebPushTarget) GetEndpoint() string {
@@ -6031,7 +6208,7 @@ type UnregisterPush struct {
 
 func (x *UnregisterPush) Reset() {
 	*x = UnregisterPush{}
-	mi := &file_parley_v1_parley_proto_msgTypes[71]
+	mi := &file_parley_v1_parley_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6043,7 +6220,7 @@ func (x *UnregisterPush) String() string {
 func (*UnregisterPush) ProtoMessage() {}
 
 func (x *UnregisterPush) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[71]
+	mi := &file_parley_v1_parley_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6056,7 +6233,7 @@ func (x *UnregisterPush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterPush.ProtoReflect.Descriptor instead.
 func (*UnregisterPush) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{71}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *UnregisterPush) GetDeviceId() string {
@@ -6066,11 +6243,142 @@ func (x *UnregisterPush) GetDeviceId() string {
 	return ""
 }
 
+// FileUrl asks for a short-lived URL to download a file (or its thumbnail).
+// Allowed to the file's uploader, and to whoever may read the message
+// (conversation_id, seq) that carries it, while that message is not
+// recalled. Reply: fileUrl. Anything else, including a file that does not
+// exist: PERMISSION_DENIED.
+type FileUrl struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	FileId string                 `protobuf:"bytes,1,opt,name=file_id,json=fileId,proto3" json:"file_id,omitempty"`
+	// The message that carries the file; may be empty for the uploader.
+	ConversationId string `protobuf:"bytes,2,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	Seq            uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The thumbnail instead of the file (Attachment.thumbnail).
+	Thumbnail     bool `protobuf:"varint,4,opt,name=thumbnail,proto3" json:"thumbnail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileUrl) Reset() {
+	*x = FileUrl{}
+	mi := &file_parley_v1_parley_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileUrl) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileUrl) ProtoMessage() {}
+
+func (x *FileUrl) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileUrl.ProtoReflect.Descriptor instead.
+func (*FileUrl) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *FileUrl) GetFileId() string {
+	if x != nil {
+		return x.FileId
+	}
+	return ""
+}
+
+func (x *FileUrl) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *FileUrl) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *FileUrl) GetThumbnail() bool {
+	if x != nil {
+		return x.Thumbnail
+	}
+	return false
+}
+
+type FileUrlResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An absolute URL when the server knows its public address or the file is
+	// in an object store; else a path on the server's HTTP address
+	// ("/v1/files/…"). Range requests are supported.
+	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// Unix milliseconds after which the URL is refused.
+	ExpiresAt     int64 `protobuf:"varint,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileUrlResult) Reset() {
+	*x = FileUrlResult{}
+	mi := &file_parley_v1_parley_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileUrlResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileUrlResult) ProtoMessage() {}
+
+func (x *FileUrlResult) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileUrlResult.ProtoReflect.Descriptor instead.
+func (*FileUrlResult) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *FileUrlResult) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *FileUrlResult) GetExpiresAt() int64 {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return 0
+}
+
 var File_parley_v1_parley_proto protoreflect.FileDescriptor
 
 const file_parley_v1_parley_proto_rawDesc = "" +
 	"\n" +
-	"\x16parley/v1/parley.proto\x12\tparley.v1\"\xfa\x11\n" +
+	"\x16parley/v1/parley.proto\x12\tparley.v1\"\xab\x12\n" +
 	"\vClientFrame\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
 	"\x04auth\x18\x02 \x01(\v2\x0f.parley.v1.AuthH\x00R\x04auth\x12%\n" +
@@ -6117,8 +6425,9 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"leave_room\x18Q \x01(\v2\x14.parley.v1.LeaveRoomH\x00R\tleaveRoom\x122\n" +
 	"\troom_send\x18R \x01(\v2\x13.parley.v1.RoomSendH\x00R\broomSend\x12>\n" +
 	"\rregister_push\x18Z \x01(\v2\x17.parley.v1.RegisterPushH\x00R\fregisterPush\x12D\n" +
-	"\x0funregister_push\x18[ \x01(\v2\x19.parley.v1.UnregisterPushH\x00R\x0eunregisterPushB\x06\n" +
-	"\x04body\"\x9d\t\n" +
+	"\x0funregister_push\x18[ \x01(\v2\x19.parley.v1.UnregisterPushH\x00R\x0eunregisterPush\x12/\n" +
+	"\bfile_url\x18d \x01(\v2\x12.parley.v1.FileUrlH\x00R\afileUrlB\x06\n" +
+	"\x04body\"\xd4\t\n" +
 	"\vServerFrame\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12,\n" +
 	"\aauth_ok\x18\x02 \x01(\v2\x11.parley.v1.AuthOkH\x00R\x06authOk\x12%\n" +
@@ -6146,7 +6455,8 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x06hidden\x18\x1c \x01(\v2\x16.parley.v1.HiddenEventH\x00R\x06hidden\x12M\n" +
 	"\x12conversation_event\x18\x1d \x01(\v2\x1c.parley.v1.ConversationEventH\x00R\x11conversationEvent\x12%\n" +
 	"\x04push\x18\x1e \x01(\v2\x0f.parley.v1.PushH\x00R\x04push\x12)\n" +
-	"\x04room\x18\x1f \x01(\v2\x13.parley.v1.RoomInfoH\x00R\x04roomB\x06\n" +
+	"\x04room\x18\x1f \x01(\v2\x13.parley.v1.RoomInfoH\x00R\x04room\x125\n" +
+	"\bfile_url\x18( \x01(\v2\x18.parley.v1.FileUrlResultH\x00R\afileUrlB\x06\n" +
 	"\x04body\"Z\n" +
 	"\x04Auth\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1b\n" +
@@ -6165,13 +6475,26 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x04Pong\x12\x1f\n" +
 	"\vserver_time\x18\x01 \x01(\x03R\n" +
 	"serverTime\"\x04\n" +
-	"\x02Ok\"\xa0\x01\n" +
+	"\x02Ok\"\xd9\x01\n" +
 	"\x04Send\x12\"\n" +
 	"\rclient_msg_id\x18\x01 \x01(\tR\vclientMsgId\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12'\n" +
 	"\x0fconversation_id\x18\x03 \x01(\tR\x0econversationId\x12!\n" +
 	"\fcontent_type\x18\x04 \x01(\tR\vcontentType\x12\x18\n" +
-	"\apayload\x18\x05 \x01(\fR\apayload\"\xc6\x01\n" +
+	"\apayload\x18\x05 \x01(\fR\apayload\x127\n" +
+	"\vattachments\x18\x06 \x03(\v2\x15.parley.v1.AttachmentR\vattachments\"\xf0\x01\n" +
+	"\n" +
+	"Attachment\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\x12!\n" +
+	"\fcontent_type\x18\x04 \x01(\tR\vcontentType\x12\x14\n" +
+	"\x05width\x18\x05 \x01(\x05R\x05width\x12\x16\n" +
+	"\x06height\x18\x06 \x01(\x05R\x06height\x12\x1f\n" +
+	"\vduration_ms\x18\a \x01(\x03R\n" +
+	"durationMs\x12\x1c\n" +
+	"\tthumbnail\x18\b \x01(\bR\tthumbnail\x12\x1a\n" +
+	"\bblurhash\x18\t \x01(\tR\bblurhash\"\xc6\x01\n" +
 	"\aSendAck\x12\"\n" +
 	"\rclient_msg_id\x18\x01 \x01(\tR\vclientMsgId\x12'\n" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x10\n" +
@@ -6188,7 +6511,7 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x04role\x18\x03 \x01(\x0e2\x14.parley.v1.GroupRoleR\x04role\x12\x1f\n" +
 	"\vmuted_until\x18\x04 \x01(\x03R\n" +
 	"mutedUntil\x12*\n" +
-	"\x05group\x18\x05 \x01(\v2\x14.parley.v1.GroupInfoR\x05group\"\x9d\x03\n" +
+	"\x05group\x18\x05 \x01(\v2\x14.parley.v1.GroupInfoR\x05group\"\xd6\x03\n" +
 	"\aMessage\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x1d\n" +
@@ -6205,7 +6528,8 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	" \x01(\x0e2\x16.parley.v1.MessageKindR\x04kind\x12-\n" +
 	"\x05event\x18\v \x01(\v2\x17.parley.v1.MessageEventR\x05event\x12\x1a\n" +
 	"\brecalled\x18\f \x01(\bR\brecalled\x12\x1b\n" +
-	"\tedited_at\x18\r \x01(\x03R\beditedAt\"I\n" +
+	"\tedited_at\x18\r \x01(\x03R\beditedAt\x127\n" +
+	"\vattachments\x18\x0e \x03(\v2\x15.parley.v1.AttachmentR\vattachments\"I\n" +
 	"\fDeliveredAck\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\"D\n" +
@@ -6473,7 +6797,16 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x06p256dh\x18\x02 \x01(\tR\x06p256dh\x12\x12\n" +
 	"\x04auth\x18\x03 \x01(\tR\x04auth\"-\n" +
 	"\x0eUnregisterPush\x12\x1b\n" +
-	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId*\xf6\x02\n" +
+	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\"{\n" +
+	"\aFileUrl\x12\x17\n" +
+	"\afile_id\x18\x01 \x01(\tR\x06fileId\x12'\n" +
+	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x1c\n" +
+	"\tthumbnail\x18\x04 \x01(\bR\tthumbnail\"@\n" +
+	"\rFileUrlResult\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x02 \x01(\x03R\texpiresAt*\xf6\x02\n" +
 	"\vMessageKind\x12\x1c\n" +
 	"\x18MESSAGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13MESSAGE_KIND_NORMAL\x10\x01\x12\x17\n" +
@@ -6491,7 +6824,7 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x10ConversationType\x12!\n" +
 	"\x1dCONVERSATION_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONVERSATION_TYPE_DIRECT\x10\x01\x12\x1b\n" +
-	"\x17CONVERSATION_TYPE_GROUP\x10\x02*\xe2\x03\n" +
+	"\x17CONVERSATION_TYPE_GROUP\x10\x02*\x89\x04\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ERROR_CODE_BAD_REQUEST\x10\x01\x12\x1e\n" +
@@ -6509,7 +6842,8 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x1fERROR_CODE_RECALL_WINDOW_PASSED\x10\f\x12\x19\n" +
 	"\x15ERROR_CODE_GROUP_FULL\x10\r\x12\x17\n" +
 	"\x13ERROR_CODE_CONFLICT\x10\x0e\x12\x1d\n" +
-	"\x19ERROR_CODE_QUOTA_EXCEEDED\x10\x0f*\x82\x03\n" +
+	"\x19ERROR_CODE_QUOTA_EXCEEDED\x10\x0f\x12%\n" +
+	"!ERROR_CODE_UNSUPPORTED_MEDIA_TYPE\x10\x10*\x82\x03\n" +
 	"\x0eDisconnectCode\x12\x1f\n" +
 	"\x1bDISCONNECT_CODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16DISCONNECT_CODE_KICKED\x10\x01\x12\x18\n" +
@@ -6555,7 +6889,7 @@ func file_parley_v1_parley_proto_rawDescGZIP() []byte {
 }
 
 var file_parley_v1_parley_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_parley_v1_parley_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
+var file_parley_v1_parley_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_parley_v1_parley_proto_goTypes = []any{
 	(MessageKind)(0),            // 0: parley.v1.MessageKind
 	(ConversationType)(0),       // 1: parley.v1.ConversationType
@@ -6573,167 +6907,174 @@ var file_parley_v1_parley_proto_goTypes = []any{
 	(*Pong)(nil),                // 13: parley.v1.Pong
 	(*Ok)(nil),                  // 14: parley.v1.Ok
 	(*Send)(nil),                // 15: parley.v1.Send
-	(*SendAck)(nil),             // 16: parley.v1.SendAck
-	(*MessageEvent)(nil),        // 17: parley.v1.MessageEvent
-	(*Message)(nil),             // 18: parley.v1.Message
-	(*DeliveredAck)(nil),        // 19: parley.v1.DeliveredAck
-	(*ReadAck)(nil),             // 20: parley.v1.ReadAck
-	(*Receipt)(nil),             // 21: parley.v1.Receipt
-	(*SyncConversations)(nil),   // 22: parley.v1.SyncConversations
-	(*Conversation)(nil),        // 23: parley.v1.Conversation
-	(*ConversationList)(nil),    // 24: parley.v1.ConversationList
-	(*SyncMessages)(nil),        // 25: parley.v1.SyncMessages
-	(*History)(nil),             // 26: parley.v1.History
-	(*MessagePage)(nil),         // 27: parley.v1.MessagePage
-	(*Error)(nil),               // 28: parley.v1.Error
-	(*Disconnect)(nil),          // 29: parley.v1.Disconnect
-	(*GroupInfo)(nil),           // 30: parley.v1.GroupInfo
-	(*CreateGroup)(nil),         // 31: parley.v1.CreateGroup
-	(*UpdateGroup)(nil),         // 32: parley.v1.UpdateGroup
-	(*AddMembers)(nil),          // 33: parley.v1.AddMembers
-	(*RemoveMember)(nil),        // 34: parley.v1.RemoveMember
-	(*JoinGroup)(nil),           // 35: parley.v1.JoinGroup
-	(*LeaveGroup)(nil),          // 36: parley.v1.LeaveGroup
-	(*SetRole)(nil),             // 37: parley.v1.SetRole
-	(*MuteMember)(nil),          // 38: parley.v1.MuteMember
-	(*TransferOwnership)(nil),   // 39: parley.v1.TransferOwnership
-	(*DissolveGroup)(nil),       // 40: parley.v1.DissolveGroup
-	(*GetGroup)(nil),            // 41: parley.v1.GetGroup
-	(*ListMembers)(nil),         // 42: parley.v1.ListMembers
-	(*Member)(nil),              // 43: parley.v1.Member
-	(*MemberPage)(nil),          // 44: parley.v1.MemberPage
-	(*Recall)(nil),              // 45: parley.v1.Recall
-	(*Edit)(nil),                // 46: parley.v1.Edit
-	(*DeleteForMe)(nil),         // 47: parley.v1.DeleteForMe
-	(*HiddenEvent)(nil),         // 48: parley.v1.HiddenEvent
-	(*ReadCounts)(nil),          // 49: parley.v1.ReadCounts
-	(*ReadCount)(nil),           // 50: parley.v1.ReadCount
-	(*ReadCountList)(nil),       // 51: parley.v1.ReadCountList
-	(*Typing)(nil),              // 52: parley.v1.Typing
-	(*TypingEvent)(nil),         // 53: parley.v1.TypingEvent
-	(*SubscribePresence)(nil),   // 54: parley.v1.SubscribePresence
-	(*UnsubscribePresence)(nil), // 55: parley.v1.UnsubscribePresence
-	(*Presence)(nil),            // 56: parley.v1.Presence
-	(*PresenceList)(nil),        // 57: parley.v1.PresenceList
-	(*PresenceEvent)(nil),       // 58: parley.v1.PresenceEvent
-	(*Contact)(nil),             // 59: parley.v1.Contact
-	(*FriendRequest)(nil),       // 60: parley.v1.FriendRequest
-	(*RespondFriend)(nil),       // 61: parley.v1.RespondFriend
-	(*RemoveFriend)(nil),        // 62: parley.v1.RemoveFriend
-	(*ListContacts)(nil),        // 63: parley.v1.ListContacts
-	(*ContactList)(nil),         // 64: parley.v1.ContactList
-	(*ContactEvent)(nil),        // 65: parley.v1.ContactEvent
-	(*Block)(nil),               // 66: parley.v1.Block
-	(*Unblock)(nil),             // 67: parley.v1.Unblock
-	(*SetConversation)(nil),     // 68: parley.v1.SetConversation
-	(*ConversationEvent)(nil),   // 69: parley.v1.ConversationEvent
-	(*Push)(nil),                // 70: parley.v1.Push
-	(*JoinRoom)(nil),            // 71: parley.v1.JoinRoom
-	(*LeaveRoom)(nil),           // 72: parley.v1.LeaveRoom
-	(*RoomSend)(nil),            // 73: parley.v1.RoomSend
-	(*RoomInfo)(nil),            // 74: parley.v1.RoomInfo
-	(*RegisterPush)(nil),        // 75: parley.v1.RegisterPush
-	(*ApnsTarget)(nil),          // 76: parley.v1.ApnsTarget
-	(*FcmTarget)(nil),           // 77: parley.v1.FcmTarget
-	(*WebPushTarget)(nil),       // 78: parley.v1.WebPushTarget
-	(*UnregisterPush)(nil),      // 79: parley.v1.UnregisterPush
+	(*Attachment)(nil),          // 16: parley.v1.Attachment
+	(*SendAck)(nil),             // 17: parley.v1.SendAck
+	(*MessageEvent)(nil),        // 18: parley.v1.MessageEvent
+	(*Message)(nil),             // 19: parley.v1.Message
+	(*DeliveredAck)(nil),        // 20: parley.v1.DeliveredAck
+	(*ReadAck)(nil),             // 21: parley.v1.ReadAck
+	(*Receipt)(nil),             // 22: parley.v1.Receipt
+	(*SyncConversations)(nil),   // 23: parley.v1.SyncConversations
+	(*Conversation)(nil),        // 24: parley.v1.Conversation
+	(*ConversationList)(nil),    // 25: parley.v1.ConversationList
+	(*SyncMessages)(nil),        // 26: parley.v1.SyncMessages
+	(*History)(nil),             // 27: parley.v1.History
+	(*MessagePage)(nil),         // 28: parley.v1.MessagePage
+	(*Error)(nil),               // 29: parley.v1.Error
+	(*Disconnect)(nil),          // 30: parley.v1.Disconnect
+	(*GroupInfo)(nil),           // 31: parley.v1.GroupInfo
+	(*CreateGroup)(nil),         // 32: parley.v1.CreateGroup
+	(*UpdateGroup)(nil),         // 33: parley.v1.UpdateGroup
+	(*AddMembers)(nil),          // 34: parley.v1.AddMembers
+	(*RemoveMember)(nil),        // 35: parley.v1.RemoveMember
+	(*JoinGroup)(nil),           // 36: parley.v1.JoinGroup
+	(*LeaveGroup)(nil),          // 37: parley.v1.LeaveGroup
+	(*SetRole)(nil),             // 38: parley.v1.SetRole
+	(*MuteMember)(nil),          // 39: parley.v1.MuteMember
+	(*TransferOwnership)(nil),   // 40: parley.v1.TransferOwnership
+	(*DissolveGroup)(nil),       // 41: parley.v1.DissolveGroup
+	(*GetGroup)(nil),            // 42: parley.v1.GetGroup
+	(*ListMembers)(nil),         // 43: parley.v1.ListMembers
+	(*Member)(nil),              // 44: parley.v1.Member
+	(*MemberPage)(nil),          // 45: parley.v1.MemberPage
+	(*Recall)(nil),              // 46: parley.v1.Recall
+	(*Edit)(nil),                // 47: parley.v1.Edit
+	(*DeleteForMe)(nil),         // 48: parley.v1.DeleteForMe
+	(*HiddenEvent)(nil),         // 49: parley.v1.HiddenEvent
+	(*ReadCounts)(nil),          // 50: parley.v1.ReadCounts
+	(*ReadCount)(nil),           // 51: parley.v1.ReadCount
+	(*ReadCountList)(nil),       // 52: parley.v1.ReadCountList
+	(*Typing)(nil),              // 53: parley.v1.Typing
+	(*TypingEvent)(nil),         // 54: parley.v1.TypingEvent
+	(*SubscribePresence)(nil),   // 55: parley.v1.SubscribePresence
+	(*UnsubscribePresence)(nil), // 56: parley.v1.UnsubscribePresence
+	(*Presence)(nil),            // 57: parley.v1.Presence
+	(*PresenceList)(nil),        // 58: parley.v1.PresenceList
+	(*PresenceEvent)(nil),       // 59: parley.v1.PresenceEvent
+	(*Contact)(nil),             // 60: parley.v1.Contact
+	(*FriendRequest)(nil),       // 61: parley.v1.FriendRequest
+	(*RespondFriend)(nil),       // 62: parley.v1.RespondFriend
+	(*RemoveFriend)(nil),        // 63: parley.v1.RemoveFriend
+	(*ListContacts)(nil),        // 64: parley.v1.ListContacts
+	(*ContactList)(nil),         // 65: parley.v1.ContactList
+	(*ContactEvent)(nil),        // 66: parley.v1.ContactEvent
+	(*Block)(nil),               // 67: parley.v1.Block
+	(*Unblock)(nil),             // 68: parley.v1.Unblock
+	(*SetConversation)(nil),     // 69: parley.v1.SetConversation
+	(*ConversationEvent)(nil),   // 70: parley.v1.ConversationEvent
+	(*Push)(nil),                // 71: parley.v1.Push
+	(*JoinRoom)(nil),            // 72: parley.v1.JoinRoom
+	(*LeaveRoom)(nil),           // 73: parley.v1.LeaveRoom
+	(*RoomSend)(nil),            // 74: parley.v1.RoomSend
+	(*RoomInfo)(nil),            // 75: parley.v1.RoomInfo
+	(*RegisterPush)(nil),        // 76: parley.v1.RegisterPush
+	(*ApnsTarget)(nil),          // 77: parley.v1.ApnsTarget
+	(*FcmTarget)(nil),           // 78: parley.v1.FcmTarget
+	(*WebPushTarget)(nil),       // 79: parley.v1.WebPushTarget
+	(*UnregisterPush)(nil),      // 80: parley.v1.UnregisterPush
+	(*FileUrl)(nil),             // 81: parley.v1.FileUrl
+	(*FileUrlResult)(nil),       // 82: parley.v1.FileUrlResult
 }
 var file_parley_v1_parley_proto_depIdxs = []int32{
 	10, // 0: parley.v1.ClientFrame.auth:type_name -> parley.v1.Auth
 	12, // 1: parley.v1.ClientFrame.ping:type_name -> parley.v1.Ping
 	15, // 2: parley.v1.ClientFrame.send:type_name -> parley.v1.Send
-	19, // 3: parley.v1.ClientFrame.delivered:type_name -> parley.v1.DeliveredAck
-	20, // 4: parley.v1.ClientFrame.read:type_name -> parley.v1.ReadAck
-	22, // 5: parley.v1.ClientFrame.sync_conversations:type_name -> parley.v1.SyncConversations
-	25, // 6: parley.v1.ClientFrame.sync_messages:type_name -> parley.v1.SyncMessages
-	26, // 7: parley.v1.ClientFrame.history:type_name -> parley.v1.History
-	31, // 8: parley.v1.ClientFrame.create_group:type_name -> parley.v1.CreateGroup
-	32, // 9: parley.v1.ClientFrame.update_group:type_name -> parley.v1.UpdateGroup
-	33, // 10: parley.v1.ClientFrame.add_members:type_name -> parley.v1.AddMembers
-	34, // 11: parley.v1.ClientFrame.remove_member:type_name -> parley.v1.RemoveMember
-	35, // 12: parley.v1.ClientFrame.join_group:type_name -> parley.v1.JoinGroup
-	36, // 13: parley.v1.ClientFrame.leave_group:type_name -> parley.v1.LeaveGroup
-	37, // 14: parley.v1.ClientFrame.set_role:type_name -> parley.v1.SetRole
-	38, // 15: parley.v1.ClientFrame.mute_member:type_name -> parley.v1.MuteMember
-	39, // 16: parley.v1.ClientFrame.transfer_ownership:type_name -> parley.v1.TransferOwnership
-	40, // 17: parley.v1.ClientFrame.dissolve_group:type_name -> parley.v1.DissolveGroup
-	41, // 18: parley.v1.ClientFrame.get_group:type_name -> parley.v1.GetGroup
-	42, // 19: parley.v1.ClientFrame.list_members:type_name -> parley.v1.ListMembers
-	45, // 20: parley.v1.ClientFrame.recall:type_name -> parley.v1.Recall
-	46, // 21: parley.v1.ClientFrame.edit:type_name -> parley.v1.Edit
-	47, // 22: parley.v1.ClientFrame.delete_for_me:type_name -> parley.v1.DeleteForMe
-	49, // 23: parley.v1.ClientFrame.read_counts:type_name -> parley.v1.ReadCounts
-	52, // 24: parley.v1.ClientFrame.typing:type_name -> parley.v1.Typing
-	54, // 25: parley.v1.ClientFrame.subscribe_presence:type_name -> parley.v1.SubscribePresence
-	55, // 26: parley.v1.ClientFrame.unsubscribe_presence:type_name -> parley.v1.UnsubscribePresence
-	60, // 27: parley.v1.ClientFrame.friend_request:type_name -> parley.v1.FriendRequest
-	61, // 28: parley.v1.ClientFrame.respond_friend:type_name -> parley.v1.RespondFriend
-	62, // 29: parley.v1.ClientFrame.remove_friend:type_name -> parley.v1.RemoveFriend
-	63, // 30: parley.v1.ClientFrame.list_contacts:type_name -> parley.v1.ListContacts
-	66, // 31: parley.v1.ClientFrame.block:type_name -> parley.v1.Block
-	67, // 32: parley.v1.ClientFrame.unblock:type_name -> parley.v1.Unblock
-	68, // 33: parley.v1.ClientFrame.set_conversation:type_name -> parley.v1.SetConversation
-	71, // 34: parley.v1.ClientFrame.join_room:type_name -> parley.v1.JoinRoom
-	72, // 35: parley.v1.ClientFrame.leave_room:type_name -> parley.v1.LeaveRoom
-	73, // 36: parley.v1.ClientFrame.room_send:type_name -> parley.v1.RoomSend
-	75, // 37: parley.v1.ClientFrame.register_push:type_name -> parley.v1.RegisterPush
-	79, // 38: parley.v1.ClientFrame.unregister_push:type_name -> parley.v1.UnregisterPush
-	11, // 39: parley.v1.ServerFrame.auth_ok:type_name -> parley.v1.AuthOk
-	13, // 40: parley.v1.ServerFrame.pong:type_name -> parley.v1.Pong
-	16, // 41: parley.v1.ServerFrame.send_ack:type_name -> parley.v1.SendAck
-	18, // 42: parley.v1.ServerFrame.message:type_name -> parley.v1.Message
-	21, // 43: parley.v1.ServerFrame.receipt:type_name -> parley.v1.Receipt
-	24, // 44: parley.v1.ServerFrame.conversations:type_name -> parley.v1.ConversationList
-	27, // 45: parley.v1.ServerFrame.messages:type_name -> parley.v1.MessagePage
-	28, // 46: parley.v1.ServerFrame.error:type_name -> parley.v1.Error
-	29, // 47: parley.v1.ServerFrame.disconnect:type_name -> parley.v1.Disconnect
-	14, // 48: parley.v1.ServerFrame.ok:type_name -> parley.v1.Ok
-	30, // 49: parley.v1.ServerFrame.group:type_name -> parley.v1.GroupInfo
-	44, // 50: parley.v1.ServerFrame.members:type_name -> parley.v1.MemberPage
-	51, // 51: parley.v1.ServerFrame.read_counts:type_name -> parley.v1.ReadCountList
-	53, // 52: parley.v1.ServerFrame.typing:type_name -> parley.v1.TypingEvent
-	57, // 53: parley.v1.ServerFrame.presence:type_name -> parley.v1.PresenceList
-	58, // 54: parley.v1.ServerFrame.presence_event:type_name -> parley.v1.PresenceEvent
-	64, // 55: parley.v1.ServerFrame.contacts:type_name -> parley.v1.ContactList
-	65, // 56: parley.v1.ServerFrame.contact_event:type_name -> parley.v1.ContactEvent
-	48, // 57: parley.v1.ServerFrame.hidden:type_name -> parley.v1.HiddenEvent
-	69, // 58: parley.v1.ServerFrame.conversation_event:type_name -> parley.v1.ConversationEvent
-	70, // 59: parley.v1.ServerFrame.push:type_name -> parley.v1.Push
-	74, // 60: parley.v1.ServerFrame.room:type_name -> parley.v1.RoomInfo
-	4,  // 61: parley.v1.MessageEvent.role:type_name -> parley.v1.GroupRole
-	30, // 62: parley.v1.MessageEvent.group:type_name -> parley.v1.GroupInfo
-	0,  // 63: parley.v1.Message.kind:type_name -> parley.v1.MessageKind
-	17, // 64: parley.v1.Message.event:type_name -> parley.v1.MessageEvent
-	1,  // 65: parley.v1.Conversation.type:type_name -> parley.v1.ConversationType
-	18, // 66: parley.v1.Conversation.last_message:type_name -> parley.v1.Message
-	30, // 67: parley.v1.Conversation.group:type_name -> parley.v1.GroupInfo
-	23, // 68: parley.v1.ConversationList.conversations:type_name -> parley.v1.Conversation
-	18, // 69: parley.v1.MessagePage.messages:type_name -> parley.v1.Message
-	2,  // 70: parley.v1.Error.code:type_name -> parley.v1.ErrorCode
-	3,  // 71: parley.v1.Disconnect.code:type_name -> parley.v1.DisconnectCode
-	5,  // 72: parley.v1.GroupInfo.add_policy:type_name -> parley.v1.GroupAddPolicy
-	6,  // 73: parley.v1.GroupInfo.history_visibility:type_name -> parley.v1.HistoryVisibility
-	5,  // 74: parley.v1.CreateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
-	6,  // 75: parley.v1.CreateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
-	5,  // 76: parley.v1.UpdateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
-	6,  // 77: parley.v1.UpdateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
-	4,  // 78: parley.v1.SetRole.role:type_name -> parley.v1.GroupRole
-	4,  // 79: parley.v1.Member.role:type_name -> parley.v1.GroupRole
-	43, // 80: parley.v1.MemberPage.members:type_name -> parley.v1.Member
-	50, // 81: parley.v1.ReadCountList.counts:type_name -> parley.v1.ReadCount
-	56, // 82: parley.v1.PresenceList.users:type_name -> parley.v1.Presence
-	56, // 83: parley.v1.PresenceEvent.presence:type_name -> parley.v1.Presence
-	7,  // 84: parley.v1.Contact.state:type_name -> parley.v1.ContactState
-	59, // 85: parley.v1.ContactList.contacts:type_name -> parley.v1.Contact
-	59, // 86: parley.v1.ContactEvent.contact:type_name -> parley.v1.Contact
-	76, // 87: parley.v1.RegisterPush.apns:type_name -> parley.v1.ApnsTarget
-	77, // 88: parley.v1.RegisterPush.fcm:type_name -> parley.v1.FcmTarget
-	78, // 89: parley.v1.RegisterPush.webpush:type_name -> parley.v1.WebPushTarget
-	90, // [90:90] is the sub-list for method output_type
-	90, // [90:90] is the sub-list for method input_type
-	90, // [90:90] is the sub-list for extension type_name
-	90, // [90:90] is the sub-list for extension extendee
-	0,  // [0:90] is the sub-list for field type_name
+	20, // 3: parley.v1.ClientFrame.delivered:type_name -> parley.v1.DeliveredAck
+	21, // 4: parley.v1.ClientFrame.read:type_name -> parley.v1.ReadAck
+	23, // 5: parley.v1.ClientFrame.sync_conversations:type_name -> parley.v1.SyncConversations
+	26, // 6: parley.v1.ClientFrame.sync_messages:type_name -> parley.v1.SyncMessages
+	27, // 7: parley.v1.ClientFrame.history:type_name -> parley.v1.History
+	32, // 8: parley.v1.ClientFrame.create_group:type_name -> parley.v1.CreateGroup
+	33, // 9: parley.v1.ClientFrame.update_group:type_name -> parley.v1.UpdateGroup
+	34, // 10: parley.v1.ClientFrame.add_members:type_name -> parley.v1.AddMembers
+	35, // 11: parley.v1.ClientFrame.remove_member:type_name -> parley.v1.RemoveMember
+	36, // 12: parley.v1.ClientFrame.join_group:type_name -> parley.v1.JoinGroup
+	37, // 13: parley.v1.ClientFrame.leave_group:type_name -> parley.v1.LeaveGroup
+	38, // 14: parley.v1.ClientFrame.set_role:type_name -> parley.v1.SetRole
+	39, // 15: parley.v1.ClientFrame.mute_member:type_name -> parley.v1.MuteMember
+	40, // 16: parley.v1.ClientFrame.transfer_ownership:type_name -> parley.v1.TransferOwnership
+	41, // 17: parley.v1.ClientFrame.dissolve_group:type_name -> parley.v1.DissolveGroup
+	42, // 18: parley.v1.ClientFrame.get_group:type_name -> parley.v1.GetGroup
+	43, // 19: parley.v1.ClientFrame.list_members:type_name -> parley.v1.ListMembers
+	46, // 20: parley.v1.ClientFrame.recall:type_name -> parley.v1.Recall
+	47, // 21: parley.v1.ClientFrame.edit:type_name -> parley.v1.Edit
+	48, // 22: parley.v1.ClientFrame.delete_for_me:type_name -> parley.v1.DeleteForMe
+	50, // 23: parley.v1.ClientFrame.read_counts:type_name -> parley.v1.ReadCounts
+	53, // 24: parley.v1.ClientFrame.typing:type_name -> parley.v1.Typing
+	55, // 25: parley.v1.ClientFrame.subscribe_presence:type_name -> parley.v1.SubscribePresence
+	56, // 26: parley.v1.ClientFrame.unsubscribe_presence:type_name -> parley.v1.UnsubscribePresence
+	61, // 27: parley.v1.ClientFrame.friend_request:type_name -> parley.v1.FriendRequest
+	62, // 28: parley.v1.ClientFrame.respond_friend:type_name -> parley.v1.RespondFriend
+	63, // 29: parley.v1.ClientFrame.remove_friend:type_name -> parley.v1.RemoveFriend
+	64, // 30: parley.v1.ClientFrame.list_contacts:type_name -> parley.v1.ListContacts
+	67, // 31: parley.v1.ClientFrame.block:type_name -> parley.v1.Block
+	68, // 32: parley.v1.ClientFrame.unblock:type_name -> parley.v1.Unblock
+	69, // 33: parley.v1.ClientFrame.set_conversation:type_name -> parley.v1.SetConversation
+	72, // 34: parley.v1.ClientFrame.join_room:type_name -> parley.v1.JoinRoom
+	73, // 35: parley.v1.ClientFrame.leave_room:type_name -> parley.v1.LeaveRoom
+	74, // 36: parley.v1.ClientFrame.room_send:type_name -> parley.v1.RoomSend
+	76, // 37: parley.v1.ClientFrame.register_push:type_name -> parley.v1.RegisterPush
+	80, // 38: parley.v1.ClientFrame.unregister_push:type_name -> parley.v1.UnregisterPush
+	81, // 39: parley.v1.ClientFrame.file_url:type_name -> parley.v1.FileUrl
+	11, // 40: parley.v1.ServerFrame.auth_ok:type_name -> parley.v1.AuthOk
+	13, // 41: parley.v1.ServerFrame.pong:type_name -> parley.v1.Pong
+	17, // 42: parley.v1.ServerFrame.send_ack:type_name -> parley.v1.SendAck
+	19, // 43: parley.v1.ServerFrame.message:type_name -> parley.v1.Message
+	22, // 44: parley.v1.ServerFrame.receipt:type_name -> parley.v1.Receipt
+	25, // 45: parley.v1.ServerFrame.conversations:type_name -> parley.v1.ConversationList
+	28, // 46: parley.v1.ServerFrame.messages:type_name -> parley.v1.MessagePage
+	29, // 47: parley.v1.ServerFrame.error:type_name -> parley.v1.Error
+	30, // 48: parley.v1.ServerFrame.disconnect:type_name -> parley.v1.Disconnect
+	14, // 49: parley.v1.ServerFrame.ok:type_name -> parley.v1.Ok
+	31, // 50: parley.v1.ServerFrame.group:type_name -> parley.v1.GroupInfo
+	45, // 51: parley.v1.ServerFrame.members:type_name -> parley.v1.MemberPage
+	52, // 52: parley.v1.ServerFrame.read_counts:type_name -> parley.v1.ReadCountList
+	54, // 53: parley.v1.ServerFrame.typing:type_name -> parley.v1.TypingEvent
+	58, // 54: parley.v1.ServerFrame.presence:type_name -> parley.v1.PresenceList
+	59, // 55: parley.v1.ServerFrame.presence_event:type_name -> parley.v1.PresenceEvent
+	65, // 56: parley.v1.ServerFrame.contacts:type_name -> parley.v1.ContactList
+	66, // 57: parley.v1.ServerFrame.contact_event:type_name -> parley.v1.ContactEvent
+	49, // 58: parley.v1.ServerFrame.hidden:type_name -> parley.v1.HiddenEvent
+	70, // 59: parley.v1.ServerFrame.conversation_event:type_name -> parley.v1.ConversationEvent
+	71, // 60: parley.v1.ServerFrame.push:type_name -> parley.v1.Push
+	75, // 61: parley.v1.ServerFrame.room:type_name -> parley.v1.RoomInfo
+	82, // 62: parley.v1.ServerFrame.file_url:type_name -> parley.v1.FileUrlResult
+	16, // 63: parley.v1.Send.attachments:type_name -> parley.v1.Attachment
+	4,  // 64: parley.v1.MessageEvent.role:type_name -> parley.v1.GroupRole
+	31, // 65: parley.v1.MessageEvent.group:type_name -> parley.v1.GroupInfo
+	0,  // 66: parley.v1.Message.kind:type_name -> parley.v1.MessageKind
+	18, // 67: parley.v1.Message.event:type_name -> parley.v1.MessageEvent
+	16, // 68: parley.v1.Message.attachments:type_name -> parley.v1.Attachment
+	1,  // 69: parley.v1.Conversation.type:type_name -> parley.v1.ConversationType
+	19, // 70: parley.v1.Conversation.last_message:type_name -> parley.v1.Message
+	31, // 71: parley.v1.Conversation.group:type_name -> parley.v1.GroupInfo
+	24, // 72: parley.v1.ConversationList.conversations:type_name -> parley.v1.Conversation
+	19, // 73: parley.v1.MessagePage.messages:type_name -> parley.v1.Message
+	2,  // 74: parley.v1.Error.code:type_name -> parley.v1.ErrorCode
+	3,  // 75: parley.v1.Disconnect.code:type_name -> parley.v1.DisconnectCode
+	5,  // 76: parley.v1.GroupInfo.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,  // 77: parley.v1.GroupInfo.history_visibility:type_name -> parley.v1.HistoryVisibility
+	5,  // 78: parley.v1.CreateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,  // 79: parley.v1.CreateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
+	5,  // 80: parley.v1.UpdateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,  // 81: parley.v1.UpdateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
+	4,  // 82: parley.v1.SetRole.role:type_name -> parley.v1.GroupRole
+	4,  // 83: parley.v1.Member.role:type_name -> parley.v1.GroupRole
+	44, // 84: parley.v1.MemberPage.members:type_name -> parley.v1.Member
+	51, // 85: parley.v1.ReadCountList.counts:type_name -> parley.v1.ReadCount
+	57, // 86: parley.v1.PresenceList.users:type_name -> parley.v1.Presence
+	57, // 87: parley.v1.PresenceEvent.presence:type_name -> parley.v1.Presence
+	7,  // 88: parley.v1.Contact.state:type_name -> parley.v1.ContactState
+	60, // 89: parley.v1.ContactList.contacts:type_name -> parley.v1.Contact
+	60, // 90: parley.v1.ContactEvent.contact:type_name -> parley.v1.Contact
+	77, // 91: parley.v1.RegisterPush.apns:type_name -> parley.v1.ApnsTarget
+	78, // 92: parley.v1.RegisterPush.fcm:type_name -> parley.v1.FcmTarget
+	79, // 93: parley.v1.RegisterPush.webpush:type_name -> parley.v1.WebPushTarget
+	94, // [94:94] is the sub-list for method output_type
+	94, // [94:94] is the sub-list for method input_type
+	94, // [94:94] is the sub-list for extension type_name
+	94, // [94:94] is the sub-list for extension extendee
+	0,  // [0:94] is the sub-list for field type_name
 }
 
 func init() { file_parley_v1_parley_proto_init() }
@@ -6781,6 +7122,7 @@ func file_parley_v1_parley_proto_init() {
 		(*ClientFrame_RoomSend)(nil),
 		(*ClientFrame_RegisterPush)(nil),
 		(*ClientFrame_UnregisterPush)(nil),
+		(*ClientFrame_FileUrl)(nil),
 	}
 	file_parley_v1_parley_proto_msgTypes[1].OneofWrappers = []any{
 		(*ServerFrame_AuthOk)(nil),
@@ -6805,11 +7147,12 @@ func file_parley_v1_parley_proto_init() {
 		(*ServerFrame_ConversationEvent)(nil),
 		(*ServerFrame_Push)(nil),
 		(*ServerFrame_Room)(nil),
+		(*ServerFrame_FileUrl)(nil),
 	}
-	file_parley_v1_parley_proto_msgTypes[20].OneofWrappers = []any{}
-	file_parley_v1_parley_proto_msgTypes[24].OneofWrappers = []any{}
-	file_parley_v1_parley_proto_msgTypes[60].OneofWrappers = []any{}
-	file_parley_v1_parley_proto_msgTypes[67].OneofWrappers = []any{
+	file_parley_v1_parley_proto_msgTypes[21].OneofWrappers = []any{}
+	file_parley_v1_parley_proto_msgTypes[25].OneofWrappers = []any{}
+	file_parley_v1_parley_proto_msgTypes[61].OneofWrappers = []any{}
+	file_parley_v1_parley_proto_msgTypes[68].OneofWrappers = []any{
 		(*RegisterPush_Apns)(nil),
 		(*RegisterPush_Fcm)(nil),
 		(*RegisterPush_Webpush)(nil),
@@ -6820,7 +7163,7 @@ func file_parley_v1_parley_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_parley_v1_parley_proto_rawDesc), len(file_parley_v1_parley_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   72,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
