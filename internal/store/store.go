@@ -165,6 +165,34 @@ type PushTarget struct {
 	UpdatedAt time.Time
 }
 
+// File is an uploaded file's record (docs/media.md). Its bytes are in the
+// media store under BlobKey, its thumbnail under ThumbKey.
+type File struct {
+	// ID is server-made and unguessable.
+	ID string
+	// Owner is the user who uploaded it.
+	Owner string
+	// Name is the name it was uploaded with (no path).
+	Name string
+	// Size in bytes.
+	Size int64
+	// ContentType is sniffed from the bytes.
+	ContentType string
+	// Width and Height (images, as displayed), DurationMs (audio, video):
+	// 0 when unknown.
+	Width, Height int32
+	DurationMs    int64
+	// Blurhash is an image's placeholder ("" for none).
+	Blurhash string
+	BlobKey  string
+	// ThumbKey is the thumbnail's key ("" for none).
+	ThumbKey  string
+	CreatedAt time.Time
+	// Attached: sent in a message at least once. A file never attached is
+	// collected some time after its upload.
+	Attached bool
+}
+
 // Store is Parley's persistent state. All methods are safe for concurrent use.
 type Store interface {
 	// Append stores a batch of messages durably and in order. For each message
@@ -287,6 +315,26 @@ type Store interface {
 	// platform reported invalid never takes a newer registration with it.
 	// It reports whether a target was removed.
 	DeletePushTarget(ctx context.Context, userID, deviceID, token string) (bool, error)
+
+	// PutFile stores a new file record, or ErrExists when its ID is taken;
+	// its Size counts in its owner's MediaUsage from then on.
+	PutFile(ctx context.Context, f File) error
+	// UpdateFile replaces a file's record but for ID, Owner, Size and
+	// CreatedAt (which never change), or ErrNotFound.
+	UpdateFile(ctx context.Context, f File) error
+	// GetFile returns a file's record, or ErrNotFound.
+	GetFile(ctx context.Context, id string) (File, error)
+	// DeleteFile removes a file's record and takes it off its owner's
+	// MediaUsage. It reports whether there was one.
+	DeleteFile(ctx context.Context, id string) (bool, error)
+	// AttachFiles marks files as attached (they are kept); unknown ids are
+	// ignored.
+	AttachFiles(ctx context.Context, ids []string) error
+	// UnattachedFiles returns up to limit files never attached, created
+	// before before, oldest first.
+	UnattachedFiles(ctx context.Context, before time.Time, limit int) ([]File, error)
+	// MediaUsage returns how many files owner has and their bytes.
+	MediaUsage(ctx context.Context, owner string) (files, bytes int64, err error)
 
 	// Ping reports whether the store can serve reads and writes (readiness).
 	Ping(ctx context.Context) error

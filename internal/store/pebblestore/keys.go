@@ -28,6 +28,9 @@ import (
 //	'U' lp(normalized username)               -> user id          (unique names; bare 'U': index built)
 //	'q' lp(user)                              -> payload bytes stored (storage quota)
 //	'p' lp(user) device                       -> push target
+//	'F' lp(file id)                           -> file record
+//	'N' time(8, BE unix ns) file id           -> empty            (files never attached, oldest first)
+//	'Q' lp(owner)                             -> files, bytes     (media usage)
 //
 // The last component of 'n', 'o', 'f', 'b' and 'p' keys is the raw user id, not
 // length-prefixed: those lists are returned ordered by user id, and a length
@@ -55,6 +58,9 @@ const (
 	nsLastSeen   byte = 'a'
 	nsUsage      byte = 'q'
 	nsPush       byte = 'p'
+	nsFile       byte = 'F'
+	nsUnattached byte = 'N'
+	nsMediaUsage byte = 'Q'
 )
 
 var errBadKey = errors.New("malformed key")

@@ -174,6 +174,7 @@ type Store struct {
 	userMu      sync.Mutex           // makes CreateUser's and UpdateUser's existence check atomic with the write
 
 	pushMu    sync.Mutex // makes DeletePushTarget's token check atomic with the delete
+	fileMu    sync.Mutex // serializes file writes: existence checks and usage counts are read-modify-write
 	tokenMu   sync.Mutex // serializes RevokeToken; guards lastPurge
 	lastPurge time.Time
 }

@@ -22,6 +22,8 @@ type queries struct {
 	putContact, deleteContact, getContact, contacts           string
 	block, unblock, blocked, isBlocked, setLastSeen, lastSeen string
 	putPush, pushTargets, deletePush, deletePushToken         string
+	putFile, updateFile, getFile, deleteFile, attachFiles     string
+	unattachedFiles, mediaUsage                               string
 }
 
 func newQueries(schema string) queries {
@@ -136,6 +138,18 @@ func newQueries(schema string) queries {
 			FROM {s}.push_targets WHERE user_id = $1 ORDER BY device_id`),
 		deletePush:      q(`DELETE FROM {s}.push_targets WHERE user_id = $1 AND device_id = $2`),
 		deletePushToken: q(`DELETE FROM {s}.push_targets WHERE user_id = $1 AND device_id = $2 AND token = $3`),
+
+		putFile: q(`INSERT INTO {s}.files (id, owner_id, name, size, content_type, width, height, duration_ms, blurhash,
+			blob_key, thumb_key, created_at, attached) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+			ON CONFLICT (id) DO NOTHING`),
+		updateFile: q(`UPDATE {s}.files SET name = $2, content_type = $3, width = $4, height = $5, duration_ms = $6,
+			blurhash = $7, blob_key = $8, thumb_key = $9, attached = $10 WHERE id = $1`),
+		getFile:     q(`SELECT ` + fileColumns + ` FROM {s}.files WHERE id = $1`),
+		deleteFile:  q(`DELETE FROM {s}.files WHERE id = $1`),
+		attachFiles: q(`UPDATE {s}.files SET attached = true WHERE id = ANY($1::text[]) AND NOT attached`),
+		unattachedFiles: q(`SELECT ` + fileColumns + ` FROM {s}.files WHERE NOT attached AND created_at < $1
+			ORDER BY created_at, id LIMIT $2`),
+		mediaUsage: q(`SELECT count(*), coalesce(sum(size), 0)::int8 FROM {s}.files WHERE owner_id = $1`),
 
 		block:     q(`INSERT INTO {s}.blocks (owner_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`),
 		unblock:   q(`DELETE FROM {s}.blocks WHERE owner_id = $1 AND user_id = $2`),

@@ -66,6 +66,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Blocks", testBlocks},
 		{"LastSeen", testLastSeen},
 		{"UserStorage", testUserStorage},
+		{"Files", testFiles},
 		{"PushTargets", testPushTargets},
 		{"ConcurrentAppend", testConcurrentAppend},
 		{"ConcurrentApplyAndAppend", testConcurrentApplyAndAppend},
