@@ -127,3 +127,33 @@ func (k *Keyed) Len() int {
 	}
 	return n
 }
+
+// Take takes n tokens from key's bucket, going into debt if it holds fewer,
+// and returns how long the caller should wait before going on: zero while
+// the bucket was not in debt. For a rate of bytes (an upload), n is the
+// bytes just read; the caller sleeps the answer, so every stream of one key
+// together keeps to the rate.
+func (k *Keyed) Take(key string, n float64) time.Duration {
+	if k == nil || n <= 0 {
+		return 0
+	}
+	sh := &k.shards[maphash.String(k.seed, key)%shards]
+	now := k.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	b := sh.m[key]
+	if b == nil {
+		if len(sh.m) >= maxKeysPerShard {
+			k.sweep(sh, now)
+		}
+		b = &bucket{tokens: k.burst, last: now}
+		sh.m[key] = b
+	}
+	b.tokens = min(b.tokens+float64(now-b.last)/1e9*k.rate.PerSecond, k.burst)
+	b.last = now
+	b.tokens -= n
+	if b.tokens >= 0 {
+		return 0
+	}
+	return time.Duration(-b.tokens / k.rate.PerSecond * 1e9)
+}

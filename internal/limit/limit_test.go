@@ -3,6 +3,7 @@ package limit
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 func TestBurstThenRefill(t *testing.T) {
@@ -60,5 +61,33 @@ func TestIdleKeysAreForgotten(t *testing.T) {
 	}
 	if n := k.Len(); n > shards*maxKeysPerShard {
 		t.Fatalf("%d keys kept; idle keys must be swept (bound %d)", n, shards*maxKeysPerShard)
+	}
+}
+
+// Take spends a burst at once, then asks for the wait that keeps a key to
+// its rate; other keys are not affected, and nil never waits.
+func TestTakeBytes(t *testing.T) {
+	k := NewKeyed(Rate{PerSecond: 1000, Burst: 4000})
+	now := int64(1e12)
+	k.now = func() int64 { return now }
+	if d := k.Take("u", 4000); d != 0 {
+		t.Fatalf("the burst waited %v", d)
+	}
+	if d := k.Take("u", 500); d != 500*time.Millisecond {
+		t.Fatalf("500 bytes past the burst: wait %v, want 500ms", d)
+	}
+	if d := k.Take("v", 1000); d != 0 {
+		t.Fatalf("another key waited %v", d)
+	}
+	now += int64(time.Second) // 1000 tokens back: the debt of 500 is paid, 500 left
+	if d := k.Take("u", 500); d != 0 {
+		t.Fatalf("after a second: wait %v, want 0", d)
+	}
+	if d := k.Take("u", 1000); d != time.Second {
+		t.Fatalf("wait %v, want 1s", d)
+	}
+	var none *Keyed
+	if d := none.Take("u", 1e9); d != 0 {
+		t.Fatalf("nil limiter waited %v", d)
 	}
 }
