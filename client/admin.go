@@ -368,3 +368,21 @@ func (a *Admin) UserRPC(ctx context.Context, userID string, f *pb.ClientFrame, o
 func (a *Admin) RegisterPush(ctx context.Context, userID string, r *pb.RegisterPush) error {
 	return a.UserRPC(ctx, userID, &pb.ClientFrame{Body: &pb.ClientFrame_RegisterPush{RegisterPush: r}}, nil)
 }
+
+// MediaUsage is a user's uploaded files.
+type MediaUsage struct {
+	UserID string `json:"user_id"`
+	Files  int64  `json:"files"`
+	Bytes  int64  `json:"bytes"`
+	// QuotaBytes is the server's media_quota_bytes; 0: unlimited.
+	QuotaBytes int64 `json:"quota_bytes"`
+}
+
+// MediaUsage returns how many files a user has uploaded and their bytes.
+func (a *Admin) MediaUsage(ctx context.Context, userID string) (*MediaUsage, error) {
+	var out MediaUsage
+	if err := a.do(ctx, http.MethodGet, "/v1/admin/users/"+url.PathEscape(userID)+"/media", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

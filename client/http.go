@@ -164,23 +164,7 @@ func (h HTTPClient) doMethod(ctx context.Context, method, path string, hdr http.
 		return fmt.Errorf("parley: http %s: answer larger than %d bytes", path, maxHTTPAnswer)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		var e struct {
-			Error struct {
-				Code      string `json:"code"`
-				Message   string `json:"message"`
-				Temporary *bool  `json:"temporary"`
-			} `json:"error"`
-		}
-		he := &HTTPError{Status: resp.StatusCode}
-		if json.Unmarshal(b, &e) == nil && e.Error.Code != "" {
-			he.Code, he.Message = e.Error.Code, e.Error.Message
-			if e.Error.Temporary != nil {
-				he.temporary, he.said = *e.Error.Temporary, true
-			}
-		} else {
-			he.Message = strings.TrimSpace(string(b[:min(len(b), 200)]))
-		}
-		return he
+		return httpError(resp.StatusCode, b)
 	}
 	if out == nil || len(bytes.TrimSpace(b)) == 0 {
 		return nil
@@ -220,4 +204,26 @@ func ChangePassword(ctx context.Context, httpBase, token, oldPassword, newPasswo
 // MintToken issues a token through the admin API at httpBase (see [HTTPClient.MintToken]).
 func MintToken(ctx context.Context, httpBase, apiKey, userID string, ttl time.Duration) (*Credentials, error) {
 	return HTTPClient{BaseURL: httpBase}.MintToken(ctx, apiKey, userID, ttl)
+}
+
+// httpError is a non-2xx answer with body b: the API's error JSON, or the
+// start of whatever else it is.
+func httpError(status int, b []byte) *HTTPError {
+	var e struct {
+		Error struct {
+			Code      string `json:"code"`
+			Message   string `json:"message"`
+			Temporary *bool  `json:"temporary"`
+		} `json:"error"`
+	}
+	he := &HTTPError{Status: status}
+	if json.Unmarshal(b, &e) == nil && e.Error.Code != "" {
+		he.Code, he.Message = e.Error.Code, e.Error.Message
+		if e.Error.Temporary != nil {
+			he.temporary, he.said = *e.Error.Temporary, true
+		}
+	} else {
+		he.Message = strings.TrimSpace(string(b[:min(len(b), 200)]))
+	}
+	return he
 }

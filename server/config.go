@@ -259,6 +259,50 @@ type Config struct {
 	// otherwise make the server send requests into its own network.
 	WebPushAllowPrivate bool `yaml:"webpush_allow_private"`
 
+	// MediaMaxFileBytes bounds one uploaded file. Default 100 MiB.
+	MediaMaxFileBytes int64 `yaml:"media_max_file_bytes"`
+	// MediaQuotaBytes bounds the bytes of one user's files. Default 1 GiB;
+	// -1: unlimited.
+	MediaQuotaBytes int64 `yaml:"media_quota_bytes"`
+	// MediaUploadRate bounds the bytes per second one user uploads, all
+	// their uploads together. Default 10 MiB/s; -1: unlimited.
+	MediaUploadRate int64 `yaml:"media_upload_rate"`
+	// MediaAllowedTypes are the content types accepted, matched against
+	// the type sniffed from a file's bytes ("image/*", "application/pdf",
+	// "*/*"). Default ["*/*"]: any file (a type a browser would run, such
+	// as HTML or SVG, is served only as a download).
+	MediaAllowedTypes []string `yaml:"media_allowed_types"`
+	// MediaURLTTL is how long a download URL works. Default 10m.
+	MediaURLTTL time.Duration `yaml:"media_url_ttl"`
+	// MediaUnattachedTTL: an uploaded file not sent in a message within
+	// this long is deleted. Default 24h.
+	MediaUnattachedTTL time.Duration `yaml:"media_unattached_ttl"`
+	// MediaWorkers is how many uploads are inspected at once (images
+	// decoded, thumbnails made). Default 2.
+	MediaWorkers int `yaml:"media_workers"`
+	// MediaMaxPixels bounds the pixels of an image that is decoded; a
+	// larger one (a decompression bomb) is refused. Default 50,000,000.
+	MediaMaxPixels int64 `yaml:"media_max_pixels"`
+	// MediaS3Bucket keeps files in this S3 bucket instead of under
+	// data_dir/media; in a cluster every node must use the same one.
+	// Default "": the local disk.
+	MediaS3Bucket string `yaml:"media_s3_bucket"`
+	// MediaS3Endpoint is an S3-compatible store's URL (MinIO, Ceph, R2,
+	// ...). Default "": AWS S3.
+	MediaS3Endpoint string `yaml:"media_s3_endpoint"`
+	// MediaS3Region. Default "us-east-1".
+	MediaS3Region string `yaml:"media_s3_region"`
+	// MediaS3AccessKey and MediaS3SecretKey: the bucket's credentials.
+	// Default "": the AWS SDK's own (environment, shared files, instance role).
+	MediaS3AccessKey string `yaml:"media_s3_access_key"`
+	MediaS3SecretKey string `yaml:"media_s3_secret_key"`
+	// MediaS3PathStyle addresses the bucket in the path (most
+	// S3-compatible stores) instead of the host name. Default false.
+	MediaS3PathStyle bool `yaml:"media_s3_path_style"`
+	// MediaS3Prefix is put before every object key, to share a bucket.
+	// Default "".
+	MediaS3Prefix string `yaml:"media_s3_prefix"`
+
 	// PostgresURL stores everything in PostgreSQL instead of the embedded
 	// store, e.g. "postgres://parley:PASSWORD@db:5432/parley?sslmode=require".
 	// Default "": embedded storage in DataDir. (Several nodes on one
@@ -476,6 +520,33 @@ func (c Config) withDefaults() Config {
 	if c.PushWorkers == 0 {
 		c.PushWorkers = 64
 	}
+	if c.MediaMaxFileBytes == 0 {
+		c.MediaMaxFileBytes = 100 << 20
+	}
+	if c.MediaQuotaBytes == 0 {
+		c.MediaQuotaBytes = 1 << 30
+	}
+	if c.MediaUploadRate == 0 {
+		c.MediaUploadRate = 10 << 20
+	}
+	if c.MediaAllowedTypes == nil {
+		c.MediaAllowedTypes = []string{"*/*"}
+	}
+	if c.MediaURLTTL == 0 {
+		c.MediaURLTTL = 10 * time.Minute
+	}
+	if c.MediaUnattachedTTL == 0 {
+		c.MediaUnattachedTTL = 24 * time.Hour
+	}
+	if c.MediaWorkers == 0 {
+		c.MediaWorkers = 2
+	}
+	if c.MediaMaxPixels == 0 {
+		c.MediaMaxPixels = 50_000_000
+	}
+	if c.MediaS3Region == "" {
+		c.MediaS3Region = "us-east-1"
+	}
 	if c.WebPushSubject == "" {
 		c.WebPushSubject = "https://github.com/parleyim/parley"
 	}
@@ -598,6 +669,12 @@ func (c Config) validate() error {
 	check(c.PushDelay > 0 && c.PushCoalesce > 0 && c.PushTTL > 0, "push_delay, push_coalesce and push_ttl must be positive")
 	check(c.PushPreview == "full" || c.PushPreview == "hidden", `push_preview must be "full" or "hidden", got %q`, c.PushPreview)
 	check(c.PushQueue > 0 && c.PushWorkers > 0, "push_queue and push_workers must be positive")
+	check(c.MediaMaxFileBytes > 0, "media_max_file_bytes must be positive")
+	check(c.MediaQuotaBytes > 0 || c.MediaQuotaBytes == -1, "media_quota_bytes must be positive or -1")
+	check(c.MediaUploadRate > 0 || c.MediaUploadRate == -1, "media_upload_rate must be positive or -1")
+	check(c.MediaURLTTL >= time.Second && c.MediaURLTTL <= 7*24*time.Hour, "media_url_ttl must be between 1s and 7 days")
+	check(c.MediaUnattachedTTL >= time.Minute, "media_unattached_ttl must be at least 1m")
+	check(c.MediaWorkers > 0 && c.MediaMaxPixels > 0, "media_workers and media_max_pixels must be positive")
 	check((c.APNsKeyFile == "") == (c.APNsKeyID == "") && (c.APNsKeyFile == "") == (c.APNsTeamID == ""),
 		"APNs needs apns_key_file, apns_key_id and apns_team_id together")
 	check((c.WebPushVAPIDPublicKey == "") == (c.WebPushVAPIDPrivateKey == ""),

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"net/http"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -26,4 +28,10 @@ func SetPushClientForTest(cfg *Config, kind string, c *http.Client) {
 		cfg.pushClients = make(map[string]*http.Client)
 	}
 	cfg.pushClients[kind] = c
+}
+
+// CollectMediaForTest runs the collection of unattached files as if it
+// were now.
+func (s *Server) CollectMediaForTest(now time.Time) (int, error) {
+	return s.media.Collect(context.Background(), now)
 }

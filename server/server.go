@@ -21,6 +21,7 @@ import (
 	"github.com/parleyim/parley/internal/auth"
 	"github.com/parleyim/parley/internal/chat"
 	"github.com/parleyim/parley/internal/gateway"
+	"github.com/parleyim/parley/internal/media"
 	"github.com/parleyim/parley/internal/notify"
 	"github.com/parleyim/parley/internal/route"
 	"github.com/parleyim/parley/internal/session"
@@ -44,6 +45,7 @@ type Server struct {
 	api    *api.API
 	hooks  *webhook.Dispatcher
 	notify *notify.Notifier
+	media  *media.Service // nil: no media (a cluster without a bucket)
 
 	httpSrv *http.Server
 	tlsCfg  *tls.Config // nil: plaintext
@@ -118,6 +120,13 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("parley: push notifications: %w", err)
 	}
 	cleanups = append(cleanups, s.notify.Close)
+	s.media, err = newMedia(cfg, st, secrets.TokenKey)
+	if err != nil {
+		return nil, fmt.Errorf("parley: media: %w", err)
+	}
+	if s.media != nil {
+		cleanups = append(cleanups, s.media.Close)
+	}
 	exempt, _ := cfg.exemptPrefixes()                  // validated
 	unauthExempt, _ := prefixes(cfg.UnauthConnsExempt) // validated
 	if cfg.TLSCertFile != "" {
@@ -164,6 +173,7 @@ func New(cfg Config) (_ *Server, err error) {
 		UserStorageQuota: orZero(cfg.UserStorageQuotaBytes),
 		Events:           events,
 		Notifier:         s.notify,
+		Media:            chatMedia(s.media),
 		Logger:           cfg.Logger,
 	}, st, s.router, reg, tokens)
 	s.notify.Start(s.chat)
@@ -202,6 +212,7 @@ func New(cfg Config) (_ *Server, err error) {
 		Stats:               s.adminStats,
 		Notify:              s.notify,
 		WebPushKey:          webPushKey,
+		Media:               s.media,
 		Logger:              cfg.Logger,
 	})
 	if err != nil {
@@ -402,6 +413,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	s.notify.Close() // after the chat service: nothing is stored any more
+	if s.media != nil {
+		s.media.Close() // after the HTTP server: no upload is running
+	}
 	if err := s.router.Close(); err != nil {
 		errs = append(errs, err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/parleyim/parley/internal/auth"
 	"github.com/parleyim/parley/internal/chat"
 	"github.com/parleyim/parley/internal/limit"
+	"github.com/parleyim/parley/internal/media"
 	"github.com/parleyim/parley/internal/notify"
 	"github.com/parleyim/parley/internal/store"
 
@@ -61,6 +62,8 @@ type Config struct {
 	// WebPushKey is the VAPID public key browsers subscribe with (GET
 	// /v1/push/webpush-key); empty: Web Push is off.
 	WebPushKey string
+	// Media serves uploads and files (docs/media.md). Nil: no files.
+	Media *media.Service
 	Logger     *slog.Logger
 }
 
@@ -71,6 +74,7 @@ type API struct {
 	log      *slog.Logger
 	hashes   chan struct{} // bounds concurrent password hashing (CPU-heavy by design)
 	keyLimit *limit.Keyed  // per API key; nil: unlimited
+	uploads  http.Handler  // resumable uploads (tusd); nil without Media
 	limited  atomic.Uint64 // admin requests refused by keyLimit
 	// dummyHash is checked against when a user does not exist, so a login takes
 	// as long for unknown users as for wrong passwords.
@@ -91,6 +95,11 @@ func New(cfg Config) (*API, error) {
 	}
 	a := &API{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger,
 		hashes: make(chan struct{}, runtime.GOMAXPROCS(0)), dummyHash: dummy, keyLimit: limit.NewKeyed(cfg.KeyRate)}
+	if cfg.Media != nil {
+		if a.uploads, err = cfg.Media.TusHandler(a.authenticate); err != nil {
+			return nil, err
+		}
+	}
 	a.routes()
 	return a, nil
 }
@@ -118,7 +127,7 @@ func (a *API) Routes() []string {
 }
 
 func (a *API) routeTable() []route {
-	return []route{
+	return append(a.mediaRoutes(), []route{
 		{"POST /v1/register", a.register},
 		{"POST /v1/login", a.login},
 		{"POST /v1/logout", a.user(a.logout)},
@@ -175,7 +184,7 @@ func (a *API) routeTable() []route {
 		{"GET /readyz", a.readyz},
 		{"GET /openapi.json", a.openAPI},
 		{"GET /admin", a.adminPage},
-	}
+	}...)
 }
 
 // ServeHTTP implements http.Handler.

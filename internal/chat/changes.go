@@ -160,7 +160,8 @@ func (s *Service) recall(ctx context.Context, c Replier, sess *session.Session, 
 		if err := s.checkRecall(g, uid, m); err != nil {
 			return err
 		}
-		m.Recalled, m.Payload, m.ContentType = true, nil, ""
+		// Its files go with it: FileUrl refuses a recalled message's.
+		m.Recalled, m.Payload, m.ContentType, m.Attachments = true, nil, "", nil
 		return nil
 	})
 }

@@ -98,8 +98,26 @@ type Config struct {
 	// Notifier, when set, sends offline push notifications and handles
 	// the device registrations for them (internal/notify).
 	Notifier Notifier
+	// Media, when set, resolves the attachments of sends and signs the
+	// download URLs of files (internal/media). Unset: a send with
+	// attachments and FileUrl are refused with BAD_REQUEST.
+	Media Media
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+}
+
+// Media is what chat asks of the media service. Whether a user may read a
+// file is chat's to decide (the message carrying it); Media only knows
+// files and their uploaders.
+type Media interface {
+	// Attach resolves the attachments uid sends: each must name a complete
+	// file uid uploaded. It returns them as the server describes them
+	// (the sender's other fields are ignored) and keeps the files.
+	Attach(ctx context.Context, uid string, atts []*pb.Attachment) ([]*pb.Attachment, error)
+	// URL signs a download URL of a file (its thumbnail when thumb).
+	// With owner set, only that user's files are signed (PERMISSION_DENIED
+	// for any other, or none).
+	URL(ctx context.Context, fileID string, thumb bool, owner string) (*pb.FileUrlResult, error)
 }
 
 // Notifier is told of each stored message (on the node that stored it) and
@@ -487,6 +505,14 @@ func (s *Service) dispatch(ctx context.Context, c Replier, sess *session.Session
 			return errBadRequest
 		}
 		return s.okOr(c, id, s.cfg.Notifier.Unregister(ctx, sess.UserID, sessionDevice(sess), b.UnregisterPush))
+
+	// Media (internal/media)
+	case *pb.ClientFrame_FileUrl:
+		res, err := s.fileURL(ctx, sess.UserID, b.FileUrl)
+		if err == nil {
+			c.SendFrame(&pb.ServerFrame{Id: id, Body: &pb.ServerFrame_FileUrl{FileUrl: res}})
+		}
+		return err
 	}
 	return errUnknownFrame
 }
@@ -696,35 +722,61 @@ func (s *Service) buildMessage(ctx context.Context, uid string, m *pb.Send) (*pb
 		Payload:     m.Payload,
 		Kind:        pb.MessageKind_MESSAGE_KIND_NORMAL,
 	}
+	if err := s.checkSendTarget(ctx, uid, m, msg); err != nil {
+		return nil, err
+	}
+	// Resolved after the recipient is checked: a refused send keeps no file.
+	if len(m.Attachments) > 0 {
+		if s.cfg.Media == nil {
+			return nil, errBadRequest
+		}
+		if len(m.Attachments) > maxAttachments {
+			return nil, errTooLarge
+		}
+		atts, err := s.cfg.Media.Attach(ctx, uid, m.Attachments)
+		if err != nil {
+			return nil, err
+		}
+		msg.Attachments = atts
+	}
+	return msg, nil
+}
+
+// maxAttachments bounds the files of one message.
+const maxAttachments = 10
+
+// checkSendTarget checks that uid may send m to its recipient or
+// conversation and sets msg's conversation (and recipient).
+func (s *Service) checkSendTarget(ctx context.Context, uid string, m *pb.Send, msg *pb.Message) error {
 	to := m.To
 	switch {
 	case to != "" && m.ConversationId != "":
-		return nil, errBadRequest
+		return errBadRequest
 	case to != "":
 		if !auth.ValidUserID(to) {
-			return nil, errBadRequest
+			return errBadRequest
 		}
 	case isGroup(m.ConversationId):
 		if err := s.maySendToGroup(ctx, uid, m.ConversationId); err != nil {
-			return nil, err
+			return err
 		}
 		msg.ConversationId = m.ConversationId
-		return msg, nil
+		return nil
 	case m.ConversationId != "":
 		peer, ok := directPeer(m.ConversationId, uid)
 		if !ok {
-			return nil, errDenied
+			return errDenied
 		}
 		to = peer
 	default:
-		return nil, errBadRequest
+		return errBadRequest
 	}
 	if err := s.mayMessage(ctx, uid, to); err != nil {
-		return nil, err
+		return err
 	}
 	msg.ConversationId = DirectID(uid, to)
 	msg.To = to
-	return msg, nil
+	return nil
 }
 
 // commitLoop is the single committer: it takes every send waiting, stores the

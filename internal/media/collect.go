@@ -1,0 +1,60 @@
+package media
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/parleyim/parley/internal/media/blob"
+)
+
+// collectBatch bounds the files one sweep removes (the next sweep goes on).
+const collectBatch = 500
+
+// collectLoop deletes files never attached within UnattachedTTL of their
+// upload, every tenth of that TTL (at most hourly).
+func (s *Service) collectLoop() {
+	defer s.wg.Done()
+	every := min(s.cfg.UnattachedTTL/10, time.Hour)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			if _, err := s.Collect(context.Background(), time.Now()); err != nil {
+				s.log.Warn("media: collecting unattached files failed", "err", err)
+			}
+		}
+	}
+}
+
+// Collect deletes the files never attached that were uploaded before
+// now − UnattachedTTL (at most collectBatch of them) and reports how many.
+func (s *Service) Collect(ctx context.Context, now time.Time) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	files, err := s.store.UnattachedFiles(ctx, now.Add(-s.cfg.UnattachedTTL), collectBatch)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, f := range files {
+		// The bytes first: a record without bytes is served as gone, bytes
+		// without a record would never be found again.
+		for _, key := range []string{f.BlobKey, f.ThumbKey} {
+			if key == "" {
+				continue
+			}
+			if err := s.blobs.Delete(ctx, key); err != nil && !errors.Is(err, blob.ErrNotFound) {
+				return n, err
+			}
+		}
+		if _, err := s.store.DeleteFile(ctx, f.ID); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}

@@ -1,0 +1,62 @@
+package server
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"errors"
+	"path/filepath"
+
+	"github.com/parleyim/parley/internal/chat"
+	"github.com/parleyim/parley/internal/media"
+	"github.com/parleyim/parley/internal/media/blob"
+	"github.com/parleyim/parley/internal/media/probe"
+	"github.com/parleyim/parley/internal/store"
+)
+
+// newMedia builds the media service on the configured blob store: an S3
+// bucket, or data_dir/media. A cluster without a bucket has no media (a
+// file on one node's disk would be missing on the others): nil, with a
+// warning.
+func newMedia(cfg Config, st store.Store, tokenKey string) (*media.Service, error) {
+	var blobs blob.Store
+	var err error
+	switch {
+	case cfg.MediaS3Bucket != "":
+		blobs, err = newS3(cfg)
+	case cfg.clustered():
+		cfg.Logger.Warn("media is off: a cluster keeps files in an S3 bucket (media_s3_bucket), not on one node's disk")
+		return nil, nil
+	default:
+		blobs, err = blob.NewLocal(filepath.Join(cfg.DataDir, "media"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	// The URL key is derived from the token key: every node of a cluster
+	// has the same, and no new secret is to be kept.
+	m := hmac.New(sha256.New, []byte(tokenKey))
+	m.Write([]byte("parley media url key v1"))
+	svc, err := media.New(media.Config{Store: st, Blobs: blobs, Key: m.Sum(nil),
+		MaxFileBytes: cfg.MediaMaxFileBytes, QuotaBytes: orZero(cfg.MediaQuotaBytes), UploadRate: orZero(cfg.MediaUploadRate),
+		AllowedTypes: cfg.MediaAllowedTypes, URLTTL: cfg.MediaURLTTL, UnattachedTTL: cfg.MediaUnattachedTTL,
+		Workers: cfg.MediaWorkers, Limits: probe.Limits{MaxPixels: cfg.MediaMaxPixels}, Logger: cfg.Logger})
+	if err != nil {
+		blobs.Close()
+		return nil, err
+	}
+	return svc, nil
+}
+
+// chatMedia is m as chat's Media, nil when there is none (not an
+// interface holding a nil pointer).
+func chatMedia(m *media.Service) chat.Media {
+	if m == nil {
+		return nil
+	}
+	return m
+}
+
+// newS3 opens the configured bucket.
+func newS3(Config) (blob.Store, error) {
+	return nil, errors.New("media_s3_bucket: the S3 store is not in this build yet")
+}
