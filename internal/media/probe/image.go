@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"image"
+	"image/color"
 	"image/draw"
 	"image/gif"
 	"image/jpeg"
@@ -30,19 +31,19 @@ func inspectImage(src *reader, size int64, info Info, lim Limits, wantThumb bool
 	format := strings.TrimPrefix(essence(info.ContentType), "image/")
 	section := func() io.Reader { return bufio.NewReaderSize(io.NewSectionReader(src, 0, size), 32<<10) }
 
-	orientation := 1
+	layout := jpegLayout{orientation: 1}
 	if format == "jpeg" {
-		o, scans, err := scanJPEG(section())
-		switch {
-		case src.ioErr != nil:
+		// A malformed marker stream is left for the decoder to report; what
+		// was read before it still holds.
+		layout, _ = scanJPEG(section())
+		if src.ioErr != nil {
 			return Info{}, Thumb{}, src.ioErr
-		case scans > maxJPEGScans:
-			return Info{}, Thumb{}, fmt.Errorf("%w: JPEG with more than %d scans", ErrTooLarge, maxJPEGScans)
-		case err == nil:
-			orientation = o
 		}
-		// A malformed marker stream is left for the decoder to report.
+		if layout.scans > maxJPEGScans {
+			return Info{}, Thumb{}, fmt.Errorf("%w: JPEG with more than %d scans", ErrTooLarge, maxJPEGScans)
+		}
 	}
+	orientation := layout.orientation
 
 	_, cfg, err := decodeImage(format, section(), true)
 	if err != nil {
@@ -56,6 +57,10 @@ func inspectImage(src *reader, size int64, info Info, lim Limits, wantThumb bool
 	if w > lim.MaxSide || h > lim.MaxSide || int64(w)*int64(h) > lim.MaxPixels {
 		return Info{}, Thumb{}, fmt.Errorf("%w: %s of %dx%d pixels, limits %d pixels and %d a side",
 			ErrTooLarge, format, w, h, lim.MaxPixels, lim.MaxSide)
+	}
+	if c := decodeCost(cfg, layout.progressive); c > lim.MaxDecodeBytes {
+		return Info{}, Thumb{}, fmt.Errorf("%w: decoding %s of %dx%d pixels takes about %d bytes, limit %d",
+			ErrTooLarge, format, w, h, c, lim.MaxDecodeBytes)
 	}
 
 	img, _, err := decodeImage(format, section(), false)
@@ -129,6 +134,41 @@ func decodeImage(format string, r io.Reader, configOnly bool) (img image.Image, 
 	}
 	img, err = decode(r)
 	return img, image.Config{}, err
+}
+
+// decodeCost estimates the bytes the standard decoders allocate for an
+// image of cfg: its pixels at the bytes per pixel of the image type they
+// return (YCbCr taken as 4:4:4, the largest), plus, for a progressive
+// JPEG, image/jpeg's coefficients: 4 bytes a sample of every component.
+func decodeCost(cfg image.Config, progressive bool) int64 {
+	var perPixel, components int64
+	if _, ok := cfg.ColorModel.(color.Palette); ok {
+		perPixel = 1
+	} else {
+		switch cfg.ColorModel {
+		case color.GrayModel:
+			perPixel, components = 1, 1
+		case color.Gray16Model:
+			perPixel = 2
+		case color.YCbCrModel:
+			perPixel, components = 3, 3
+		case color.RGBAModel, color.NRGBAModel: // RGB JPEG (Adobe), PNG
+			perPixel, components = 4, 3
+		case color.NYCbCrAModel:
+			perPixel = 4
+		case color.CMYKModel:
+			perPixel, components = 4, 4
+		default: // 16-bit colour, or a model not known here
+			perPixel = 8
+		}
+	}
+	if progressive {
+		if components == 0 {
+			components = 4
+		}
+		perPixel += 4 * components
+	}
+	return int64(cfg.Width) * int64(cfg.Height) * perPixel
 }
 
 // fit scales w×h down so its longer side is at most side, keeping the

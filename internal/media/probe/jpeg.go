@@ -16,26 +16,33 @@ const maxJPEGScans = 100
 
 var errJPEGMarkers = errors.New("malformed JPEG marker stream")
 
-// scanJPEG walks a JPEG's markers to the end of the file: it returns the
-// EXIF orientation (1 when there is none) and how many scans (SOS) it has,
-// stopping once there are more than maxJPEGScans.
+// jpegLayout is what scanJPEG finds in a JPEG's markers.
+type jpegLayout struct {
+	orientation int  // EXIF orientation, 1 when there is none
+	scans       int  // SOS markers, counted to maxJPEGScans+1
+	progressive bool // SOF2: image/jpeg keeps every coefficient until the end
+}
+
+// scanJPEG walks a JPEG's markers to the end of the file, or until it has
+// seen more than maxJPEGScans scans. On an error it returns what it found
+// before it.
 //
 // EXIF is read by hand: only the orientation is wanted, and the Go EXIF
 // libraries are either unmaintained since 2019 (rwcarlsen/goexif) or bring
 // five dependencies and panic-based errors (dsoprea/go-exif). Reading one
 // tag of IFD0 inside a segment of at most 64 KB needs no library.
-func scanJPEG(r io.Reader) (orientation, scans int, err error) {
+func scanJPEG(r io.Reader) (l jpegLayout, err error) {
 	br, ok := r.(*bufio.Reader)
 	if !ok {
 		br = bufio.NewReader(r)
 	}
-	orientation = 1
+	l.orientation = 1
 	var soi [2]byte
 	if _, err := io.ReadFull(br, soi[:]); err != nil {
-		return 1, 0, err
+		return l, err
 	}
 	if soi != [2]byte{0xff, 0xd8} {
-		return 1, 0, errJPEGMarkers
+		return l, errJPEGMarkers
 	}
 	sawExif := false
 	var next byte // a marker already read at the end of a scan's data
@@ -43,43 +50,46 @@ func scanJPEG(r io.Reader) (orientation, scans int, err error) {
 		m := next
 		if next = 0; m == 0 {
 			if m, err = nextMarker(br); err != nil {
-				return orientation, scans, err
+				return l, err
 			}
 		}
 		switch {
 		case m == 0xd9: // EOI
-			return orientation, scans, nil
+			return l, nil
 		case m == 0xd8 || m == 0x01 || (m >= 0xd0 && m <= 0xd7):
 			continue // no length
 		}
-		var l [2]byte
-		if _, err := io.ReadFull(br, l[:]); err != nil {
-			return orientation, scans, err
+		var length [2]byte
+		if _, err := io.ReadFull(br, length[:]); err != nil {
+			return l, err
 		}
-		n := int(binary.BigEndian.Uint16(l[:])) - 2
+		n := int(binary.BigEndian.Uint16(length[:])) - 2
 		if n < 0 {
-			return orientation, scans, errJPEGMarkers
+			return l, errJPEGMarkers
 		}
-		if m == 0xe1 && !sawExif && scans == 0 {
+		if m == 0xc2 {
+			l.progressive = true
+		}
+		if m == 0xe1 && !sawExif && l.scans == 0 {
 			seg := make([]byte, n) // at most 64 KB by the format
 			if _, err := io.ReadFull(br, seg); err != nil {
-				return orientation, scans, err
+				return l, err
 			}
 			if tiff, ok := bytes.CutPrefix(seg, []byte("Exif\x00\x00")); ok {
 				sawExif = true
-				orientation = exifOrientation(tiff)
+				l.orientation = exifOrientation(tiff)
 			}
 		} else if _, err := br.Discard(n); err != nil {
-			return orientation, scans, err
+			return l, err
 		}
 		if m != 0xda { // not SOS
 			continue
 		}
-		if scans++; scans > maxJPEGScans {
-			return orientation, scans, nil
+		if l.scans++; l.scans > maxJPEGScans {
+			return l, nil
 		}
 		if next, err = skipScan(br); err != nil {
-			return orientation, scans, err
+			return l, err
 		}
 	}
 }
@@ -113,22 +123,27 @@ func skipScan(br *bufio.Reader) (byte, error) {
 	}
 }
 
-// nextMarker reads a marker's 0xFF (and any fill bytes) and returns its
-// code.
+// nextMarker returns the code of the next marker, skipping what lies
+// before its 0xFF as image/jpeg does: a scan count that stopped at junk the
+// decoder skips would let scans past the limit.
 func nextMarker(br *bufio.Reader) (byte, error) {
-	c, err := br.ReadByte()
-	if err != nil {
-		return 0, err
-	}
-	if c != 0xff {
-		return 0, errJPEGMarkers
-	}
-	for c == 0xff {
-		if c, err = br.ReadByte(); err != nil {
+	for {
+		c, err := br.ReadByte()
+		if err != nil {
 			return 0, err
 		}
+		if c != 0xff {
+			continue
+		}
+		for c == 0xff { // fill bytes
+			if c, err = br.ReadByte(); err != nil {
+				return 0, err
+			}
+		}
+		if c != 0 { // 0xFF00 is no marker
+			return c, nil
+		}
 	}
-	return c, nil
 }
 
 // exifOrientation returns the Orientation tag (0x0112) of IFD0 in a TIFF

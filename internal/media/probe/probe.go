@@ -29,9 +29,12 @@
 // comments) of the original survives into them; EXIF orientation is
 // applied first, so thumbnails and Width/Height are as a viewer shows them.
 //
-// Cost: a 12-megapixel JPEG takes about half a second, most of it in
-// image/jpeg's decode, and at most 30 MB of heap, 18 MB of which is the
-// decoded image (BenchmarkInspect12MP).
+// Cost: a 12-megapixel baseline JPEG takes about half a second, most of
+// it in image/jpeg's decode, and allocates 30 MB: 18 MB is the decoded
+// image, the rest is bounded by the thumbnail's size (BenchmarkInspect12MP).
+// A progressive JPEG also makes image/jpeg hold every DCT coefficient until
+// its last scan, 6 bytes a pixel at 4:2:0 (72 MB at 12 MP); MaxDecodeBytes
+// counts them.
 package probe
 
 import (
@@ -63,6 +66,13 @@ type Limits struct {
 	// MaxSide is the longest side, in pixels, an image may declare.
 	// Zero or less: 16384.
 	MaxSide int
+	// MaxDecodeBytes is the most memory, in bytes, decoding one image may
+	// take, estimated from its header before it is decoded: its pixels at
+	// the decoded bytes per pixel (1 grey or paletted, 3 YCbCr, 4 RGBA,
+	// 8 at 16 bits), plus 4 bytes per pixel and component for a
+	// progressive JPEG's coefficients. A 12 MP progressive JPEG is at most
+	// 180 MB, a 50 MP baseline one 150 MB. Zero or less: 256 MiB.
+	MaxDecodeBytes int64
 	// MaxBytes is the largest image file, in bytes, that is decoded.
 	// Audio and video are read only at their headers and are not bounded
 	// by it. Zero or less: 64 MiB.
@@ -76,6 +86,7 @@ type Limits struct {
 const (
 	DefaultMaxPixels = 50_000_000
 	DefaultMaxSide   = 16384
+	DefaultMaxDecode = 256 << 20
 	DefaultMaxBytes  = 64 << 20
 	DefaultThumbSide = 320
 )
@@ -86,6 +97,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxSide <= 0 {
 		l.MaxSide = DefaultMaxSide
+	}
+	if l.MaxDecodeBytes <= 0 {
+		l.MaxDecodeBytes = DefaultMaxDecode
 	}
 	if l.MaxBytes <= 0 {
 		l.MaxBytes = DefaultMaxBytes

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"image"
 	"image/color"
 	"io"
 	"math/rand/v2"
@@ -75,13 +76,31 @@ func TestDecompressionBomb(t *testing.T) {
 	t.Logf("%d-byte file declaring 30000x30000: %v; %d bytes allocated", len(bomb), err, n)
 }
 
+// pngHeader is a PNG of w×h at the given bit depth and colour type whose
+// pixel data is missing: enough for DecodeConfig, which is all a refusal
+// may read.
+func pngHeader(w, h int, depth, colorType byte) []byte {
+	b := []byte("\x89PNG\r\n\x1a\n")
+	ihdr := binary.BigEndian.AppendUint32(nil, uint32(w))
+	ihdr = binary.BigEndian.AppendUint32(ihdr, uint32(h))
+	ihdr = append(ihdr, depth, colorType, 0, 0, 0)
+	b = pngChunk(b, "IHDR", ihdr)
+	return pngChunk(b, "IEND", nil)
+}
+
+// sofJPEG is a small JPEG whose SOF is changed to the given marker and
+// w×h: enough for DecodeConfig and the marker walk.
+func sofJPEG(t *testing.T, marker byte, w, h int) []byte {
+	j := encodeJPEG(t, solid(16, 16, color.White))
+	sof := bytes.Index(j, []byte{0xff, 0xc0})
+	j[sof+1] = marker
+	binary.BigEndian.PutUint16(j[sof+5:], uint16(h))
+	binary.BigEndian.PutUint16(j[sof+7:], uint16(w))
+	return j
+}
+
 func TestTooLarge(t *testing.T) {
 	wide := encodePNG(t, solid(400, 2, color.White))
-	// A JPEG whose SOF claims 60000x60000.
-	huge := encodeJPEG(t, solid(16, 16, color.White))
-	sof := bytes.Index(huge, []byte{0xff, 0xc0})
-	binary.BigEndian.PutUint16(huge[sof+5:], 60000)
-	binary.BigEndian.PutUint16(huge[sof+7:], 60000)
 
 	tests := []struct {
 		name string
@@ -91,7 +110,11 @@ func TestTooLarge(t *testing.T) {
 		{"pixels", encodePNG(t, solid(100, 100, color.White)), Limits{MaxPixels: 9999}},
 		{"side", wide, Limits{MaxSide: 399}},
 		{"bytes", wide, Limits{MaxBytes: int64(len(wide)) - 1}},
-		{"jpeg declaring 60000x60000", huge, Limits{}},
+		{"jpeg declaring 60000x60000", sofJPEG(t, 0xc0, 60000, 60000), Limits{}},
+		// Within 50 MP, but decoding would take 450 MB (coefficients).
+		{"progressive jpeg of 30 MP", sofJPEG(t, 0xc2, 6000, 5000), Limits{}},
+		// Within 50 MP, but 8 bytes a pixel: 320 MB from a few bytes.
+		{"16-bit RGBA png of 40 MP", pngHeader(8000, 5000, 16, 6), Limits{}},
 		{"png bomb under small limits", pngBomb(t, 2000, 2000), Limits{MaxPixels: 1 << 20}},
 	}
 	for _, tt := range tests {
@@ -101,6 +124,22 @@ func TestTooLarge(t *testing.T) {
 				t.Errorf("Inspect: %v, want ErrTooLarge", err)
 			}
 		})
+	}
+	// What a phone sends gets through the default budget.
+	for _, tt := range []struct {
+		name        string
+		cfg         image.Config
+		progressive bool
+		want        int64
+	}{
+		{"12 MP progressive JPEG", image.Config{ColorModel: color.YCbCrModel, Width: 4000, Height: 3000}, true, 180e6},
+		{"50 MP JPEG", image.Config{ColorModel: color.YCbCrModel, Width: 10000, Height: 5000}, false, 150e6},
+		{"50 MP RGBA PNG", image.Config{ColorModel: color.NRGBAModel, Width: 10000, Height: 5000}, false, 200e6},
+	} {
+		c := decodeCost(tt.cfg, tt.progressive)
+		if c != tt.want || c > DefaultMaxDecode {
+			t.Errorf("%s: cost %d, want %d within %d", tt.name, c, tt.want, DefaultMaxDecode)
+		}
 	}
 	// At the limits exactly, it is fine.
 	if _, _, err := Inspect(bytes.NewReader(wide), int64(len(wide)), "", Limits{MaxSide: 400, MaxPixels: 800, MaxBytes: int64(len(wide))}); err != nil {
@@ -123,10 +162,10 @@ func TestJPEGScanBomb(t *testing.T) {
 	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "scans") {
 		t.Errorf("Inspect: %v, want ErrTooLarge for scans", err)
 	}
-	// The plain file's scan count is 1 and its EXIF-less orientation 1.
-	o, scans, err := scanJPEG(bytes.NewReader(j))
-	if o != 1 || scans != 1 || err != nil {
-		t.Errorf("scanJPEG = %d, %d, %v; want 1, 1, nil", o, scans, err)
+	// The plain file: one scan, baseline, no EXIF.
+	l, err := scanJPEG(bytes.NewReader(j))
+	if l != (jpegLayout{orientation: 1, scans: 1}) || err != nil {
+		t.Errorf("scanJPEG = %+v, %v", l, err)
 	}
 }
 
@@ -254,5 +293,28 @@ func TestDecoderPanicRecovered(t *testing.T) {
 				t.Errorf("%s: reported as %v, want ErrCorrupt", format, err)
 			}
 		}
+	}
+}
+
+// image/jpeg skips junk between segments, so the marker walk must too:
+// else junk would hide an orientation, or scans past the limit.
+func TestJPEGJunkBetweenSegments(t *testing.T) {
+	j := encodeJPEG(t, solid(64, 32, color.White))
+	seg := append(exifSegment(6, binary.BigEndian), "junk\xff\x00junk"...)
+	file := withSegment(j, seg)
+	info, _ := inspectBytes(t, file, Limits{})
+	if info.Width != 32 || info.Height != 64 {
+		t.Errorf("size %dx%d, want 32x64 (orientation 6)", info.Width, info.Height)
+	}
+
+	sos := bytes.Index(j, []byte{0xff, 0xda})
+	bomb := append([]byte{}, j[:sos]...)
+	for range maxJPEGScans + 1 {
+		bomb = append(bomb, "junk"...)
+		bomb = append(bomb, 0xff, 0xda, 0, 8, 1, 1, 0, 0, 0x3f, 0, 0x12, 0x34)
+	}
+	bomb = append(bomb, 0xff, 0xd9)
+	if _, _, err := Inspect(bytes.NewReader(bomb), int64(len(bomb)), "", Limits{}); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("scans behind junk: %v, want ErrTooLarge", err)
 	}
 }
