@@ -38,6 +38,7 @@ func groupRequests(conv string) map[string]*pb.ClientFrame {
 		"readCounts":        {Body: &pb.ClientFrame_ReadCounts{ReadCounts: &pb.ReadCounts{ConversationId: conv, Seqs: []uint64{2}}}},
 		"typing":            {Body: &pb.ClientFrame_Typing{Typing: &pb.Typing{ConversationId: conv}}},
 		"setConversation":   {Body: &pb.ClientFrame_SetConversation{SetConversation: &pb.SetConversation{ConversationId: conv, Pinned: &yes}}},
+		"fileUrl":           {Body: &pb.ClientFrame_FileUrl{FileUrl: &pb.FileUrl{FileId: "0123456789abcdef0123456789abcdef", ConversationId: conv, Seq: 2}}},
 	}
 }
 
