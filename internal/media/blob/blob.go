@@ -18,8 +18,11 @@
 // Put that fails (short or long reader, reader error, cancelled context,
 // full disk) leaves no object and no partial bytes behind; an object that
 // was already under the key stays. Local writes a temporary file, fsyncs
-// it and renames it into place; S3 sends one PutObject, or a multipart
-// upload that is aborted on failure when the size is not known up front.
+// it and renames it into place. S3 sends one PutObject: streamed over
+// https with a trailing checksum, so a server refuses a body cut short;
+// otherwise buffered, hashed and signed (over plain http a server may keep
+// a cut-short unsigned body: versitygw does). A buffered body larger than
+// one 8 MiB part goes as a multipart upload, aborted on failure.
 //
 // # Resumable uploads (tus)
 //

@@ -16,12 +16,13 @@ var errNegativeSize = errors.New("blob: size must be -1 (unknown) or at least 0"
 // object once it has received size bytes never gets them from a source
 // that is too long. It also stops with ctx's error once ctx is done.
 type exactReader struct {
-	ctx  context.Context
-	r    io.Reader
-	size int64 // as given to Put; -1 unknown
-	left int64 // bytes still expected when size >= 0
-	done bool  // all size bytes given and r seen to end
-	read int64 // bytes given so far
+	ctx   context.Context
+	r     io.Reader
+	size  int64 // as given to Put; -1 unknown
+	left  int64 // bytes still expected when size >= 0
+	done  bool  // all size bytes given and r seen to end
+	given int64 // bytes given so far
+	err   error // the first error returned other than io.EOF
 }
 
 func newExactReader(ctx context.Context, r io.Reader, size int64) *exactReader {
@@ -29,12 +30,20 @@ func newExactReader(ctx context.Context, r io.Reader, size int64) *exactReader {
 }
 
 func (e *exactReader) Read(p []byte) (int, error) {
+	n, err := e.read1(p)
+	if err != nil && err != io.EOF && e.err == nil {
+		e.err = err
+	}
+	return n, err
+}
+
+func (e *exactReader) read1(p []byte) (int, error) {
 	if err := e.ctx.Err(); err != nil {
 		return 0, err
 	}
 	if e.size < 0 {
 		n, err := e.r.Read(p)
-		e.read += int64(n)
+		e.given += int64(n)
 		return n, err
 	}
 	if e.done {
@@ -52,10 +61,10 @@ func (e *exactReader) Read(p []byte) (int, error) {
 	}
 	n, err := e.r.Read(p)
 	e.left -= int64(n)
-	e.read += int64(n)
+	e.given += int64(n)
 	switch {
 	case err == io.EOF && e.left > 0:
-		return n, fmt.Errorf("%w: reader ended after %d of %d bytes", ErrSizeMismatch, e.read, e.size)
+		return n, fmt.Errorf("%w: reader ended after %d of %d bytes", ErrSizeMismatch, e.given, e.size)
 	case err == io.EOF:
 		e.done = true
 		return n, nil
