@@ -3,7 +3,7 @@ package server
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"errors"
+	"os"
 	"path/filepath"
 
 	"github.com/parleyim/parley/internal/chat"
@@ -56,7 +56,14 @@ func chatMedia(m *media.Service) chat.Media {
 	return m
 }
 
-// newS3 opens the configured bucket.
-func newS3(Config) (blob.Store, error) {
-	return nil, errors.New("media_s3_bucket: the S3 store is not in this build yet")
+// newS3 opens the configured bucket; resumable uploads keep their parts
+// in data_dir/media-parts until each is sent.
+func newS3(cfg Config) (blob.Store, error) {
+	parts := filepath.Join(cfg.DataDir, "media-parts")
+	if err := os.MkdirAll(parts, 0o700); err != nil {
+		return nil, err
+	}
+	return blob.NewS3(blob.S3Config{Endpoint: cfg.MediaS3Endpoint, Region: cfg.MediaS3Region,
+		Bucket: cfg.MediaS3Bucket, AccessKey: cfg.MediaS3AccessKey, SecretKey: cfg.MediaS3SecretKey,
+		PathStyle: cfg.MediaS3PathStyle, Prefix: cfg.MediaS3Prefix, TusTempDir: parts})
 }

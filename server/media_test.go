@@ -14,6 +14,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -510,4 +512,84 @@ func newCuttingProxy(t *testing.T, target string, limit int64) *cuttingProxy {
 		}
 	}()
 	return p
+}
+
+// s3Config configures cfg for the S3-compatible server PARLEY_TEST_S3 names
+// (http://ACCESS:SECRET@HOST:PORT/BUCKET, see .ci/s3.sh), each test under a
+// prefix of its own; the test is skipped without it.
+func s3Config(t *testing.T) func(*server.Config) {
+	t.Helper()
+	raw := os.Getenv("PARLEY_TEST_S3")
+	if raw == "" {
+		t.Skip("PARLEY_TEST_S3 is unset: no S3-compatible server to test against (bash .ci/s3.sh starts one)")
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		t.Fatalf("PARLEY_TEST_S3 %q is not http://ACCESS:SECRET@HOST:PORT/BUCKET", raw)
+	}
+	secret, _ := u.User.Password()
+	prefix := fmt.Sprintf("server-test-%d/", time.Now().UnixNano())
+	return func(c *server.Config) {
+		c.MediaS3Endpoint, c.MediaS3Bucket = u.Scheme+"://"+u.Host, strings.Trim(u.Path, "/")
+		c.MediaS3AccessKey, c.MediaS3SecretKey, c.MediaS3PathStyle, c.MediaS3Prefix = u.User.Username(), secret, true, prefix
+	}
+}
+
+// TestMediaOnS3: with files in an S3 bucket, an upload (one request and
+// resumable, cut on the way) is sent and downloaded through a presigned URL
+// of the bucket itself, byte for byte and by range; the thumbnail too.
+func TestMediaOnS3(t *testing.T) {
+	ts := startServer(t, s3Config(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tok := ts.mint(t, "alice")
+	alice, _ := ts.connectToken(t, tok, "a1", "web", transports[0])
+	bob, _ := ts.connect(t, "bob", "b1", "web", transports[0])
+
+	pic := testPNG(t, 400, 300)
+	att, err := ts.http().UploadFile(ctx, tok, "pic.png", bytes.NewReader(pic), int64(len(pic)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 6<<20+777)
+	_, _ = rand.Read(big)
+	cut := newCuttingProxy(t, ts.HTTPAddr(), 1<<20)
+	bigID, err := client.HTTPClient{BaseURL: "http://" + cut.addr}.UploadResumable(ctx, tok, "big.bin", bytes.NewReader(big),
+		int64(len(big)), client.ResumableOptions{ChunkBytes: 2 << 20, Attempts: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := alice.Send(ctx, &pb.Send{To: "bob", Attachments: []*pb.Attachment{{Id: att.Id}, {Id: bigID}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		id    string
+		thumb bool
+		want  []byte
+	}{{att.Id, false, pic}, {bigID, false, big}, {att.Id, true, nil}} {
+		u, err := bob.FileURL(ctx, c.id, ack.ConversationId, ack.Seq, c.thumb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(u.Url, "http://127.0.0.1") || strings.Contains(u.Url, ts.HTTPAddr()) {
+			t.Fatalf("URL %s is not the bucket's", u.Url)
+		}
+		status, _, body := ts.fetch(t, u.Url, "")
+		switch {
+		case status != 200:
+			t.Fatalf("download %s: %d", c.id, status)
+		case c.want != nil && !bytes.Equal(body, c.want):
+			t.Fatalf("download %s: %d bytes differ from the %d uploaded", c.id, len(body), len(c.want))
+		case c.want == nil:
+			if _, err := jpeg.Decode(bytes.NewReader(body)); err != nil {
+				t.Fatalf("thumbnail: %v", err)
+			}
+		}
+		if c.want != nil {
+			if status, _, part := ts.fetch(t, u.Url, "bytes=5-104"); status != http.StatusPartialContent || !bytes.Equal(part, c.want[5:105]) {
+				t.Fatalf("range of %s: %d", c.id, status)
+			}
+		}
+	}
 }
