@@ -424,6 +424,15 @@ func testFailedPut(t *testing.T, s blob.Store) {
 	if err := s.Put(ctx, "f/failed/negative", strings.NewReader(""), -2, ""); err == nil {
 		t.Error("Put with size -2: no error")
 	}
+	// A nil reader is empty.
+	if err := s.Put(ctx, "f/failed/nil", nil, 1, ""); !errors.Is(err, blob.ErrSizeMismatch) {
+		t.Errorf("Put of a nil reader, size 1: %v, want ErrSizeMismatch", err)
+	}
+	checkNotFound(t, s, "f/failed/nil")
+	if err := s.Put(ctx, "f/nil", nil, 0, ""); err != nil {
+		t.Errorf("Put of a nil reader, size 0: %v", err)
+	}
+	checkObject(t, s, "f/nil", nil)
 }
 
 // testFailedPutKeepsOld: a failed Put over an object leaves the object.
