@@ -360,6 +360,10 @@ func (s *S3) head(ctx context.Context, op, key string) (*s3.HeadObjectOutput, er
 	if err := CheckKey(key); err != nil {
 		return nil, err
 	}
+	if id, ok := strings.CutPrefix(key, tusPrefix); ok && !validTusID(id) {
+		// tusd's .info and .part objects are its records, not uploads.
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, key)
+	}
 	h, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.cfg.Bucket, Key: s.object(key)})
 	if err != nil {
 		return nil, s3Err(op, key, err)

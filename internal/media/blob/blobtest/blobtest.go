@@ -733,6 +733,7 @@ func testTus(t *testing.T, s blob.Store) {
 		t.Fatalf("offset after the last PATCH: %d, want %d", got, size)
 	}
 	checkObject(t, s, key, b)
+	checkNotFound(t, s, key+".info") // tusd's record is not an object
 	o := open(t, s, key)
 	p := make([]byte, 1000)
 	if n, err := o.ReadAt(p, half-500); n != 1000 || err != nil || !bytes.Equal(p, b[half-500:half+500]) {
