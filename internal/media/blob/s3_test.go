@@ -133,6 +133,7 @@ func multipartUploads(t *testing.T, cfg blob.S3Config) []struct{ Key, UploadId *
 }
 
 func TestS3(t *testing.T) {
+	s3TestConfig(t) // skips once, not per case, without a server
 	blobtest.Run(t, func(t *testing.T) blob.Store {
 		s, _ := newS3(t)
 		return s
