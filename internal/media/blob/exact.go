@@ -25,9 +25,17 @@ type exactReader struct {
 	err   error // the first error returned other than io.EOF
 }
 
+// newExactReader wraps r; a nil r is empty.
 func newExactReader(ctx context.Context, r io.Reader, size int64) *exactReader {
+	if r == nil {
+		r = eofReader{}
+	}
 	return &exactReader{ctx: ctx, r: r, size: size, left: size}
 }
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
 
 func (e *exactReader) Read(p []byte) (int, error) {
 	n, err := e.read1(p)

@@ -46,8 +46,8 @@ type S3Config struct {
 	// (bucket.host/key), as AWS prefers.
 	PathStyle bool
 	// Prefix is prepended to every key, so several deployments can share a
-	// bucket; empty or a valid key ending in "/", e.g. "parley/". Empty:
-	// keys are used as they are.
+	// bucket; empty or a valid key ending in "/", e.g. "parley/", of at
+	// most 512 bytes. Empty: keys are used as they are.
 	Prefix string
 	// TusTempDir is where tusd's s3store keeps each part of a resumable
 	// upload on local disk until it is sent (up to s3TusParts parts of
@@ -109,7 +109,8 @@ func NewS3(cfg S3Config) (*S3, error) {
 		return nil, errors.New("blob: s3: AccessKey and SecretKey go together")
 	}
 	if cfg.Prefix != "" {
-		if !strings.HasSuffix(cfg.Prefix, "/") || CheckKey(strings.TrimSuffix(cfg.Prefix, "/")) != nil {
+		// S3 keys take 1024 bytes: MaxKeyLen for the key, the rest for this.
+		if !strings.HasSuffix(cfg.Prefix, "/") || len(cfg.Prefix) > 1024-MaxKeyLen || CheckKey(strings.TrimSuffix(cfg.Prefix, "/")) != nil {
 			return nil, fmt.Errorf("blob: s3: Prefix %q is not a key ending in /", cfg.Prefix)
 		}
 	}
@@ -214,19 +215,13 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64, conte
 	return nil
 }
 
+// putStream sends body in one PutObject as it reads it (size >= s3StreamMin,
+// over https only: see S3.stream).
 func (s *S3) putStream(ctx context.Context, key string, body *exactReader, size int64, contentType string) error {
-	var rd io.Reader = body
-	if size == 0 {
-		// The SDK sends no body then, so r's emptiness is checked here.
-		if _, err := body.Read(nil); err != io.EOF {
-			return err
-		}
-		rd = bytes.NewReader(nil)
-	}
 	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        &s.cfg.Bucket,
 		Key:           s.object(key),
-		Body:          rd,
+		Body:          body,
 		ContentLength: aws.Int64(size),
 		ContentType:   optional(contentType),
 	}, func(o *s3.Options) { o.RetryMaxAttempts = 1 }) // a stream cannot be sent twice
@@ -364,6 +359,10 @@ func (s *S3) Stat(ctx context.Context, key string) (Info, error) {
 func (s *S3) head(ctx context.Context, op, key string) (*s3.HeadObjectOutput, error) {
 	if err := CheckKey(key); err != nil {
 		return nil, err
+	}
+	if id, ok := strings.CutPrefix(key, tusPrefix); ok && !validTusID(id) {
+		// tusd's .info and .part objects are its records, not uploads.
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, key)
 	}
 	h, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.cfg.Bucket, Key: s.object(key)})
 	if err != nil {

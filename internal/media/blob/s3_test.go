@@ -133,6 +133,7 @@ func multipartUploads(t *testing.T, cfg blob.S3Config) []struct{ Key, UploadId *
 }
 
 func TestS3(t *testing.T) {
+	s3TestConfig(t) // skips once, not per case, without a server
 	blobtest.Run(t, func(t *testing.T) blob.Store {
 		s, _ := newS3(t)
 		return s
@@ -240,6 +241,7 @@ func TestNewS3Config(t *testing.T) {
 		{"prefix without slash", func(c *blob.S3Config) { c.Prefix = "parley" }},
 		{"prefix with ..", func(c *blob.S3Config) { c.Prefix = "../" }},
 		{"prefix /", func(c *blob.S3Config) { c.Prefix = "/" }},
+		{"prefix too long", func(c *blob.S3Config) { c.Prefix = strings.Repeat("p/", 257) }},
 		{"endpoint without scheme", func(c *blob.S3Config) { c.Endpoint = "127.0.0.1:9000" }},
 		{"endpoint ftp", func(c *blob.S3Config) { c.Endpoint = "ftp://x" }},
 		{"endpoint with credentials", func(c *blob.S3Config) { c.Endpoint = "http://a:b@x" }},

@@ -424,6 +424,15 @@ func testFailedPut(t *testing.T, s blob.Store) {
 	if err := s.Put(ctx, "f/failed/negative", strings.NewReader(""), -2, ""); err == nil {
 		t.Error("Put with size -2: no error")
 	}
+	// A nil reader is empty.
+	if err := s.Put(ctx, "f/failed/nil", nil, 1, ""); !errors.Is(err, blob.ErrSizeMismatch) {
+		t.Errorf("Put of a nil reader, size 1: %v, want ErrSizeMismatch", err)
+	}
+	checkNotFound(t, s, "f/failed/nil")
+	if err := s.Put(ctx, "f/nil", nil, 0, ""); err != nil {
+		t.Errorf("Put of a nil reader, size 0: %v", err)
+	}
+	checkObject(t, s, "f/nil", nil)
 }
 
 // testFailedPutKeepsOld: a failed Put over an object leaves the object.
@@ -724,6 +733,7 @@ func testTus(t *testing.T, s blob.Store) {
 		t.Fatalf("offset after the last PATCH: %d, want %d", got, size)
 	}
 	checkObject(t, s, key, b)
+	checkNotFound(t, s, key+".info") // tusd's record is not an object
 	o := open(t, s, key)
 	p := make([]byte, 1000)
 	if n, err := o.ReadAt(p, half-500); n != 1000 || err != nil || !bytes.Equal(p, b[half-500:half+500]) {
