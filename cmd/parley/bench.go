@@ -76,6 +76,11 @@ func benchCmd(args []string) error {
 		pushCoalesce = fs.Duration("push-coalesce", 0, "with --embedded: the server's push_coalesce (0: its default, 10s)")
 	case "push":
 		fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, drainHelp(name))
+	case "upload", "download":
+		fs.Int64Var(&cfg.FileSize, "file-size", cfg.FileSize, "bytes of each file")
+		if name == "upload" {
+			fs.BoolVar(&cfg.Resumable, "resumable", false, "upload through the resumable endpoint (tus, one PATCH per file) instead of POST /v1/files")
+		}
 	case "user", "soak", "order", "group", "send-rate", "fanout", "mixed":
 		fs.BoolVar(&cfg.DeliveredAck, "ack", cfg.DeliveredAck, "receivers send delivered cursors (two-step ACK)")
 		fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, drainHelp(name))
@@ -87,6 +92,7 @@ func benchCmd(args []string) error {
 	switch name {
 	case "user":
 		fs.Float64Var(&cfg.Online, "p", cfg.Online, "share of receivers online, 0..1")
+		fs.BoolVar(&cfg.Attach, "attach", false, "each send carries an attachment (a 1 KiB file each sender uploads before the run)")
 		fs.IntVar(&cfg.Pipeline, "pipeline", cfg.Pipeline, "sends in flight per sender, each its own ordered stream (1: one at a time, as kimbench)")
 	case "soak":
 		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "messages per second per user (0: as fast as acks come)")
@@ -324,6 +330,10 @@ func countHelp(name string) string {
 		return "connections to open and hold"
 	case "soak", "mixed":
 		return "messages in total (0: until --duration ends)"
+	case "upload":
+		return "files uploaded in total"
+	case "download":
+		return "downloads in total"
 	}
 	return "messages in total"
 }
@@ -348,6 +358,8 @@ func concHelp(name string) string {
 		return "groups, each with one online sender"
 	case "push":
 		return "pushers, each with its own online receiver (one HTTP request in flight each, as ab -c)"
+	case "upload", "download":
+		return "users, each with one transfer in flight"
 	}
 	return "sender/receiver pairs (each sender has one request in flight)"
 }
@@ -380,6 +392,10 @@ func scenarioHelp(name string) string {
 		return "fanout: one group of -m members, --online receivers connected (spread over --procs),\n-t senders send -c messages; reports deliveries/s, expected vs received, lost, duplicated,\nout of order at every receiver, end-to-end latency (WuKongIM receive rate)."
 	case "push-offline":
 		return "push-offline: -t groups of -m members: the sender online, the others offline with an FCM\npush target; -c messages round-robin into the groups; the server notifies every member\nthrough a local FCM stand-in (--provider; the server must be configured for it, see\n--provider-setup, or use --embedded); reports notifications/s and the latency from message\nstored to platform request; every device must be notified of every message, none twice."
+	case "upload":
+		return "upload: -t users upload -c files of --file-size bytes in all, one at a time each, in one request\n(POST /v1/files) or resumable (--resumable, tus); each timed until the server answers with the\nfile's record; reports files/s and MB/s; every accepted file must count in its user's media usage."
+	case "download":
+		return "download: -t users each upload one file of --file-size bytes and get its signed URL; then\n-c GETs in all, one at a time per user, each timed to its last byte, which must all be the file's;\nreports requests/s, MB/s and latency."
 	case "push":
 		return "push: -t receivers online; -t pushers POST -c pushes in total to /v1/admin/push/users\n(one each in flight, keep-alive, as ab -k -c); each request timed until its answer; every\npush must reach its receiver once, in order (goim push benchmark)."
 	case "mixed":

@@ -588,3 +588,27 @@ func TestPushFloor(t *testing.T) {
 		t.Fatalf("with one token refused: %d accepted, %d failed; want 19 and 1", r.Notifications, r.Failed)
 	}
 }
+
+// TestMediaScenarios: upload (one request and resumable) counts every file
+// in its user's usage; download gets the file's bytes back each time; user
+// --attach delivers every message with its attachment.
+func TestMediaScenarios(t *testing.T) {
+	t.Parallel()
+	for _, resumable := range []bool{false, true} {
+		cfg := startServer(t, "upload")
+		cfg.Count, cfg.Concurrency, cfg.FileSize, cfg.Resumable = 30, 3, 100_000, resumable
+		rep := run(t, cfg, Options{})
+		if m := rep.Media; m == nil || m.Files != 30 || m.Mismatched != 0 || m.MBPerSec <= 0 || rep.OK != 30 {
+			t.Fatalf("upload (resumable %v): ok %d, media %+v", resumable, rep.OK, rep.Media)
+		}
+	}
+	cfg := startServer(t, "download")
+	cfg.Count, cfg.Concurrency, cfg.FileSize = 60, 3, 50_000
+	rep := run(t, cfg, Options{})
+	if m := rep.Media; m == nil || m.Files != 60 || rep.OK != 60 || m.MBPerSec <= 0 {
+		t.Fatalf("download: ok %d, media %+v", rep.OK, rep.Media)
+	}
+	cfg = startServer(t, "user")
+	cfg.Count, cfg.Concurrency, cfg.Attach = 200, 4, true
+	checkDelivery(t, run(t, cfg, Options{}), 200, 200)
+}

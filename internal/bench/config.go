@@ -64,6 +64,14 @@ type Config struct {
 	// Size is the message payload size in bytes (at least 24: the header the
 	// bench embeds: stream, number, send time).
 	Size int `json:"size"`
+	// FileSize is the bytes of each file of upload and download.
+	FileSize int64 `json:"file_size,omitempty"`
+	// Resumable makes upload use the resumable endpoint (tus) instead of
+	// one request per file.
+	Resumable bool `json:"resumable,omitempty"`
+	// Attach makes each 1:1 send of user carry one attachment (a file the
+	// sender uploaded once before the run).
+	Attach bool `json:"attach,omitempty"`
 	// Hold is how long conns keeps its connections open once all are up.
 	Hold time.Duration `json:"hold_ns"`
 	// Duration bounds the timed phase (0: until Count is done).
@@ -127,6 +135,8 @@ func DefaultConfig(scenario string) Config {
 	case "push-offline":
 		c.Count, c.Concurrency, c.Members = 20, 20, 1000
 		c.Drain = 30 * time.Second
+	case "upload", "download":
+		c.Count, c.Concurrency, c.FileSize = 1000, 100, 1<<20
 	case "mixed":
 		c.Count, c.Duration, c.Concurrency = 0, time.Minute, 1
 		c.Pairs, c.Groups, c.GroupSize, c.GroupOnline = 1000, 100, 100, 1
@@ -165,6 +175,9 @@ func (c Config) validate() error {
 	check(c.HTTPBase != "", "no server address (-a or --embedded)")
 	check(c.APIKey != "", "no admin API key (--api-key, --data DIR or --embedded)")
 	errs = append(errs, c.validateGroups()...)
+	if c.Scenario == "upload" || c.Scenario == "download" {
+		check(c.FileSize >= 1 && c.FileSize <= 1<<40, "--file-size must be positive")
+	}
 	if c.Scenario == "push-offline" {
 		check(c.Members >= 2 && c.Members <= 100000, "-m must be 2..100000")
 	}

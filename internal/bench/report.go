@@ -25,6 +25,7 @@ import (
 //	parts                       mixed: each part (1:1, groups, big group) on its own: see PartReport
 //	conns                       conns: see Conns
 //	push                        push-offline: see PushReport
+//	media                       upload and download: see MediaReport
 //	server                      server CPU and memory when its pid is known: see ServerUsage
 //	series                      one Sample per second of the timed phase (and the drain)
 //	passed, failures            the reliability verdict and why it failed
@@ -45,6 +46,7 @@ type Report struct {
 	Parts          []*PartReport     `json:"parts,omitempty"`
 	Conns          *Conns            `json:"conns,omitempty"`
 	Push           *PushReport       `json:"push,omitempty"`
+	Media          *MediaReport      `json:"media,omitempty"`
 	Server         *ServerUsage      `json:"server,omitempty"`
 	Series         []Sample          `json:"series"`
 	Passed         bool              `json:"passed"`
@@ -271,6 +273,9 @@ func (r *Report) finalize() {
 	if p := r.Push; p != nil {
 		p.finalize(r)
 	}
+	if m := r.Media; m != nil {
+		m.finalize(r)
+	}
 	if c := r.Conns; c != nil && c.Held < c.Target {
 		r.Failures = append(r.Failures, fmt.Sprintf("%d of %d connections not held", c.Target-c.Held, c.Target))
 	}
@@ -358,6 +363,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "  Requests not as FCM documents them:\t%d\n\n", len(p.Violations))
 		writeLatency(&b, "Notification latency (message stored → platform request, push_delay included):", p.Latency, p.LatencySummary, p.Seconds, -1)
 	}
+	if m := r.Media; m != nil {
+		b.WriteString("\nFiles:\n")
+		fmt.Fprintf(&b, "  Throughput:\t%.1f MB/s (%d files of %d bytes)\n", m.MBPerSec, m.Files, m.FileBytes)
+		if r.Scenario == "upload" {
+			fmt.Fprintf(&b, "  Users whose media usage differs from their uploads:\t%d\n", m.Mismatched)
+		}
+	}
 	if s := r.Server; s != nil {
 		fmt.Fprintf(&b, "\nServer (pid %d, /proc sampled each second, %d samples", s.PID, s.SampledSeconds)
 		if s.SharesProcess {
@@ -370,7 +382,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "\nNote: %s\n", n)
 	}
-	if r.Delivery != nil || r.Conns != nil || r.Push != nil {
+	if r.Delivery != nil || r.Conns != nil || r.Push != nil || r.Media != nil {
 		if r.Passed {
 			b.WriteString("\nReliability: PASS\n")
 		} else {

@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/parleyim/parley/client"
@@ -26,6 +28,8 @@ type pairScenario struct {
 	soak    bool
 	users   []*pairUser
 	streams []*stream
+	// bare counts received messages without the attachment --attach sends.
+	bare atomic.Uint64
 }
 
 // pairUser is one connected (or offline) user and the streams it sends.
@@ -34,6 +38,8 @@ type pairUser struct {
 	token string
 	c     *client.Client // nil: offline
 	out   []*stream
+	// file is what each of its sends carries (--attach).
+	file []*pb.Attachment
 }
 
 func (s *pairScenario) Setup(ctx context.Context, e *Env) error {
@@ -74,9 +80,26 @@ func (s *pairScenario) Setup(ctx context.Context, e *Env) error {
 		if !s.soak && i%2 == 1 && i/2 >= online {
 			return nil // an offline receiver
 		}
+		if e.Cfg.Attach && len(u.out) > 0 {
+			data := benchFile(1024)
+			a, err := e.http.UploadFile(ctx, u.token, "bench.bin", bytes.NewReader(data), int64(len(data)))
+			if err != nil {
+				return fmt.Errorf("upload for %s: %w", u.id, err)
+			}
+			u.file = []*pb.Attachment{{Id: a.Id}}
+		}
 		o := e.ClientOptions(u.token, "d0")
 		o.AutoDeliveredAck = e.Cfg.DeliveredAck
 		o.OnMessage = receiver(e, s.streams, u.id)
+		if e.Cfg.Attach {
+			check := o.OnMessage
+			o.OnMessage = func(m *pb.Message) {
+				if len(m.Attachments) != 1 || m.Attachments[0].Size != 1024 {
+					s.bare.Add(1)
+				}
+				check(m)
+			}
+		}
 		c, err := e.Dial(ctx, o)
 		if err != nil {
 			return fmt.Errorf("connect %s: %w", u.id, err)
@@ -141,7 +164,7 @@ func (s *pairScenario) send(ctx context.Context, e *Env, u *pairUser, st *stream
 		t0 := time.Now()
 		// An in-flight send outlives the timed phase: it ends with its ack
 		// (or the request timeout), not as "canceled".
-		ack, err := u.c.Send(context.WithoutCancel(ctx), &pb.Send{To: st.to, ContentType: "bench", Payload: buf})
+		ack, err := u.c.Send(context.WithoutCancel(ctx), &pb.Send{To: st.to, ContentType: "bench", Payload: buf, Attachments: u.file})
 		e.M.done(time.Since(t0), err)
 		if err == nil {
 			e.M.acked.Add(1)
@@ -172,6 +195,9 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 func (s *pairScenario) Finish(ctx context.Context, e *Env, r *Report) error {
 	d := drain(ctx, e, s.streams)
 	r.Delivery = &d
+	if n := s.bare.Load(); n > 0 {
+		r.Failures = append(r.Failures, fmt.Sprintf("%d messages arrived without their attachment", n))
+	}
 	for _, u := range s.users {
 		if u.c != nil {
 			e.Close(u.c)

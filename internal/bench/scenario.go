@@ -36,18 +36,25 @@ func newScenario(name string) (Scenario, bool) {
 		return &pushScenario{}, true
 	case "push-offline":
 		return &pushOfflineScenario{}, true
+	case "upload":
+		return &uploadScenario{}, true
+	case "download":
+		return &downloadScenario{}, true
 	}
 	return nil, false
 }
 
 // Scenarios lists the scenario names, sorted.
 func Scenarios() []string {
-	s := []string{"conns", "fanout", "group", "login", "mixed", "order", "push", "push-offline", "send-rate", "soak", "user"}
+	s := []string{"conns", "fanout", "group", "login", "mixed", "order", "push", "push-offline", "send-rate", "soak", "upload", "download", "user"}
 	slices.Sort(s)
 	return s
 }
 
 // splittable reports whether a scenario's load can be shared by several
 // processes (order is one sender and one receiver; push-offline's push
-// stand-in is in the coordinator's process).
-func splittable(name string) bool { return name != "order" && name != "push-offline" }
+// stand-in is in the coordinator's process; upload and download check and
+// report their files in one process).
+func splittable(name string) bool {
+	return name != "order" && name != "push-offline" && name != "upload" && name != "download"
+}
