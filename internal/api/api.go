@@ -63,8 +63,8 @@ type Config struct {
 	// /v1/push/webpush-key); empty: Web Push is off.
 	WebPushKey string
 	// Media serves uploads and files (docs/media.md). Nil: no files.
-	Media *media.Service
-	Logger     *slog.Logger
+	Media  *media.Service
+	Logger *slog.Logger
 }
 
 // API serves the HTTP routes. Build with New; it is an http.Handler.
