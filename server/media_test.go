@@ -593,3 +593,36 @@ func TestMediaOnS3(t *testing.T) {
 		}
 	}
 }
+
+// slowReader gives its bytes in small pieces, a pause before each.
+type slowReader struct {
+	b     []byte
+	piece int
+	pause time.Duration
+}
+
+func (s *slowReader) Read(p []byte) (int, error) {
+	if len(s.b) == 0 {
+		return 0, io.EOF
+	}
+	time.Sleep(s.pause)
+	n := copy(p[:min(len(p), s.piece)], s.b)
+	s.b = s.b[n:]
+	return n, nil
+}
+
+// TestSlowUploadOutlastsTheReadTimeout: an upload whose body keeps coming
+// is not cut by http_read_timeout (which bounds other requests whole), as
+// a large file on a slow link takes longer than that.
+func TestSlowUploadOutlastsTheReadTimeout(t *testing.T) {
+	ts := startServer(t, func(c *server.Config) { c.HTTPReadTimeout, c.HTTPHeaderTimeout = time.Second, time.Second })
+	tok := ts.mint(t, "alice")
+	data := bytes.Repeat([]byte("slow but steady\n"), 16<<10) // 256 KiB in 64 pieces over ~2.5 s
+	a, err := ts.http().UploadFile(ctx10(t), tok, "slow.txt", &slowReader{b: data, piece: 4 << 10, pause: 40 * time.Millisecond}, int64(len(data)))
+	if err != nil {
+		t.Fatalf("a steady upload longer than http_read_timeout: %v", err)
+	}
+	if a.Size != int64(len(data)) {
+		t.Fatalf("recorded %d bytes of %d", a.Size, len(data))
+	}
+}

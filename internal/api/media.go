@@ -45,7 +45,7 @@ func (a *API) authenticate(r *http.Request) (string, error) {
 
 // uploadFile: POST /v1/files?name=NAME with the file as the body.
 func (a *API) uploadFile(w http.ResponseWriter, r *http.Request, claims auth.Claims, _ string) {
-	f, err := a.cfg.Media.Upload(r, claims.UserID)
+	f, err := a.cfg.Media.Upload(w, r, claims.UserID)
 	if err != nil {
 		writeChatError(w, err)
 		return

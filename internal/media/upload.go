@@ -22,7 +22,7 @@ import (
 // uid, and returns its record. The body must declare its length
 // (Content-Length); the name comes from the query (?name=). Nothing is
 // visible unless every byte arrived and the file was accepted.
-func (s *Service) Upload(r *http.Request, uid string) (store.File, error) {
+func (s *Service) Upload(w http.ResponseWriter, r *http.Request, uid string) (store.File, error) {
 	ctx := r.Context()
 	size := r.ContentLength
 	switch {
@@ -36,7 +36,7 @@ func (s *Service) Upload(r *http.Request, uid string) (store.File, error) {
 	if err := s.checkQuota(ctx, uid, size); err != nil {
 		return store.File{}, err
 	}
-	body := s.limitReader(ctx, uid, http.MaxBytesReader(nil, r.Body, size))
+	body := s.limitReader(ctx, uid, &progressReader{r: http.MaxBytesReader(nil, r.Body, size), rc: http.NewResponseController(w)})
 	// The type is checked on the first bytes, before anything is stored.
 	head := make([]byte, min(size, probe.SniffBytes))
 	if _, err := io.ReadFull(body, head); err != nil {
@@ -206,6 +206,21 @@ func (rr *rateReader) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// progressTimeout is how long an upload's body may make no progress: the
+// server's read timeout bounds a whole request, which a large file needs
+// longer than, so a body that keeps coming keeps its connection.
+const progressTimeout = 60 * time.Second
+
+type progressReader struct {
+	r  io.Reader
+	rc *http.ResponseController
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	_ = p.rc.SetReadDeadline(time.Now().Add(progressTimeout)) // unsupported (a test's recorder): the server's timeout holds
+	return p.r.Read(b)
 }
 
 // maxNameBytes bounds a file's name.
