@@ -65,5 +65,10 @@ func newS3(cfg Config) (blob.Store, error) {
 	}
 	return blob.NewS3(blob.S3Config{Endpoint: cfg.MediaS3Endpoint, Region: cfg.MediaS3Region,
 		Bucket: cfg.MediaS3Bucket, AccessKey: cfg.MediaS3AccessKey, SecretKey: cfg.MediaS3SecretKey,
-		PathStyle: cfg.MediaS3PathStyle, Prefix: cfg.MediaS3Prefix, TusTempDir: parts})
+		PathStyle: cfg.MediaS3PathStyle, Prefix: cfg.MediaS3Prefix, TusTempDir: parts,
+		// Uploads buffered on their way to the bucket (all of them over plain
+		// http, small ones over https) hold at most this much at once: with
+		// the garbage collector's headroom the server stays within 200 MiB
+		// under 100 uploads at once.
+		PutBufferBytes: 32 << 20})
 }

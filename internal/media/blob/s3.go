@@ -240,7 +240,9 @@ func (s *S3) putBuffered(ctx context.Context, key string, body io.Reader, size i
 		return err
 	}
 	defer s.buffers.Release(reserve)
-	buf, last, err := readPart(body, make([]byte, 0, min(reserve, 64<<10)), int(reserve))
+	// The whole reserve at once: grown by doubling, a part left as much
+	// garbage again behind it as it held.
+	buf, last, err := readPart(body, make([]byte, 0, reserve), int(reserve))
 	if err != nil {
 		return err
 	}
