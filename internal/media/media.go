@@ -157,6 +157,7 @@ func (s *Service) MaxFileBytes() int64 { return s.cfg.MaxFileBytes }
 func (s *Service) Attach(ctx context.Context, uid string, atts []*pb.Attachment) ([]*pb.Attachment, error) {
 	out := make([]*pb.Attachment, 0, len(atts))
 	ids := make([]string, 0, len(atts))
+	var fresh []string
 	for _, a := range atts {
 		if a.GetId() == "" || len(a.Id) > maxIDLen {
 			return nil, reqerr.BadRequest
@@ -178,10 +179,16 @@ func (s *Service) Attach(ctx context.Context, uid string, atts []*pb.Attachment)
 			return nil, reqerr.Denied
 		}
 		ids = append(ids, a.Id)
+		if !f.Attached {
+			fresh = append(fresh, a.Id)
+		}
 		out = append(out, Attachment(f))
 	}
-	if err := s.store.AttachFiles(ctx, ids); err != nil {
-		return nil, reqerr.Store(err)
+	// A file sent before is kept already: only a first send writes.
+	if len(fresh) > 0 {
+		if err := s.store.AttachFiles(ctx, fresh); err != nil {
+			return nil, reqerr.Store(err)
+		}
 	}
 	return out, nil
 }
