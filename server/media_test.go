@@ -20,6 +20,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/parleyim/parley/client"
 	pb "github.com/parleyim/parley/proto/parleyv1"
@@ -624,5 +625,34 @@ func TestSlowUploadOutlastsTheReadTimeout(t *testing.T) {
 	}
 	if a.Size != int64(len(data)) {
 		t.Fatalf("recorded %d bytes of %d", a.Size, len(data))
+	}
+}
+
+// TestFileURLExpires: a download URL stops working at its expiry, and a
+// very long name is cut, not refused.
+func TestFileURLExpires(t *testing.T) {
+	ts := startServer(t, func(c *server.Config) { c.MediaURLTTL = time.Second })
+	ctx := ctx10(t)
+	tok := ts.mint(t, "alice")
+	alice, _ := ts.connectToken(t, tok, "a1", "web", transports[0])
+	data := []byte("expiring text")
+	long := strings.Repeat("ü", 300) + ".txt" // 604 bytes
+	a, err := ts.http().UploadFile(ctx, tok, long, bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Name) > 255 || !strings.HasPrefix(a.Name, "üü") || !utf8.ValidString(a.Name) {
+		t.Fatalf("a 604-byte name became %q (%d bytes)", a.Name, len(a.Name))
+	}
+	u, err := alice.FileURL(ctx, a.Id, "", 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _, _ := ts.fetch(t, u.Url, ""); status != 200 {
+		t.Fatalf("fresh URL: %d", status)
+	}
+	time.Sleep(time.Until(time.UnixMilli(u.ExpiresAt)) + 1100*time.Millisecond)
+	if status, _, _ := ts.fetch(t, u.Url, ""); status != http.StatusForbidden {
+		t.Fatalf("expired URL: %d, want 403", status)
 	}
 }
