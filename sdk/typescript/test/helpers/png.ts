@@ -27,7 +27,7 @@ function chunk(type: string, data: Buffer): Buffer {
 }
 
 /** A w×h PNG: colour gradients with a little noise (so it is not trivially compressible). */
-export function makePng(w: number, h: number, seed = 1): Buffer {
+export function makePng(w: number, h: number, seed = 1): Buffer<ArrayBuffer> {
   const raw = Buffer.alloc((w * 3 + 1) * h);
   let s = seed >>> 0 || 1;
   for (let y = 0; y < h; y++) {
@@ -46,5 +46,6 @@ export function makePng(w: number, h: number, seed = 1): Buffer {
   ihdr.writeUInt32BE(h, 4);
   ihdr[8] = 8; // bit depth
   ihdr[9] = 2; // truecolour
-  return Buffer.concat([Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]), chunk('IHDR', ihdr), chunk('IDAT', deflateSync(raw)), chunk('IEND', Buffer.alloc(0))]);
+  const parts = [Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]), chunk('IHDR', ihdr), chunk('IDAT', deflateSync(raw)), chunk('IEND', Buffer.alloc(0))];
+  return Buffer.concat(parts) as Buffer<ArrayBuffer>;
 }
