@@ -92,6 +92,7 @@ function conv(id) {
       hasOlder: true,
       loadingOlder: false,
       readCounts: new Map(), // seq -> count (groups)
+      drafts: [], // files attached in the composer, uploading or uploaded (see "files")
     };
     if (!c.group) c.peer = peerOf(id);
     convs.set(id, c);
@@ -135,7 +136,7 @@ function summary(m) {
       return bodyText(m); // the new content
   }
   if (m.recalled) return 'Message recalled';
-  return bodyText(m);
+  return bodyText(m) || attachmentsSummary(m.attachments);
 }
 
 function bodyText(m) {
@@ -168,6 +169,7 @@ function apply(m, live) {
       } else {
         t.recalled = true;
         t.payload = undefined;
+        t.attachments = undefined;
       }
     }
     if (c.last && c.last.seq === m.event?.targetSeq && t) c.last = t;
@@ -315,6 +317,7 @@ function renderHeader() {
   if (!openId) {
     chat.classList.add('none');
     $('chat-empty').hidden = false;
+    renderTray();
     return;
   }
   chat.classList.remove('none');
@@ -333,6 +336,8 @@ function renderHeader() {
   }
   $('add-members-btn').hidden = !c.group || c.left;
   $('composer-input').disabled = c.left || !!c.info?.dissolved;
+  $('attach-btn').disabled = c.left || !!c.info?.dissolved;
+  renderTray();
 }
 
 function stateOf(c, m) {
@@ -369,7 +374,10 @@ function renderChat() {
     li.dataset.seq = seq;
     li.dataset.from = m.from;
     if (c.group && !mine) li.append(el('div', 'from', m.from));
-    li.append(el('div', 'body', m.recalled ? 'Message recalled' : bodyText(m)));
+    const atts = !m.recalled && m.attachments?.length ? attachmentsNode(c, m) : null;
+    if (atts) li.append(atts);
+    const body = m.recalled ? 'Message recalled' : bodyText(m);
+    if (body || !atts) li.append(el('div', 'body', body));
     const meta = el('div', 'meta', fmtTime(m.serverTime) + (m.editedAt && !m.recalled ? ' · edited' : ''));
     if (mine && !m.recalled) {
       const [st, label] = stateOf(c, m);
@@ -420,7 +428,8 @@ function renderChat() {
     const li = el('li', 'msg mine pending');
     li.dataset.clientMsgId = id;
     li.dataset.state = p.failed ? 'failed' : 'pending';
-    li.append(el('div', 'body', p.text));
+    if (p.atts?.length) li.append(el('div', 'atts-pending', p.atts.map((a) => a.name || 'file').join(', ')));
+    if (p.text || !p.atts?.length) li.append(el('div', 'body', p.text));
     li.append(el('div', 'meta', p.failed ? `Not sent: ${p.failed}` : '🕓 Sending…'));
     nodes.push(li);
   }
@@ -544,7 +553,7 @@ function scheduleReadCounts() {
 
 // ---- sending, editing ----
 
-function send(textValue) {
+function send(textValue, atts = []) {
   const c = conv(openId);
   if (editing) {
     const target = editing;
@@ -559,18 +568,23 @@ function send(textValue) {
     return;
   }
   const clientMsgId = Array.from(crypto.getRandomValues(new Uint8Array(12)), (b) => b.toString(16).padStart(2, '0')).join('');
-  c.pending.set(clientMsgId, { text: textValue });
+  c.pending.set(clientMsgId, { text: textValue, atts });
   c.activity = Date.now();
   c.stick = true;
   renderChat();
   renderList();
   const target = c.group ? { conversationId: c.id } : { to: c.peer };
-  client.send({ ...target, contentType: 'text', payload: textValue, clientMsgId }).then(
+  client.send({ ...target, contentType: 'text', payload: textValue, clientMsgId, attachments: atts.map((a) => a.id) }).then(
     (ack) => {
       const p = c.pending.get(clientMsgId);
       c.pending.delete(clientMsgId);
       if (!c.msgs.has(ack.seq)) {
-        apply({ conversationId: ack.conversationId, seq: ack.seq, messageId: ack.messageId, from: me, clientMsgId, contentType: 'text', payload: new TextEncoder().encode(p ? p.text : textValue), serverTime: ack.serverTime, kind: 'MESSAGE_KIND_NORMAL' }, false);
+        const m = { conversationId: ack.conversationId, seq: ack.seq, messageId: ack.messageId, from: me, clientMsgId, contentType: 'text', payload: new TextEncoder().encode(p ? p.text : textValue), serverTime: ack.serverTime, kind: 'MESSAGE_KIND_NORMAL' };
+        if (atts.length) m.attachments = atts;
+        apply(m, false);
+        // What the upload told may be partial (a resumable upload names the
+        // file only): the stored message has the server's whole description.
+        if (atts.length) describeOwn(c, ack.seq);
       }
       c.readSeq = Math.max(c.readSeq, ack.seq);
       if (!c.group) ensurePresence(c.peer);
@@ -591,6 +605,536 @@ function startEdit(c, m) {
   const input = $('composer-input');
   input.value = bodyText(m);
   input.focus();
+}
+
+// ---- files: attaching, uploading, showing ----
+// Files are uploaded as soon as they are attached (the button, a paste, a
+// drop), each with its progress and a × to cancel; Send waits until they are
+// uploaded. Messages show images as thumbnails (a box of the image's
+// proportions until it loads), audio and video with the browser's controls,
+// other files as a card that downloads them. Download URLs last minutes
+// (media_url_ttl): each is asked for when needed and asked again once near
+// its expiry, never kept for long.
+
+const MAX_FILES = 10; // per message (the server's limit)
+const IMG_BOX = 240; // the largest side of an image in a message, px
+
+function fmtSize(n) {
+  if (!(n >= 0)) return '';
+  if (n < 1000) return `${n} B`;
+  const units = ['KB', 'MB', 'GB', 'TB'];
+  let v = n;
+  let i = -1;
+  do {
+    v /= 1000;
+    i++;
+  } while (v >= 1000 && i < units.length - 1);
+  return `${v < 10 ? v.toFixed(1) : Math.round(v)} ${units[i]}`;
+}
+
+function kindOf(a) {
+  const t = a.contentType || '';
+  if (t.startsWith('image/')) return 'image';
+  if (t.startsWith('video/')) return 'video';
+  if (t.startsWith('audio/')) return 'audio';
+  return 'file';
+}
+
+function attachmentsSummary(atts) {
+  if (!atts?.length) return '';
+  if (atts.length > 1) return `📎 ${atts.length} files`;
+  const a = atts[0];
+  return { image: '📷 Photo', video: '🎬 Video', audio: '🎵 Audio' }[kindOf(a)] || '📎 ' + (a.name || 'File');
+}
+
+/** A document icon labelled with the file's extension (an SVG: no emoji font needed). */
+function fileIcon(name, contentType) {
+  const NS = 'http://www.w3.org/2000/svg';
+  const mk = (tag, attrs) => {
+    const e = document.createElementNS(NS, tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    return e;
+  };
+  const m = /\.([A-Za-z0-9]{1,4})$/.exec(name || '');
+  const ext = (m ? m[1] : (contentType || '').split('/')[1]?.split(/[;+.-]/)[0] || '').slice(0, 4).toUpperCase();
+  const svg = mk('svg', { viewBox: '0 0 32 40', width: '28', height: '35', 'aria-hidden': 'true', class: 'doc-icon' });
+  svg.append(
+    mk('path', { d: 'M5 2h15l8 8v28H5z', fill: '#e8eefc', stroke: 'currentColor', 'stroke-width': '2', 'stroke-linejoin': 'round' }),
+    mk('path', { d: 'M20 2v8h8', fill: 'none', stroke: 'currentColor', 'stroke-width': '2', 'stroke-linejoin': 'round' }),
+  );
+  if (ext) {
+    const t = mk('text', { x: '16.5', y: '31', 'text-anchor': 'middle', 'font-size': ext.length > 3 ? '7' : '8.5', 'font-weight': '700', fill: 'currentColor' });
+    t.textContent = ext;
+    svg.append(t);
+  }
+  return svg;
+}
+
+/** A content type without its parameters ("text/plain; charset=utf-8" → "text/plain"). */
+const essence = (t) => (t || '').split(';')[0].trim();
+
+/** What went wrong with an upload, for the person who attached the file. */
+function uploadErrText(err) {
+  const code = String(err?.code || '').replace(/^ERROR_CODE_/, '').toLowerCase();
+  switch (code) {
+    case 'too_large':
+      return 'Too large to send.';
+    case 'unsupported_media_type':
+      return 'This type of file is not allowed here.';
+    case 'quota_exceeded':
+      return 'Your storage for files is full.';
+    case 'too_many_requests':
+      return 'Too many uploads at once. Try again.';
+    case 'bad_request':
+      return 'The file is empty or damaged.';
+    case 'unauthenticated':
+      return 'Signed out. Sign in again.';
+    case 'network':
+    case 'unavailable':
+      return 'Upload failed (connection or server). Try again.';
+  }
+  return 'Upload failed: ' + errText(err);
+}
+
+// -- download URLs: asked for on demand, reused only while they have time left
+
+const urlCache = new Map(); // "file|thumb|conv|seq" -> {url, expiresAt} or a pending Promise
+
+/** A URL for an attachment of message (convId, seq): a cached one with at least minLeftMs left, else a new one. */
+async function fileUrlFor(convId, seq, fileId, thumb, minLeftMs = 60_000) {
+  return (await fileLink(convId, seq, fileId, thumb, minLeftMs)).url;
+}
+
+/** As fileUrlFor, with the URL's expiry: {url, expiresAt}. */
+async function fileLink(convId, seq, fileId, thumb, minLeftMs) {
+  const key = `${fileId}|${thumb ? 't' : 'f'}|${convId}|${seq}`;
+  const hit = urlCache.get(key);
+  if (hit instanceof Promise) return hit;
+  if (hit && hit.expiresAt - Date.now() > minLeftMs) return hit;
+  const p = client.fileUrl(fileId, convId, seq, thumb).then(
+    (r) => {
+      // Only web URLs go into src and href (the server's own, or its object store's).
+      if (!/^https?:\/\//i.test(r.url)) throw new Error('unexpected file URL');
+      const link = { url: r.url, expiresAt: r.expiresAt || Date.now() + 60_000 };
+      urlCache.set(key, link);
+      return link;
+    },
+    (err) => {
+      urlCache.delete(key);
+      throw err;
+    },
+  );
+  urlCache.set(key, p);
+  return p;
+}
+
+/** Points a media element (img, video, audio) at a file's URL, and at a new one if the old one fails or has expired. */
+function loadMedia(node, convId, seq, a, thumb) {
+  let lastTry = 0;
+  let expiresAt = 0;
+  const load = (minLeft, then) => {
+    lastTry = Date.now();
+    fileLink(convId, seq, a.id, thumb, minLeft).then(
+      (link) => {
+        expiresAt = link.expiresAt;
+        if (node.src !== link.url) {
+          const t = node.currentTime;
+          node.src = link.url;
+          if (t) node.currentTime = t; // a player resumes where it was
+        }
+        then?.();
+      },
+      () => node.closest('.att')?.classList.add('broken'),
+    );
+  };
+  // A player started long after it was shown: its URL has expired, so take a new one first.
+  node.addEventListener('play', () => {
+    if (expiresAt && expiresAt - Date.now() < 10_000) {
+      node.pause();
+      load(5 * 60_000, () => node.play().catch(() => {}));
+    }
+  });
+  node.addEventListener('error', () => {
+    if (Date.now() - lastTry > 5000) load(5 * 60_000);
+    else node.closest('.att')?.classList.add('broken');
+  });
+  node.addEventListener('load', () => node.closest('.att')?.classList.add('loaded'));
+  node.addEventListener('loadedmetadata', () => node.closest('.att')?.classList.add('loaded'));
+  return () => load(60_000);
+}
+
+// Thumbnails and players ask for their URL when they come near the screen.
+let mediaObserver = null;
+function whenVisible(node, fn) {
+  if (!('IntersectionObserver' in window)) return fn();
+  if (!mediaObserver) {
+    mediaObserver = new IntersectionObserver(
+      (entries) => {
+        for (const e of entries) {
+          if (!e.isIntersecting) continue;
+          mediaObserver.unobserve(e.target);
+          e.target._load?.();
+        }
+      },
+      { root: $('messages'), rootMargin: '600px 0px' },
+    );
+  }
+  node._load = fn;
+  mediaObserver.observe(node);
+}
+
+/** The displayed size of an image: at most IMG_BOX a side, its proportions kept. */
+function boxOf(a) {
+  const w = a.width || 0;
+  const h = a.height || 0;
+  if (!w || !h) return { w: IMG_BOX, h: Math.round((IMG_BOX * 3) / 4) };
+  const s = Math.min(1, IMG_BOX / Math.max(w, h));
+  return { w: Math.max(48, Math.round(w * s)), h: Math.max(48, Math.round(h * s)), ratio: `${w} / ${h}` };
+}
+
+// A message's attachment nodes are kept across renders (renderChat rebuilds
+// the list): images do not reload and players keep playing.
+const attCache = new WeakMap(); // message -> {key, node}
+
+function attachmentsNode(c, m) {
+  const key = m.seq + ':' + m.attachments.map((a) => a.id + (a.contentType || '') + (a.thumbnail ? 't' : '')).join(',');
+  const hit = attCache.get(m);
+  if (hit?.key === key) return hit.node;
+  const box = el('div', 'atts');
+  // Clicks on files are not clicks on the message (which opens its actions).
+  box.addEventListener('click', (ev) => ev.stopPropagation());
+  for (const a of m.attachments) box.append(attachmentNode(c.id, m.seq, a));
+  attCache.set(m, { key, node: box });
+  return box;
+}
+
+function attachmentNode(convId, seq, a) {
+  const kind = kindOf(a);
+  const name = a.name || 'file';
+  // Images the browser shows: as a thumbnail, or, without one, the file itself when small.
+  if (kind === 'image' && (a.thumbnail || (a.size || 0) <= 2_000_000)) {
+    const { w, h, ratio } = boxOf(a);
+    const btn = el('button', 'att att-image');
+    btn.type = 'button';
+    btn.setAttribute('aria-label', `Open image ${name}`);
+    btn.dataset.file = a.id;
+    btn.style.width = w + 'px';
+    if (ratio) btn.style.aspectRatio = ratio;
+    else btn.style.height = h + 'px';
+    const img = el('img');
+    img.alt = name;
+    img.decoding = 'async';
+    btn.append(img);
+    whenVisible(btn, loadMedia(img, convId, seq, a, !!a.thumbnail));
+    btn.addEventListener('click', () => openViewer(convId, seq, a, btn));
+    return btn;
+  }
+  if (kind === 'video' || kind === 'audio') {
+    const wrap = el('div', 'att att-' + kind);
+    wrap.dataset.file = a.id;
+    const player = el(kind);
+    player.controls = true;
+    player.preload = 'metadata';
+    player.setAttribute('aria-label', name);
+    if (kind === 'video') {
+      player.playsInline = true;
+      const { w, ratio } = boxOf(a);
+      player.style.width = (a.width ? w : IMG_BOX) + 'px';
+      if (ratio) player.style.aspectRatio = ratio;
+    }
+    wrap.append(player);
+    if (kind === 'audio') wrap.append(el('div', 'att-caption', `${name} · ${fmtSize(a.size)}`));
+    whenVisible(wrap, loadMedia(player, convId, seq, a, false));
+    return wrap;
+  }
+  return fileCard(convId, seq, a);
+}
+
+/** A card that downloads the file, with a URL asked for at the click. */
+function fileCard(convId, seq, a) {
+  const name = a.name || 'file';
+  const card = el('a', 'att att-file');
+  card.dataset.file = a.id;
+  card.href = '#';
+  card.download = name;
+  card.setAttribute('aria-label', `Download ${name}, ${fmtSize(a.size)}`);
+  const icon = el('span', 'att-icon');
+  icon.append(fileIcon(name, a.contentType));
+  card.append(icon);
+  const info = el('span', 'att-info');
+  info.append(el('span', 'att-name', name), el('span', 'att-sub', [fmtSize(a.size), essence(a.contentType)].filter(Boolean).join(' · ')));
+  card.append(info);
+  let ready = false; // the href is a URL with time left: let the click through
+  card.addEventListener('click', (ev) => {
+    if (ready) {
+      ready = false;
+      return;
+    }
+    ev.preventDefault();
+    card.classList.add('busy');
+    fileUrlFor(convId, seq, a.id, false, 2 * 60_000).then(
+      (url) => {
+        card.classList.remove('busy');
+        card.href = url;
+        ready = true;
+        card.click();
+      },
+      (err) => {
+        card.classList.remove('busy');
+        alertError(err);
+      },
+    );
+  });
+  return card;
+}
+
+// -- the image viewer: a modal dialog (the page behind is inert, so focus
+// stays in it), closed by Esc, the × or a click.
+
+let viewerOpener = null;
+let viewerOp = 0;
+
+async function openViewer(convId, seq, a, opener) {
+  const dlg = $('viewer');
+  const img = $('viewer-img');
+  const op = ++viewerOp;
+  viewerOpener = opener;
+  $('viewer-title').textContent = a.name || 'Image';
+  img.removeAttribute('src');
+  img.alt = a.name || 'Image';
+  $('viewer-status').textContent = 'Loading…';
+  const dl = $('viewer-download');
+  dl.removeAttribute('href');
+  dl.download = a.name || 'image';
+  dlg.showModal();
+  try {
+    const url = await fileUrlFor(convId, seq, a.id, false, 2 * 60_000);
+    if (op !== viewerOp || !dlg.open) return;
+    img.src = url;
+    dl.href = url;
+  } catch (err) {
+    if (op === viewerOp) $('viewer-status').textContent = 'Could not load the image: ' + errText(err);
+  }
+}
+
+function wireViewer() {
+  const dlg = $('viewer');
+  const img = $('viewer-img');
+  img.addEventListener('load', () => ($('viewer-status').textContent = ''));
+  img.addEventListener('error', () => img.getAttribute('src') && ($('viewer-status').textContent = 'Could not load the image.'));
+  $('viewer-close').addEventListener('click', () => dlg.close());
+  // A click on the image or the backdrop closes it; the bar's links and buttons do their own thing.
+  dlg.addEventListener('click', (ev) => {
+    if (ev.target === dlg || ev.target === img) dlg.close();
+  });
+  dlg.addEventListener('close', () => {
+    viewerOp++;
+    img.removeAttribute('src');
+    viewerOpener?.focus({ preventScroll: true });
+    viewerOpener = null;
+  });
+}
+
+// -- attaching: the tray of files being uploaded for the next message
+
+let draftSeq = 0;
+
+function addFiles(files) {
+  if (!openId || !client) return;
+  const c = conv(openId);
+  if (c.left || c.info?.dissolved) return;
+  let skipped = 0;
+  for (const file of files) {
+    if (c.drafts.length >= MAX_FILES) {
+      skipped++;
+      continue;
+    }
+    const d = {
+      key: ++draftSeq,
+      file,
+      name: file.name || (file.type.startsWith('image/') ? 'pasted-image.' + (file.type.split('/')[1] || 'png').replace(/[^a-z0-9]/g, '') : 'file'),
+      status: 'uploading',
+      sent: 0,
+      error: '',
+      retry: false,
+      att: null,
+      ctrl: null,
+      preview: file.type.startsWith('image/') && file.size < 20_000_000 ? URL.createObjectURL(file) : '',
+      node: null,
+    };
+    c.drafts.push(d);
+    startUpload(c, d);
+  }
+  $('tray-note').textContent = skipped ? `A message carries at most ${MAX_FILES} files: ${skipped} not added.` : '';
+  renderTray();
+}
+
+function startUpload(c, d) {
+  d.status = 'uploading';
+  d.error = '';
+  d.sent = 0;
+  d.ctrl = new AbortController();
+  const ctrl = d.ctrl;
+  client
+    .upload(d.file, d.name, {
+      signal: ctrl.signal,
+      onProgress: (sent) => {
+        d.sent = sent;
+        updateDraft(d);
+      },
+    })
+    .then(
+      (att) => {
+        if (ctrl.signal.aborted) return;
+        d.att = att;
+        d.status = 'done';
+        d.sent = d.file.size;
+      },
+      (err) => {
+        if (ctrl.signal.aborted || err?.name === 'AbortError') return;
+        d.status = 'error';
+        d.error = uploadErrText(err);
+        d.retry = err?.temporary === true || err?.code === 'network';
+      },
+    )
+    .finally(() => {
+      if (openId === c.id) renderTray();
+    });
+}
+
+function dropDraft(c, d) {
+  if (d.status === 'uploading') d.ctrl?.abort(); // the SDK also deletes what the server has
+  if (d.preview) URL.revokeObjectURL(d.preview);
+  c.drafts = c.drafts.filter((x) => x !== d);
+}
+
+function draftNode(c, d) {
+  const li = el('li', 'draft');
+  if (d.preview) li.append(Object.assign(el('img', 'draft-thumb'), { src: d.preview, alt: '' }));
+  else {
+    const icon = el('span', 'draft-thumb draft-icon');
+    icon.append(fileIcon(d.name, d.file.type));
+    li.append(icon);
+  }
+  const info = el('div', 'draft-info');
+  const status = el('span', 'draft-status');
+  const bar = el('progress', 'draft-progress');
+  bar.max = 1;
+  bar.setAttribute('aria-label', `Uploading ${d.name}`);
+  info.append(el('span', 'draft-name', d.name), status, bar);
+  li.append(info);
+  const retry = el('button', 'secondary draft-retry', 'Retry');
+  retry.type = 'button';
+  retry.addEventListener('click', () => {
+    startUpload(c, d);
+    renderTray();
+  });
+  const x = el('button', 'draft-remove', '×');
+  x.type = 'button';
+  x.addEventListener('click', () => {
+    dropDraft(c, d);
+    renderTray();
+    $('composer-input').focus({ preventScroll: true });
+  });
+  li.append(retry, x);
+  d.node = { li, status, bar, retry, x };
+  return d.node;
+}
+
+/** Updates one file's row in place (progress comes often). */
+function updateDraft(d) {
+  const n = d.node;
+  if (!n) return;
+  n.li.dataset.status = d.status;
+  n.li.classList.toggle('failed', d.status === 'error');
+  const size = d.file.size;
+  n.status.textContent =
+    d.status === 'uploading' ? `${fmtSize(d.sent)} of ${fmtSize(size)}` : d.status === 'done' ? `${fmtSize(size)} · ready` : d.error;
+  n.status.setAttribute('role', d.status === 'error' ? 'alert' : 'none');
+  n.bar.hidden = d.status !== 'uploading';
+  n.bar.value = size ? d.sent / size : 0;
+  n.retry.hidden = !(d.status === 'error' && d.retry);
+  n.x.setAttribute('aria-label', (d.status === 'uploading' ? 'Cancel ' : 'Remove ') + d.name);
+  n.x.title = d.status === 'uploading' ? 'Cancel upload' : 'Remove';
+}
+
+function renderTray() {
+  const tray = $('tray');
+  const c = openId ? conv(openId) : null;
+  const drafts = c ? c.drafts : [];
+  tray.replaceChildren(
+    ...drafts.map((d) => {
+      const n = d.node || draftNode(c, d);
+      updateDraft(d);
+      return n.li;
+    }),
+  );
+  tray.hidden = drafts.length === 0;
+  const uploading = drafts.filter((d) => d.status === 'uploading').length;
+  const send = $('send-btn');
+  send.disabled = uploading > 0;
+  send.title = uploading ? `Waiting for ${uploading} upload${uploading > 1 ? 's' : ''}` : '';
+  if (!c || !drafts.length) $('tray-note').textContent = '';
+}
+
+/** The server's description of a message this session sent with files. */
+async function describeOwn(c, seq) {
+  try {
+    const page = await client.history(c.id, seq + 1, 1);
+    const m = (page.messages || []).find((x) => x.seq === seq);
+    const mine = c.msgs.get(seq);
+    if (m?.attachments && mine) {
+      mine.attachments = m.attachments;
+      if (openId === c.id) renderChat();
+    }
+  } catch {}
+}
+
+function wireFiles() {
+  const input = $('file-input');
+  $('attach-btn').addEventListener('click', () => input.click());
+  input.addEventListener('change', () => {
+    addFiles([...input.files]);
+    input.value = ''; // the same file can be picked again
+    $('composer-input').focus({ preventScroll: true });
+  });
+  // Paste: files on the clipboard (a screenshot, a copied image) are attached.
+  document.addEventListener('paste', (ev) => {
+    if (!openId || $('app').hidden || document.querySelector('dialog[open]')) return;
+    const files = [...(ev.clipboardData?.files || [])];
+    if (!files.length) return;
+    if (![...ev.clipboardData.types].includes('text/plain')) ev.preventDefault();
+    addFiles(files);
+  });
+  // Drop onto the conversation.
+  const chat = $('chat');
+  const hasFiles = (ev) => [...(ev.dataTransfer?.types || [])].includes('Files');
+  let depth = 0;
+  chat.addEventListener('dragenter', (ev) => {
+    if (!hasFiles(ev) || !openId) return;
+    ev.preventDefault();
+    depth++;
+    chat.classList.add('dropping');
+  });
+  chat.addEventListener('dragover', (ev) => {
+    if (!hasFiles(ev) || !openId) return;
+    ev.preventDefault();
+    ev.dataTransfer.dropEffect = 'copy';
+  });
+  chat.addEventListener('dragleave', () => {
+    if (--depth <= 0) {
+      depth = 0;
+      chat.classList.remove('dropping');
+    }
+  });
+  chat.addEventListener('drop', (ev) => {
+    depth = 0;
+    chat.classList.remove('dropping');
+    if (!hasFiles(ev) || !openId) return;
+    ev.preventDefault();
+    addFiles([...ev.dataTransfer.files]);
+  });
+  wireViewer();
 }
 
 // ---- notifications (Web Push) ----
@@ -826,6 +1370,8 @@ function start(auth) {
 }
 
 function restart(auth) {
+  for (const c of convs.values()) for (const d of c.drafts) dropDraft(c, d);
+  urlCache.clear();
   client?.close();
   convs.clear();
   openId = '';
@@ -859,6 +1405,9 @@ function signOut(callServer = true) {
   client?.close();
   client = null;
   session.del();
+  for (const c of convs.values()) for (const d of c.drafts) dropDraft(c, d);
+  urlCache.clear();
+  $('viewer').close();
   store.del('open.' + me);
   convs.clear();
   openId = '';
@@ -900,12 +1449,24 @@ function wire() {
 
   $('composer').addEventListener('submit', (ev) => {
     ev.preventDefault();
+    if (!openId) return;
     const input = $('composer-input');
     const v = input.value.trim();
-    if (!v || !openId) return;
+    const c = conv(openId);
+    if (editing) {
+      if (!v) return;
+      input.value = '';
+      return send(v);
+    }
+    if (c.drafts.some((d) => d.status === 'uploading')) return; // Send waits for the uploads
+    const ready = c.drafts.filter((d) => d.status === 'done');
+    if (!v && !ready.length) return;
     input.value = '';
-    send(v);
+    // Files that failed stay in the tray, with their error, until removed.
+    for (const d of ready) dropDraft(c, d);
+    send(v, ready.map((d) => d.att));
   });
+  wireFiles();
   let lastTyping = 0;
   $('composer-input').addEventListener('input', () => {
     if (!openId || !client || editing) return;

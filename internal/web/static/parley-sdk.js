@@ -1,12 +1,426 @@
 // Parley TypeScript SDK, bundled for browsers. Generated from sdk/typescript/src
 // by `npm run bundle` in sdk/typescript; do not edit.
+var __create = Object.create;
 var __defProp = Object.defineProperty;
+var __getOwnPropDesc = Object.getOwnPropertyDescriptor;
+var __getOwnPropNames = Object.getOwnPropertyNames;
+var __getProtoOf = Object.getPrototypeOf;
+var __hasOwnProp = Object.prototype.hasOwnProperty;
 var __defNormalProp = (obj, key, value) => key in obj ? __defProp(obj, key, { enumerable: true, configurable: true, writable: true, value }) : obj[key] = value;
+var __commonJS = (cb, mod) => function __require() {
+  try {
+    return mod || (0, cb[__getOwnPropNames(cb)[0]])((mod = { exports: {} }).exports, mod), mod.exports;
+  } catch (e) {
+    throw mod = 0, e;
+  }
+};
+var __copyProps = (to, from, except, desc) => {
+  if (from && typeof from === "object" || typeof from === "function") {
+    for (let key of __getOwnPropNames(from))
+      if (!__hasOwnProp.call(to, key) && key !== except)
+        __defProp(to, key, { get: () => from[key], enumerable: !(desc = __getOwnPropDesc(from, key)) || desc.enumerable });
+  }
+  return to;
+};
+var __toESM = (mod, isNodeMode, target) => (target = mod != null ? __create(__getProtoOf(mod)) : {}, __copyProps(
+  // If the importer is in node compatibility mode or this is not an ESM
+  // file that has been converted to a CommonJS file using a Babel-
+  // compatible transform (i.e. "__esModule" has not been set), then set
+  // "default" to the CommonJS "module.exports" for node compatibility.
+  isNodeMode || !mod || !mod.__esModule ? __defProp(target, "default", { value: mod, enumerable: true }) : target,
+  mod
+));
 var __publicField = (obj, key, value) => __defNormalProp(obj, typeof key !== "symbol" ? key + "" : key, value);
+
+// node_modules/requires-port/index.js
+var require_requires_port = __commonJS({
+  "node_modules/requires-port/index.js"(exports, module) {
+    "use strict";
+    module.exports = function required(port, protocol) {
+      protocol = protocol.split(":")[0];
+      port = +port;
+      if (!port) return false;
+      switch (protocol) {
+        case "http":
+        case "ws":
+          return port !== 80;
+        case "https":
+        case "wss":
+          return port !== 443;
+        case "ftp":
+          return port !== 21;
+        case "gopher":
+          return port !== 70;
+        case "file":
+          return false;
+      }
+      return port !== 0;
+    };
+  }
+});
+
+// node_modules/querystringify/index.js
+var require_querystringify = __commonJS({
+  "node_modules/querystringify/index.js"(exports) {
+    "use strict";
+    var has = Object.prototype.hasOwnProperty;
+    var undef;
+    function decode2(input) {
+      try {
+        return decodeURIComponent(input.replace(/\+/g, " "));
+      } catch (e) {
+        return null;
+      }
+    }
+    function encode2(input) {
+      try {
+        return encodeURIComponent(input);
+      } catch (e) {
+        return null;
+      }
+    }
+    function querystring(query) {
+      var parser = /([^=?#&]+)=?([^&]*)/g, result = {}, part;
+      while (part = parser.exec(query)) {
+        var key = decode2(part[1]), value = decode2(part[2]);
+        if (key === null || value === null || key in result) continue;
+        result[key] = value;
+      }
+      return result;
+    }
+    function querystringify(obj, prefix) {
+      prefix = prefix || "";
+      var pairs = [], value, key;
+      if ("string" !== typeof prefix) prefix = "?";
+      for (key in obj) {
+        if (has.call(obj, key)) {
+          value = obj[key];
+          if (!value && (value === null || value === undef || isNaN(value))) {
+            value = "";
+          }
+          key = encode2(key);
+          value = encode2(value);
+          if (key === null || value === null) continue;
+          pairs.push(key + "=" + value);
+        }
+      }
+      return pairs.length ? prefix + pairs.join("&") : "";
+    }
+    exports.stringify = querystringify;
+    exports.parse = querystring;
+  }
+});
+
+// node_modules/url-parse/index.js
+var require_url_parse = __commonJS({
+  "node_modules/url-parse/index.js"(exports, module) {
+    "use strict";
+    var required = require_requires_port();
+    var qs = require_querystringify();
+    var controlOrWhitespace = /^[\x00-\x20\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+/;
+    var CRHTLF = /[\n\r\t]/g;
+    var slashes = /^[A-Za-z][A-Za-z0-9+-.]*:\/\//;
+    var port = /:\d+$/;
+    var protocolre = /^([a-z][a-z0-9.+-]*:)?(\/\/)?([\\/]+)?([\S\s]*)/i;
+    var windowsDriveLetter = /^[a-zA-Z]:/;
+    function trimLeft(str) {
+      return (str ? str : "").toString().replace(controlOrWhitespace, "");
+    }
+    var rules = [
+      ["#", "hash"],
+      // Extract from the back.
+      ["?", "query"],
+      // Extract from the back.
+      function sanitize(address, url) {
+        return isSpecial(url.protocol) ? address.replace(/\\/g, "/") : address;
+      },
+      ["/", "pathname"],
+      // Extract from the back.
+      ["@", "auth", 1],
+      // Extract from the front.
+      [NaN, "host", void 0, 1, 1],
+      // Set left over value.
+      [/:(\d*)$/, "port", void 0, 1],
+      // RegExp the back.
+      [NaN, "hostname", void 0, 1, 1]
+      // Set left over.
+    ];
+    var ignore = { hash: 1, query: 1 };
+    function lolcation(loc) {
+      var globalVar;
+      if (typeof window !== "undefined") globalVar = window;
+      else if (typeof global !== "undefined") globalVar = global;
+      else if (typeof self !== "undefined") globalVar = self;
+      else globalVar = {};
+      var location = globalVar.location || {};
+      loc = loc || location;
+      var finaldestination = {}, type = typeof loc, key;
+      if ("blob:" === loc.protocol) {
+        finaldestination = new Url(unescape(loc.pathname), {});
+      } else if ("string" === type) {
+        finaldestination = new Url(loc, {});
+        for (key in ignore) delete finaldestination[key];
+      } else if ("object" === type) {
+        for (key in loc) {
+          if (key in ignore) continue;
+          finaldestination[key] = loc[key];
+        }
+        if (finaldestination.slashes === void 0) {
+          finaldestination.slashes = slashes.test(loc.href);
+        }
+      }
+      return finaldestination;
+    }
+    function isSpecial(scheme) {
+      return scheme === "file:" || scheme === "ftp:" || scheme === "http:" || scheme === "https:" || scheme === "ws:" || scheme === "wss:";
+    }
+    function extractProtocol(address, location) {
+      address = trimLeft(address);
+      address = address.replace(CRHTLF, "");
+      location = location || {};
+      var match = protocolre.exec(address);
+      var protocol = match[1] ? match[1].toLowerCase() : "";
+      var forwardSlashes = !!match[2];
+      var otherSlashes = !!match[3];
+      var slashesCount = 0;
+      var rest;
+      if (forwardSlashes) {
+        if (otherSlashes) {
+          rest = match[2] + match[3] + match[4];
+          slashesCount = match[2].length + match[3].length;
+        } else {
+          rest = match[2] + match[4];
+          slashesCount = match[2].length;
+        }
+      } else {
+        if (otherSlashes) {
+          rest = match[3] + match[4];
+          slashesCount = match[3].length;
+        } else {
+          rest = match[4];
+        }
+      }
+      if (protocol === "file:") {
+        if (slashesCount >= 2) {
+          rest = rest.slice(2);
+        }
+      } else if (isSpecial(protocol)) {
+        rest = match[4];
+      } else if (protocol) {
+        if (forwardSlashes) {
+          rest = rest.slice(2);
+        }
+      } else if (slashesCount >= 2 && isSpecial(location.protocol)) {
+        rest = match[4];
+      }
+      return {
+        protocol,
+        slashes: forwardSlashes || isSpecial(protocol),
+        slashesCount,
+        rest
+      };
+    }
+    function resolve(relative, base2) {
+      if (relative === "") return base2;
+      var path = (base2 || "/").split("/").slice(0, -1).concat(relative.split("/")), i = path.length, last = path[i - 1], unshift = false, up = 0;
+      while (i--) {
+        if (path[i] === ".") {
+          path.splice(i, 1);
+        } else if (path[i] === "..") {
+          path.splice(i, 1);
+          up++;
+        } else if (up) {
+          if (i === 0) unshift = true;
+          path.splice(i, 1);
+          up--;
+        }
+      }
+      if (unshift) path.unshift("");
+      if (last === "." || last === "..") path.push("");
+      return path.join("/");
+    }
+    function Url(address, location, parser) {
+      address = trimLeft(address);
+      address = address.replace(CRHTLF, "");
+      if (!(this instanceof Url)) {
+        return new Url(address, location, parser);
+      }
+      var relative, extracted, parse, instruction, index, key, instructions = rules.slice(), type = typeof location, url = this, i = 0;
+      if ("object" !== type && "string" !== type) {
+        parser = location;
+        location = null;
+      }
+      if (parser && "function" !== typeof parser) parser = qs.parse;
+      location = lolcation(location);
+      extracted = extractProtocol(address || "", location);
+      relative = !extracted.protocol && !extracted.slashes;
+      url.slashes = extracted.slashes || relative && location.slashes;
+      url.protocol = extracted.protocol || location.protocol || "";
+      address = extracted.rest;
+      if (extracted.protocol === "file:" && (extracted.slashesCount !== 2 || windowsDriveLetter.test(address)) || !extracted.slashes && (extracted.protocol || extracted.slashesCount < 2 || !isSpecial(url.protocol))) {
+        instructions[3] = [/(.*)/, "pathname"];
+      }
+      for (; i < instructions.length; i++) {
+        instruction = instructions[i];
+        if (typeof instruction === "function") {
+          address = instruction(address, url);
+          continue;
+        }
+        parse = instruction[0];
+        key = instruction[1];
+        if (parse !== parse) {
+          url[key] = address;
+        } else if ("string" === typeof parse) {
+          index = parse === "@" ? address.lastIndexOf(parse) : address.indexOf(parse);
+          if (~index) {
+            if ("number" === typeof instruction[2]) {
+              url[key] = address.slice(0, index);
+              address = address.slice(index + instruction[2]);
+            } else {
+              url[key] = address.slice(index);
+              address = address.slice(0, index);
+            }
+          }
+        } else if (index = parse.exec(address)) {
+          url[key] = index[1];
+          address = address.slice(0, index.index);
+        }
+        url[key] = url[key] || (relative && instruction[3] ? location[key] || "" : "");
+        if (instruction[4]) url[key] = url[key].toLowerCase();
+      }
+      if (parser) url.query = parser(url.query);
+      if (relative && location.slashes && url.pathname.charAt(0) !== "/" && (url.pathname !== "" || location.pathname !== "")) {
+        url.pathname = resolve(url.pathname, location.pathname);
+      }
+      if (url.pathname.charAt(0) !== "/" && isSpecial(url.protocol)) {
+        url.pathname = "/" + url.pathname;
+      }
+      if (!required(url.port, url.protocol)) {
+        url.host = url.hostname;
+        url.port = "";
+      }
+      url.username = url.password = "";
+      if (url.auth) {
+        index = url.auth.indexOf(":");
+        if (~index) {
+          url.username = url.auth.slice(0, index);
+          url.username = encodeURIComponent(decodeURIComponent(url.username));
+          url.password = url.auth.slice(index + 1);
+          url.password = encodeURIComponent(decodeURIComponent(url.password));
+        } else {
+          url.username = encodeURIComponent(decodeURIComponent(url.auth));
+        }
+        url.auth = url.password ? url.username + ":" + url.password : url.username;
+      }
+      url.origin = url.protocol !== "file:" && isSpecial(url.protocol) && url.host ? url.protocol + "//" + url.host : "null";
+      url.href = url.toString();
+    }
+    function set(part, value, fn) {
+      var url = this;
+      switch (part) {
+        case "query":
+          if ("string" === typeof value && value.length) {
+            value = (fn || qs.parse)(value);
+          }
+          url[part] = value;
+          break;
+        case "port":
+          url[part] = value;
+          if (!required(value, url.protocol)) {
+            url.host = url.hostname;
+            url[part] = "";
+          } else if (value) {
+            url.host = url.hostname + ":" + value;
+          }
+          break;
+        case "hostname":
+          url[part] = value;
+          if (url.port) value += ":" + url.port;
+          url.host = value;
+          break;
+        case "host":
+          url[part] = value;
+          if (port.test(value)) {
+            value = value.split(":");
+            url.port = value.pop();
+            url.hostname = value.join(":");
+          } else {
+            url.hostname = value;
+            url.port = "";
+          }
+          break;
+        case "protocol":
+          url.protocol = value.toLowerCase();
+          url.slashes = !fn;
+          break;
+        case "pathname":
+        case "hash":
+          if (value) {
+            var char = part === "pathname" ? "/" : "#";
+            url[part] = value.charAt(0) !== char ? char + value : value;
+          } else {
+            url[part] = value;
+          }
+          break;
+        case "username":
+        case "password":
+          url[part] = encodeURIComponent(value);
+          break;
+        case "auth":
+          var index = value.indexOf(":");
+          if (~index) {
+            url.username = value.slice(0, index);
+            url.username = encodeURIComponent(decodeURIComponent(url.username));
+            url.password = value.slice(index + 1);
+            url.password = encodeURIComponent(decodeURIComponent(url.password));
+          } else {
+            url.username = encodeURIComponent(decodeURIComponent(value));
+          }
+      }
+      for (var i = 0; i < rules.length; i++) {
+        var ins = rules[i];
+        if (ins[4]) url[ins[1]] = url[ins[1]].toLowerCase();
+      }
+      url.auth = url.password ? url.username + ":" + url.password : url.username;
+      url.origin = url.protocol !== "file:" && isSpecial(url.protocol) && url.host ? url.protocol + "//" + url.host : "null";
+      url.href = url.toString();
+      return url;
+    }
+    function toString(stringify) {
+      if (!stringify || "function" !== typeof stringify) stringify = qs.stringify;
+      var query, url = this, host = url.host, protocol = url.protocol;
+      if (protocol && protocol.charAt(protocol.length - 1) !== ":") protocol += ":";
+      var result = protocol + (url.protocol && url.slashes || isSpecial(url.protocol) ? "//" : "");
+      if (url.username) {
+        result += url.username;
+        if (url.password) result += ":" + url.password;
+        result += "@";
+      } else if (url.password) {
+        result += ":" + url.password;
+        result += "@";
+      } else if (url.protocol !== "file:" && isSpecial(url.protocol) && !host && url.pathname !== "/") {
+        result += "@";
+      }
+      if (host[host.length - 1] === ":" || port.test(url.hostname) && !url.port) {
+        host += ":";
+      }
+      result += host + url.pathname;
+      query = "object" === typeof url.query ? stringify(url.query) : url.query;
+      if (query) result += "?" !== query.charAt(0) ? "?" + query : query;
+      if (url.hash) result += url.hash;
+      return result;
+    }
+    Url.prototype = { set, toString };
+    Url.extractProtocol = extractProtocol;
+    Url.location = lolcation;
+    Url.trimLeft = trimLeft;
+    Url.qs = qs;
+    module.exports = Url;
+  }
+});
 
 // src/codec.ts
 var NUMERIC = /* @__PURE__ */ new Set([
-  "id",
   "seq",
   "lastSeq",
   "deliveredSeq",
@@ -23,7 +437,10 @@ var NUMERIC = /* @__PURE__ */ new Set([
   "createdAt",
   "joinedAt",
   "lastSeen",
-  "updatedAt"
+  "updatedAt",
+  "size",
+  "durationMs",
+  "expiresAt"
 ]);
 var BYTES = /* @__PURE__ */ new Set(["payload", "body"]);
 var B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -51,13 +468,13 @@ function toBase64Url(b) {
   return toBase64(b).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
 }
 function fromBase64(s) {
-  let len = s.length;
-  while (len > 0 && s.charCodeAt(len - 1) === 61) len--;
-  const out = new Uint8Array(Math.floor(len * 3 / 4));
+  let len2 = s.length;
+  while (len2 > 0 && s.charCodeAt(len2 - 1) === 61) len2--;
+  const out = new Uint8Array(Math.floor(len2 * 3 / 4));
   let bits = 0;
   let acc = 0;
   let o = 0;
-  for (let i = 0; i < len; i++) {
+  for (let i = 0; i < len2; i++) {
     const c = s.charCodeAt(i);
     const v = c < 128 ? B64_INDEX[c] : -1;
     if (v < 0) throw new Error("parley: invalid base64");
@@ -82,7 +499,7 @@ function encodeFrame(f) {
   return JSON.stringify(f, (_k, v) => v instanceof Uint8Array ? toBase64(v) : v);
 }
 function decodeFrame(data) {
-  return JSON.parse(data, (k, v) => {
+  const f = JSON.parse(data, (k, v) => {
     if (typeof v === "string") {
       if (NUMERIC.has(k)) return Number(v);
       if (BYTES.has(k)) return fromBase64(v);
@@ -91,11 +508,13 @@ function decodeFrame(data) {
     }
     return v;
   });
+  if (typeof f.id === "string") f.id = Number(f.id);
+  return f;
 }
 
 // src/errors.ts
 var ParleyError = class extends Error {
-  constructor(code, message, temporary) {
+  constructor(code, message, temporary, status) {
     super(`parley: ${code}${message ? ": " + message : ""}`);
     __publicField(this, "code");
     /**
@@ -104,9 +523,12 @@ var ParleyError = class extends Error {
      * send it. {@link isTemporary} falls back to the code then.
      */
     __publicField(this, "temporary");
+    /** The HTTP status of an HTTP answer (uploads, accounts, rpc); undefined for socket frames. */
+    __publicField(this, "status");
     this.name = "ParleyError";
     this.code = code;
     this.temporary = temporary;
+    this.status = status;
   }
 };
 var temporaryCodes = /* @__PURE__ */ new Set([
@@ -144,7 +566,8 @@ var TimeoutError = class extends Error {
   }
 };
 function isCode(err, code) {
-  return err instanceof ParleyError && err.code === code;
+  if (!(err instanceof ParleyError)) return false;
+  return err.code === code || err.code === code.replace(/^ERROR_CODE_/, "").toLowerCase();
 }
 
 // src/connection.ts
@@ -355,7 +778,7 @@ async function call(o, path, init) {
       if (typeof body.error?.temporary === "boolean") temporary = body.error.temporary;
     } catch {
     }
-    throw new ParleyError(code, message, temporary);
+    throw new ParleyError(code, message, temporary, res.status);
   }
   return res;
 }
@@ -388,6 +811,1519 @@ async function webPushKey(o = {}) {
   const body = await (await call(o, "/v1/push/webpush-key", { method: "GET" })).json();
   if (typeof body.publicKey !== "string" || body.publicKey === "") throw new ParleyError("bad_response", "no publicKey in the answer");
   return body.publicKey;
+}
+
+// node_modules/tus-js-client/lib/error.js
+var DetailedError = class extends Error {
+  constructor(message, causingErr = null, req = null, res = null) {
+    super(message);
+    this.originalRequest = req;
+    this.originalResponse = res;
+    this.causingError = causingErr;
+    if (causingErr != null) {
+      message += `, caused by ${causingErr.toString()}`;
+    }
+    if (req != null) {
+      const requestId = req.getHeader("X-Request-ID") || "n/a";
+      const method = req.getMethod();
+      const url = req.getURL();
+      const status = res ? res.getStatus() : "n/a";
+      const body = res ? res.getBody() || "" : "n/a";
+      message += `, originated from request (method: ${method}, url: ${url}, response code: ${status}, response text: ${body}, request id: ${requestId})`;
+    }
+    this.message = message;
+  }
+};
+var error_default = DetailedError;
+
+// node_modules/tus-js-client/lib/logger.js
+var isEnabled = false;
+function log(msg) {
+  if (!isEnabled) return;
+  console.log(msg);
+}
+
+// node_modules/tus-js-client/lib/noopUrlStorage.js
+var NoopUrlStorage = class {
+  listAllUploads() {
+    return Promise.resolve([]);
+  }
+  findUploadsByFingerprint(_fingerprint) {
+    return Promise.resolve([]);
+  }
+  removeUpload(_urlStorageKey) {
+    return Promise.resolve();
+  }
+  addUpload(_fingerprint, _upload) {
+    return Promise.resolve(null);
+  }
+};
+
+// node_modules/js-base64/base64.mjs
+var version = "3.9.7";
+var VERSION = version;
+var _TD = typeof TextDecoder === "function" ? new TextDecoder("utf-8", { ignoreBOM: true }) : void 0;
+var _TE = typeof TextEncoder === "function" ? new TextEncoder() : void 0;
+var b64ch = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=";
+var b64chs = Array.prototype.slice.call(b64ch);
+var b64tab = ((a) => {
+  let tab = {};
+  a.forEach((c, i) => tab[c] = i);
+  return tab;
+})(b64chs);
+var b64re = /^(?:[A-Za-z\d+\/]{4})*?(?:[A-Za-z\d+\/]{2}(?:==)?|[A-Za-z\d+\/]{3}=?)?$/;
+var _fromCC = String.fromCharCode.bind(String);
+var _mkUriSafe = (src) => src.replace(/=/g, "").replace(/[+\/]/g, (m0) => m0 == "+" ? "-" : "_");
+var _tidyB64 = (s) => s.replace(/[^A-Za-z0-9\+\/]/g, "");
+var btoaPolyfill = (bin) => {
+  let u32, c0, c1, c2, asc = "";
+  const pad = bin.length % 3;
+  for (let i = 0; i < bin.length; ) {
+    if ((c0 = bin.charCodeAt(i++)) > 255 || (c1 = bin.charCodeAt(i++)) > 255 || (c2 = bin.charCodeAt(i++)) > 255)
+      throw new TypeError("invalid character found");
+    u32 = c0 << 16 | c1 << 8 | c2;
+    asc += b64chs[u32 >> 18 & 63] + b64chs[u32 >> 12 & 63] + b64chs[u32 >> 6 & 63] + b64chs[u32 & 63];
+  }
+  return pad ? asc.slice(0, pad - 3) + "===".substring(pad) : asc;
+};
+var _btoa = typeof btoa === "function" ? (bin) => btoa(bin) : btoaPolyfill;
+var _fromUint8Array = typeof Uint8Array.prototype.toBase64 === "function" ? Function.prototype.call.bind(Uint8Array.prototype.toBase64) : (u8a) => {
+  const maxargs = 4096;
+  let strs = [];
+  for (let i = 0, l = u8a.length; i < l; i += maxargs) {
+    strs.push(_fromCC.apply(null, u8a.subarray(i, i + maxargs)));
+  }
+  return _btoa(strs.join(""));
+};
+var fromUint8Array = (u8a, urlsafe = false) => urlsafe ? _mkUriSafe(_fromUint8Array(u8a)) : _fromUint8Array(u8a);
+var cb_utob = (c) => {
+  if (c.length < 2) {
+    var cc = c.charCodeAt(0);
+    return cc < 128 ? c : cc < 2048 ? _fromCC(192 | cc >>> 6) + _fromCC(128 | cc & 63) : _fromCC(224 | cc >>> 12 & 15) + _fromCC(128 | cc >>> 6 & 63) + _fromCC(128 | cc & 63);
+  } else {
+    var cc = 65536 + (c.charCodeAt(0) - 55296) * 1024 + (c.charCodeAt(1) - 56320);
+    return _fromCC(240 | cc >>> 18 & 7) + _fromCC(128 | cc >>> 12 & 63) + _fromCC(128 | cc >>> 6 & 63) + _fromCC(128 | cc & 63);
+  }
+};
+var re_utob = /[\uD800-\uDBFF][\uDC00-\uDFFF]|[^\x00-\x7F]/g;
+var utob = (u) => u.replace(re_utob, cb_utob);
+var _encode = _TE ? (s) => _fromUint8Array(_TE.encode(s)) : (s) => _btoa(utob(s));
+var encode = (src, urlsafe = false) => urlsafe ? _mkUriSafe(_encode(src)) : _encode(src);
+var encodeURI = (src) => encode(src, true);
+var re_btou = /[\xC0-\xDF][\x80-\xBF]|[\xE0-\xEF][\x80-\xBF]{2}|[\xF0-\xF7][\x80-\xBF]{3}/g;
+var cb_btou = (cccc) => {
+  switch (cccc.length) {
+    case 4:
+      var cp = (7 & cccc.charCodeAt(0)) << 18 | (63 & cccc.charCodeAt(1)) << 12 | (63 & cccc.charCodeAt(2)) << 6 | 63 & cccc.charCodeAt(3), offset = cp - 65536;
+      return _fromCC((offset >>> 10) + 55296) + _fromCC((offset & 1023) + 56320);
+    case 3:
+      return _fromCC((15 & cccc.charCodeAt(0)) << 12 | (63 & cccc.charCodeAt(1)) << 6 | 63 & cccc.charCodeAt(2));
+    default:
+      return _fromCC((31 & cccc.charCodeAt(0)) << 6 | 63 & cccc.charCodeAt(1));
+  }
+};
+var btou = (b) => b.replace(re_btou, cb_btou);
+var atobPolyfill = (asc) => {
+  asc = asc.replace(/\s+/g, "");
+  if (!b64re.test(asc))
+    throw new TypeError("malformed base64.");
+  asc += "==".slice(2 - (asc.length & 3));
+  let u24, r1, r2;
+  let binArray = [];
+  for (let i = 0; i < asc.length; ) {
+    u24 = b64tab[asc.charAt(i++)] << 18 | b64tab[asc.charAt(i++)] << 12 | (r1 = b64tab[asc.charAt(i++)]) << 6 | (r2 = b64tab[asc.charAt(i++)]);
+    if (r1 === 64) {
+      binArray.push(_fromCC(u24 >> 16 & 255));
+    } else if (r2 === 64) {
+      binArray.push(_fromCC(u24 >> 16 & 255, u24 >> 8 & 255));
+    } else {
+      binArray.push(_fromCC(u24 >> 16 & 255, u24 >> 8 & 255, u24 & 255));
+    }
+  }
+  return binArray.join("");
+};
+var _atob = typeof atob === "function" ? (asc) => atob(_tidyB64(asc)) : atobPolyfill;
+var _toUint8Array = typeof Uint8Array.fromBase64 === "function" ? (a) => Uint8Array.fromBase64(a) : (a) => {
+  const bin = _atob(a), l = bin.length, u8a = new Uint8Array(l);
+  for (let i = 0; i < l; i++)
+    u8a[i] = bin.charCodeAt(i);
+  return u8a;
+};
+var toUint8Array = (a) => _toUint8Array(_unURI(a));
+var _decode = _TD ? (a) => _TD.decode(_toUint8Array(a)) : (a) => btou(_atob(a));
+var _unURI = (a) => _tidyB64(a.replace(/[-_]/g, (m0) => m0 == "-" ? "+" : "/"));
+var decode = (src) => _decode(_unURI(src));
+var isValid = (src) => {
+  if (typeof src !== "string")
+    return false;
+  const s = src.replace(/\s+/g, "").replace(/={0,2}$/, "");
+  if (s.length % 4 === 1)
+    return false;
+  return !/[^\s0-9a-zA-Z\+/]/.test(s) || !/[^\s0-9a-zA-Z\-_]/.test(s);
+};
+var _noEnum = (v) => {
+  return {
+    value: v,
+    enumerable: false,
+    writable: true,
+    configurable: true
+  };
+};
+var extendString = function() {
+  const _add = (name, body) => Object.defineProperty(String.prototype, name, _noEnum(body));
+  _add("fromBase64", function() {
+    return decode(this);
+  });
+  _add("toBase64", function(urlsafe) {
+    return encode(this, urlsafe);
+  });
+  _add("toBase64URI", function() {
+    return encode(this, true);
+  });
+  _add("toBase64URL", function() {
+    return encode(this, true);
+  });
+  _add("toUint8Array", function() {
+    return toUint8Array(this);
+  });
+};
+var extendUint8Array = function() {
+  const _add = (name, body) => Object.defineProperty(Uint8Array.prototype, name, _noEnum(body));
+  _add("toBase64", function(urlsafe) {
+    return fromUint8Array(this, urlsafe);
+  });
+  _add("toBase64URI", function() {
+    return fromUint8Array(this, true);
+  });
+  _add("toBase64URL", function() {
+    return fromUint8Array(this, true);
+  });
+};
+var extendBuiltins = () => {
+  extendString();
+  extendUint8Array();
+};
+var gBase64 = {
+  version,
+  VERSION,
+  atob: _atob,
+  atobPolyfill,
+  btoa: _btoa,
+  btoaPolyfill,
+  fromBase64: decode,
+  toBase64: encode,
+  encode,
+  encodeURI,
+  encodeURL: encodeURI,
+  utob,
+  btou,
+  decode,
+  isValid,
+  fromUint8Array,
+  toUint8Array,
+  extendString,
+  extendUint8Array,
+  extendBuiltins
+};
+
+// node_modules/tus-js-client/lib/upload.js
+var import_url_parse = __toESM(require_url_parse());
+
+// node_modules/tus-js-client/lib/uuid.js
+function uuid() {
+  return "xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx".replace(/[xy]/g, (c) => {
+    const r = Math.random() * 16 | 0;
+    const v = c === "x" ? r : r & 3 | 8;
+    return v.toString(16);
+  });
+}
+
+// node_modules/tus-js-client/lib/upload.js
+var PROTOCOL_TUS_V1 = "tus-v1";
+var PROTOCOL_IETF_DRAFT_03 = "ietf-draft-03";
+var PROTOCOL_IETF_DRAFT_05 = "ietf-draft-05";
+var defaultOptions = {
+  endpoint: null,
+  uploadUrl: null,
+  metadata: {},
+  metadataForPartialUploads: {},
+  fingerprint: null,
+  uploadSize: null,
+  onProgress: null,
+  onChunkComplete: null,
+  onSuccess: null,
+  onError: null,
+  onUploadUrlAvailable: null,
+  overridePatchMethod: false,
+  headers: {},
+  addRequestId: false,
+  onBeforeRequest: null,
+  onAfterResponse: null,
+  onShouldRetry: defaultOnShouldRetry,
+  chunkSize: Number.POSITIVE_INFINITY,
+  retryDelays: [0, 1e3, 3e3, 5e3],
+  parallelUploads: 1,
+  parallelUploadBoundaries: null,
+  storeFingerprintForResuming: true,
+  removeFingerprintOnSuccess: false,
+  uploadLengthDeferred: false,
+  uploadDataDuringCreation: false,
+  urlStorage: null,
+  fileReader: null,
+  httpStack: null,
+  protocol: PROTOCOL_TUS_V1
+};
+var BaseUpload = class _BaseUpload {
+  constructor(file, options) {
+    if ("resume" in options) {
+      console.log(
+        "tus: The `resume` option has been removed in tus-js-client v2. Please use the URL storage API instead."
+      );
+    }
+    this.options = options;
+    this.options.chunkSize = Number(this.options.chunkSize);
+    this._urlStorage = this.options.urlStorage;
+    this.file = file;
+    this.url = null;
+    this._req = null;
+    this._fingerprint = null;
+    this._urlStorageKey = null;
+    this._offset = null;
+    this._aborted = false;
+    this._size = null;
+    this._source = null;
+    this._retryAttempt = 0;
+    this._retryTimeout = null;
+    this._offsetBeforeRetry = 0;
+    this._parallelUploads = null;
+    this._parallelUploadUrls = null;
+  }
+  /**
+   * Use the Termination extension to delete an upload from the server by sending a DELETE
+   * request to the specified upload URL. This is only possible if the server supports the
+   * Termination extension. If the `options.retryDelays` property is set, the method will
+   * also retry if an error ocurrs.
+   *
+   * @param {String} url The upload's URL which will be terminated.
+   * @param {object} options Optional options for influencing HTTP requests.
+   * @return {Promise} The Promise will be resolved/rejected when the requests finish.
+   */
+  static terminate(url, options = {}) {
+    const req = openRequest("DELETE", url, options);
+    return sendRequest(req, null, options).then((res) => {
+      if (res.getStatus() === 204) {
+        return;
+      }
+      throw new error_default("tus: unexpected response while terminating upload", null, req, res);
+    }).catch((err) => {
+      if (!(err instanceof error_default)) {
+        err = new error_default("tus: failed to terminate upload", err, req, null);
+      }
+      if (!shouldRetry(err, 0, options)) {
+        throw err;
+      }
+      const delay = options.retryDelays[0];
+      const remainingDelays = options.retryDelays.slice(1);
+      const newOptions = {
+        ...options,
+        retryDelays: remainingDelays
+      };
+      return new Promise((resolve) => setTimeout(resolve, delay)).then(
+        () => _BaseUpload.terminate(url, newOptions)
+      );
+    });
+  }
+  findPreviousUploads() {
+    return this.options.fingerprint(this.file, this.options).then((fingerprint2) => this._urlStorage.findUploadsByFingerprint(fingerprint2));
+  }
+  resumeFromPreviousUpload(previousUpload) {
+    this.url = previousUpload.uploadUrl || null;
+    this._parallelUploadUrls = previousUpload.parallelUploadUrls || null;
+    this._urlStorageKey = previousUpload.urlStorageKey;
+  }
+  start() {
+    const { file } = this;
+    if (!file) {
+      this._emitError(new Error("tus: no file or stream to upload provided"));
+      return;
+    }
+    if (![PROTOCOL_TUS_V1, PROTOCOL_IETF_DRAFT_03, PROTOCOL_IETF_DRAFT_05].includes(
+      this.options.protocol
+    )) {
+      this._emitError(new Error(`tus: unsupported protocol ${this.options.protocol}`));
+      return;
+    }
+    if (!this.options.endpoint && !this.options.uploadUrl && !this.url) {
+      this._emitError(new Error("tus: neither an endpoint or an upload URL is provided"));
+      return;
+    }
+    const { retryDelays } = this.options;
+    if (retryDelays != null && Object.prototype.toString.call(retryDelays) !== "[object Array]") {
+      this._emitError(new Error("tus: the `retryDelays` option must either be an array or null"));
+      return;
+    }
+    if (this.options.parallelUploads > 1) {
+      for (const optionName of ["uploadUrl", "uploadSize", "uploadLengthDeferred"]) {
+        if (this.options[optionName]) {
+          this._emitError(
+            new Error(`tus: cannot use the ${optionName} option when parallelUploads is enabled`)
+          );
+          return;
+        }
+      }
+    }
+    if (this.options.parallelUploadBoundaries) {
+      if (this.options.parallelUploads <= 1) {
+        this._emitError(
+          new Error(
+            "tus: cannot use the `parallelUploadBoundaries` option when `parallelUploads` is disabled"
+          )
+        );
+        return;
+      }
+      if (this.options.parallelUploads !== this.options.parallelUploadBoundaries.length) {
+        this._emitError(
+          new Error(
+            "tus: the `parallelUploadBoundaries` must have the same length as the value of `parallelUploads`"
+          )
+        );
+        return;
+      }
+    }
+    this.options.fingerprint(file, this.options).then((fingerprint2) => {
+      if (fingerprint2 == null) {
+        log(
+          "No fingerprint was calculated meaning that the upload cannot be stored in the URL storage."
+        );
+      } else {
+        log(`Calculated fingerprint: ${fingerprint2}`);
+      }
+      this._fingerprint = fingerprint2;
+      if (this._source) {
+        return this._source;
+      }
+      return this.options.fileReader.openFile(file, this.options.chunkSize);
+    }).then((source) => {
+      this._source = source;
+      if (this.options.uploadLengthDeferred) {
+        this._size = null;
+      } else if (this.options.uploadSize != null) {
+        this._size = Number(this.options.uploadSize);
+        if (Number.isNaN(this._size)) {
+          this._emitError(new Error("tus: cannot convert `uploadSize` option into a number"));
+          return;
+        }
+      } else {
+        this._size = this._source.size;
+        if (this._size == null) {
+          this._emitError(
+            new Error(
+              "tus: cannot automatically derive upload's size from input. Specify it manually using the `uploadSize` option or use the `uploadLengthDeferred` option"
+            )
+          );
+          return;
+        }
+      }
+      if (this.options.parallelUploads > 1 || this._parallelUploadUrls != null) {
+        this._startParallelUpload();
+      } else {
+        this._startSingleUpload();
+      }
+    }).catch((err) => {
+      this._emitError(err);
+    });
+  }
+  /**
+   * Initiate the uploading procedure for a parallelized upload, where one file is split into
+   * multiple request which are run in parallel.
+   *
+   * @api private
+   */
+  _startParallelUpload() {
+    const totalSize = this._size;
+    let totalProgress = 0;
+    this._parallelUploads = [];
+    const partCount = this._parallelUploadUrls != null ? this._parallelUploadUrls.length : this.options.parallelUploads;
+    const parts = this.options.parallelUploadBoundaries ?? splitSizeIntoParts(this._source.size, partCount);
+    if (this._parallelUploadUrls) {
+      parts.forEach((part, index) => {
+        part.uploadUrl = this._parallelUploadUrls[index] || null;
+      });
+    }
+    this._parallelUploadUrls = new Array(parts.length);
+    const uploads = parts.map((part, index) => {
+      let lastPartProgress = 0;
+      return this._source.slice(part.start, part.end).then(
+        ({ value }) => new Promise((resolve, reject) => {
+          const options = {
+            ...this.options,
+            // If available, the partial upload should be resumed from a previous URL.
+            uploadUrl: part.uploadUrl || null,
+            // We take manually care of resuming for partial uploads, so they should
+            // not be stored in the URL storage.
+            storeFingerprintForResuming: false,
+            removeFingerprintOnSuccess: false,
+            // Reset the parallelUploads option to not cause recursion.
+            parallelUploads: 1,
+            // Reset this option as we are not doing a parallel upload.
+            parallelUploadBoundaries: null,
+            metadata: this.options.metadataForPartialUploads,
+            // Add the header to indicate the this is a partial upload.
+            headers: {
+              ...this.options.headers,
+              "Upload-Concat": "partial"
+            },
+            // Reject or resolve the promise if the upload errors or completes.
+            onSuccess: resolve,
+            onError: reject,
+            // Based in the progress for this partial upload, calculate the progress
+            // for the entire final upload.
+            onProgress: (newPartProgress) => {
+              totalProgress = totalProgress - lastPartProgress + newPartProgress;
+              lastPartProgress = newPartProgress;
+              this._emitProgress(totalProgress, totalSize);
+            },
+            // Wait until every partial upload has an upload URL, so we can add
+            // them to the URL storage.
+            onUploadUrlAvailable: () => {
+              this._parallelUploadUrls[index] = upload2.url;
+              if (this._parallelUploadUrls.filter((u) => Boolean(u)).length === parts.length) {
+                this._saveUploadInUrlStorage();
+              }
+            }
+          };
+          const upload2 = new _BaseUpload(value, options);
+          upload2.start();
+          this._parallelUploads.push(upload2);
+        })
+      );
+    });
+    let req;
+    Promise.all(uploads).then(() => {
+      req = this._openRequest("POST", this.options.endpoint);
+      req.setHeader("Upload-Concat", `final;${this._parallelUploadUrls.join(" ")}`);
+      const metadata = encodeMetadata(this.options.metadata);
+      if (metadata !== "") {
+        req.setHeader("Upload-Metadata", metadata);
+      }
+      return this._sendRequest(req, null);
+    }).then((res) => {
+      if (!inStatusCategory(res.getStatus(), 200)) {
+        this._emitHttpError(req, res, "tus: unexpected response while creating upload");
+        return;
+      }
+      const location = res.getHeader("Location");
+      if (location == null) {
+        this._emitHttpError(req, res, "tus: invalid or missing Location header");
+        return;
+      }
+      this.url = resolveUrl(this.options.endpoint, location);
+      log(`Created upload at ${this.url}`);
+      this._emitSuccess(res);
+    }).catch((err) => {
+      this._emitError(err);
+    });
+  }
+  /**
+   * Initiate the uploading procedure for a non-parallel upload. Here the entire file is
+   * uploaded in a sequential matter.
+   *
+   * @api private
+   */
+  _startSingleUpload() {
+    this._aborted = false;
+    if (this.url != null) {
+      log(`Resuming upload from previous URL: ${this.url}`);
+      this._resumeUpload();
+      return;
+    }
+    if (this.options.uploadUrl != null) {
+      log(`Resuming upload from provided URL: ${this.options.uploadUrl}`);
+      this.url = this.options.uploadUrl;
+      this._resumeUpload();
+      return;
+    }
+    log("Creating a new upload");
+    this._createUpload();
+  }
+  /**
+   * Abort any running request and stop the current upload. After abort is called, no event
+   * handler will be invoked anymore. You can use the `start` method to resume the upload
+   * again.
+   * If `shouldTerminate` is true, the `terminate` function will be called to remove the
+   * current upload from the server.
+   *
+   * @param {boolean} shouldTerminate True if the upload should be deleted from the server.
+   * @return {Promise} The Promise will be resolved/rejected when the requests finish.
+   */
+  abort(shouldTerminate) {
+    if (this._parallelUploads != null) {
+      for (const upload2 of this._parallelUploads) {
+        upload2.abort(shouldTerminate);
+      }
+    }
+    if (this._req !== null) {
+      this._req.abort();
+    }
+    this._aborted = true;
+    if (this._retryTimeout != null) {
+      clearTimeout(this._retryTimeout);
+      this._retryTimeout = null;
+    }
+    if (!shouldTerminate || this.url == null) {
+      return Promise.resolve();
+    }
+    return _BaseUpload.terminate(this.url, this.options).then(() => this._removeFromUrlStorage());
+  }
+  _emitHttpError(req, res, message, causingErr) {
+    this._emitError(new error_default(message, causingErr, req, res));
+  }
+  _emitError(err) {
+    if (this._aborted) return;
+    if (this.options.retryDelays != null) {
+      const shouldResetDelays = this._offset != null && this._offset > this._offsetBeforeRetry;
+      if (shouldResetDelays) {
+        this._retryAttempt = 0;
+      }
+      if (shouldRetry(err, this._retryAttempt, this.options)) {
+        const delay = this.options.retryDelays[this._retryAttempt++];
+        this._offsetBeforeRetry = this._offset;
+        this._retryTimeout = setTimeout(() => {
+          this.start();
+        }, delay);
+        return;
+      }
+    }
+    if (typeof this.options.onError === "function") {
+      this.options.onError(err);
+    } else {
+      throw err;
+    }
+  }
+  /**
+   * Publishes notification if the upload has been successfully completed.
+   *
+   * @param {object} lastResponse Last HTTP response.
+   * @api private
+   */
+  _emitSuccess(lastResponse) {
+    if (this.options.removeFingerprintOnSuccess) {
+      this._removeFromUrlStorage();
+    }
+    if (typeof this.options.onSuccess === "function") {
+      this.options.onSuccess({ lastResponse });
+    }
+  }
+  /**
+   * Publishes notification when data has been sent to the server. This
+   * data may not have been accepted by the server yet.
+   *
+   * @param {number} bytesSent  Number of bytes sent to the server.
+   * @param {number} bytesTotal Total number of bytes to be sent to the server.
+   * @api private
+   */
+  _emitProgress(bytesSent, bytesTotal) {
+    if (typeof this.options.onProgress === "function") {
+      this.options.onProgress(bytesSent, bytesTotal);
+    }
+  }
+  /**
+   * Publishes notification when a chunk of data has been sent to the server
+   * and accepted by the server.
+   * @param {number} chunkSize  Size of the chunk that was accepted by the server.
+   * @param {number} bytesAccepted Total number of bytes that have been
+   *                                accepted by the server.
+   * @param {number} bytesTotal Total number of bytes to be sent to the server.
+   * @api private
+   */
+  _emitChunkComplete(chunkSize, bytesAccepted, bytesTotal) {
+    if (typeof this.options.onChunkComplete === "function") {
+      this.options.onChunkComplete(chunkSize, bytesAccepted, bytesTotal);
+    }
+  }
+  /**
+   * Create a new upload using the creation extension by sending a POST
+   * request to the endpoint. After successful creation the file will be
+   * uploaded
+   *
+   * @api private
+   */
+  _createUpload() {
+    if (!this.options.endpoint) {
+      this._emitError(new Error("tus: unable to create upload because no endpoint is provided"));
+      return;
+    }
+    const req = this._openRequest("POST", this.options.endpoint);
+    if (this.options.uploadLengthDeferred) {
+      req.setHeader("Upload-Defer-Length", "1");
+    } else {
+      req.setHeader("Upload-Length", `${this._size}`);
+    }
+    const metadata = encodeMetadata(this.options.metadata);
+    if (metadata !== "") {
+      req.setHeader("Upload-Metadata", metadata);
+    }
+    let promise;
+    if (this.options.uploadDataDuringCreation && !this.options.uploadLengthDeferred) {
+      this._offset = 0;
+      promise = this._addChunkToRequest(req);
+    } else {
+      if (this.options.protocol === PROTOCOL_IETF_DRAFT_03 || this.options.protocol === PROTOCOL_IETF_DRAFT_05) {
+        req.setHeader("Upload-Complete", "?0");
+      }
+      promise = this._sendRequest(req, null);
+    }
+    promise.then((res) => {
+      if (!inStatusCategory(res.getStatus(), 200)) {
+        this._emitHttpError(req, res, "tus: unexpected response while creating upload");
+        return;
+      }
+      const location = res.getHeader("Location");
+      if (location == null) {
+        this._emitHttpError(req, res, "tus: invalid or missing Location header");
+        return;
+      }
+      this.url = resolveUrl(this.options.endpoint, location);
+      log(`Created upload at ${this.url}`);
+      if (typeof this.options.onUploadUrlAvailable === "function") {
+        this.options.onUploadUrlAvailable();
+      }
+      if (this._size === 0) {
+        this._emitSuccess(res);
+        this._source.close();
+        return;
+      }
+      this._saveUploadInUrlStorage().then(() => {
+        if (this.options.uploadDataDuringCreation) {
+          this._handleUploadResponse(req, res);
+        } else {
+          this._offset = 0;
+          this._performUpload();
+        }
+      });
+    }).catch((err) => {
+      this._emitHttpError(req, null, "tus: failed to create upload", err);
+    });
+  }
+  /*
+   * Try to resume an existing upload. First a HEAD request will be sent
+   * to retrieve the offset. If the request fails a new upload will be
+   * created. In the case of a successful response the file will be uploaded.
+   *
+   * @api private
+   */
+  _resumeUpload() {
+    const req = this._openRequest("HEAD", this.url);
+    const promise = this._sendRequest(req, null);
+    promise.then((res) => {
+      const status = res.getStatus();
+      if (!inStatusCategory(status, 200)) {
+        if (status === 423) {
+          this._emitHttpError(req, res, "tus: upload is currently locked; retry later");
+          return;
+        }
+        if (inStatusCategory(status, 400)) {
+          this._removeFromUrlStorage();
+        }
+        if (!this.options.endpoint) {
+          this._emitHttpError(
+            req,
+            res,
+            "tus: unable to resume upload (new upload cannot be created without an endpoint)"
+          );
+          return;
+        }
+        this.url = null;
+        this._createUpload();
+        return;
+      }
+      const offset = Number.parseInt(res.getHeader("Upload-Offset"), 10);
+      if (Number.isNaN(offset)) {
+        this._emitHttpError(req, res, "tus: invalid or missing offset value");
+        return;
+      }
+      const length = Number.parseInt(res.getHeader("Upload-Length"), 10);
+      if (Number.isNaN(length) && !this.options.uploadLengthDeferred && this.options.protocol === PROTOCOL_TUS_V1) {
+        this._emitHttpError(req, res, "tus: invalid or missing length value");
+        return;
+      }
+      if (typeof this.options.onUploadUrlAvailable === "function") {
+        this.options.onUploadUrlAvailable();
+      }
+      this._saveUploadInUrlStorage().then(() => {
+        if (offset === length) {
+          this._emitProgress(length, length);
+          this._emitSuccess(res);
+          return;
+        }
+        this._offset = offset;
+        this._performUpload();
+      });
+    }).catch((err) => {
+      this._emitHttpError(req, null, "tus: failed to resume upload", err);
+    });
+  }
+  /**
+   * Start uploading the file using PATCH requests. The file will be divided
+   * into chunks as specified in the chunkSize option. During the upload
+   * the onProgress event handler may be invoked multiple times.
+   *
+   * @api private
+   */
+  _performUpload() {
+    if (this._aborted) {
+      return;
+    }
+    let req;
+    if (this.options.overridePatchMethod) {
+      req = this._openRequest("POST", this.url);
+      req.setHeader("X-HTTP-Method-Override", "PATCH");
+    } else {
+      req = this._openRequest("PATCH", this.url);
+    }
+    req.setHeader("Upload-Offset", `${this._offset}`);
+    const promise = this._addChunkToRequest(req);
+    promise.then((res) => {
+      if (!inStatusCategory(res.getStatus(), 200)) {
+        this._emitHttpError(req, res, "tus: unexpected response while uploading chunk");
+        return;
+      }
+      this._handleUploadResponse(req, res);
+    }).catch((err) => {
+      if (this._aborted) {
+        return;
+      }
+      this._emitHttpError(req, null, `tus: failed to upload chunk at offset ${this._offset}`, err);
+    });
+  }
+  /**
+   * _addChunktoRequest reads a chunk from the source and sends it using the
+   * supplied request object. It will not handle the response.
+   *
+   * @api private
+   */
+  _addChunkToRequest(req) {
+    const start = this._offset;
+    let end = this._offset + this.options.chunkSize;
+    req.setProgressHandler((bytesSent) => {
+      this._emitProgress(start + bytesSent, this._size);
+    });
+    if (this.options.protocol === PROTOCOL_TUS_V1) {
+      req.setHeader("Content-Type", "application/offset+octet-stream");
+    } else if (this.options.protocol === PROTOCOL_IETF_DRAFT_05) {
+      req.setHeader("Content-Type", "application/partial-upload");
+    }
+    if ((end === Number.POSITIVE_INFINITY || end > this._size) && !this.options.uploadLengthDeferred) {
+      end = this._size;
+    }
+    return this._source.slice(start, end).then(({ value, done }) => {
+      const valueSize = value?.size ? value.size : 0;
+      if (this.options.uploadLengthDeferred && done) {
+        this._size = this._offset + valueSize;
+        req.setHeader("Upload-Length", `${this._size}`);
+      }
+      const newSize = this._offset + valueSize;
+      if (!this.options.uploadLengthDeferred && done && newSize !== this._size) {
+        return Promise.reject(
+          new Error(
+            `upload was configured with a size of ${this._size} bytes, but the source is done after ${newSize} bytes`
+          )
+        );
+      }
+      if (value === null) {
+        return this._sendRequest(req);
+      }
+      if (this.options.protocol === PROTOCOL_IETF_DRAFT_03 || this.options.protocol === PROTOCOL_IETF_DRAFT_05) {
+        req.setHeader("Upload-Complete", done ? "?1" : "?0");
+      }
+      this._emitProgress(this._offset, this._size);
+      return this._sendRequest(req, value);
+    });
+  }
+  /**
+   * _handleUploadResponse is used by requests that haven been sent using _addChunkToRequest
+   * and already have received a response.
+   *
+   * @api private
+   */
+  _handleUploadResponse(req, res) {
+    const offset = Number.parseInt(res.getHeader("Upload-Offset"), 10);
+    if (Number.isNaN(offset)) {
+      this._emitHttpError(req, res, "tus: invalid or missing offset value");
+      return;
+    }
+    this._emitProgress(offset, this._size);
+    this._emitChunkComplete(offset - this._offset, offset, this._size);
+    this._offset = offset;
+    if (offset === this._size) {
+      this._emitSuccess(res);
+      this._source.close();
+      return;
+    }
+    this._performUpload();
+  }
+  /**
+   * Create a new HTTP request object with the given method and URL.
+   *
+   * @api private
+   */
+  _openRequest(method, url) {
+    const req = openRequest(method, url, this.options);
+    this._req = req;
+    return req;
+  }
+  /**
+   * Remove the entry in the URL storage, if it has been saved before.
+   *
+   * @api private
+   */
+  _removeFromUrlStorage() {
+    if (!this._urlStorageKey) return;
+    this._urlStorage.removeUpload(this._urlStorageKey).catch((err) => {
+      this._emitError(err);
+    });
+    this._urlStorageKey = null;
+  }
+  /**
+   * Add the upload URL to the URL storage, if possible.
+   *
+   * @api private
+   */
+  _saveUploadInUrlStorage() {
+    if (!this.options.storeFingerprintForResuming || !this._fingerprint || this._urlStorageKey !== null) {
+      return Promise.resolve();
+    }
+    const storedUpload = {
+      size: this._size,
+      metadata: this.options.metadata,
+      creationTime: (/* @__PURE__ */ new Date()).toString()
+    };
+    if (this._parallelUploads) {
+      storedUpload.parallelUploadUrls = this._parallelUploadUrls;
+    } else {
+      storedUpload.uploadUrl = this.url;
+    }
+    return this._urlStorage.addUpload(this._fingerprint, storedUpload).then((urlStorageKey) => {
+      this._urlStorageKey = urlStorageKey;
+    });
+  }
+  /**
+   * Send a request with the provided body.
+   *
+   * @api private
+   */
+  _sendRequest(req, body = null) {
+    return sendRequest(req, body, this.options);
+  }
+};
+function encodeMetadata(metadata) {
+  return Object.entries(metadata).map(([key, value]) => `${key} ${gBase64.encode(String(value))}`).join(",");
+}
+function inStatusCategory(status, category) {
+  return status >= category && status < category + 100;
+}
+function openRequest(method, url, options) {
+  const req = options.httpStack.createRequest(method, url);
+  if (options.protocol === PROTOCOL_IETF_DRAFT_03) {
+    req.setHeader("Upload-Draft-Interop-Version", "5");
+  } else if (options.protocol === PROTOCOL_IETF_DRAFT_05) {
+    req.setHeader("Upload-Draft-Interop-Version", "6");
+  } else {
+    req.setHeader("Tus-Resumable", "1.0.0");
+  }
+  const headers = options.headers || {};
+  for (const [name, value] of Object.entries(headers)) {
+    req.setHeader(name, value);
+  }
+  if (options.addRequestId) {
+    const requestId = uuid();
+    req.setHeader("X-Request-ID", requestId);
+  }
+  return req;
+}
+async function sendRequest(req, body, options) {
+  if (typeof options.onBeforeRequest === "function") {
+    await options.onBeforeRequest(req);
+  }
+  const res = await req.send(body);
+  if (typeof options.onAfterResponse === "function") {
+    await options.onAfterResponse(req, res);
+  }
+  return res;
+}
+function isOnline() {
+  let online = true;
+  if (typeof navigator !== "undefined" && navigator.onLine === false) {
+    online = false;
+  }
+  return online;
+}
+function shouldRetry(err, retryAttempt, options) {
+  if (options.retryDelays == null || retryAttempt >= options.retryDelays.length || err.originalRequest == null) {
+    return false;
+  }
+  if (options && typeof options.onShouldRetry === "function") {
+    return options.onShouldRetry(err, retryAttempt, options);
+  }
+  return defaultOnShouldRetry(err);
+}
+function defaultOnShouldRetry(err) {
+  const status = err.originalResponse ? err.originalResponse.getStatus() : 0;
+  return (!inStatusCategory(status, 400) || status === 409 || status === 423) && isOnline();
+}
+function resolveUrl(origin, link) {
+  return new import_url_parse.default(link, origin).toString();
+}
+function splitSizeIntoParts(totalSize, partCount) {
+  const partSize = Math.floor(totalSize / partCount);
+  const parts = [];
+  for (let i = 0; i < partCount; i++) {
+    parts.push({
+      start: partSize * i,
+      end: partSize * (i + 1)
+    });
+  }
+  parts[partCount - 1].end = totalSize;
+  return parts;
+}
+BaseUpload.defaultOptions = defaultOptions;
+var upload_default = BaseUpload;
+
+// node_modules/tus-js-client/lib/browser/isReactNative.js
+var isReactNative = () => typeof navigator !== "undefined" && typeof navigator.product === "string" && navigator.product.toLowerCase() === "reactnative";
+var isReactNative_default = isReactNative;
+
+// node_modules/tus-js-client/lib/browser/uriToBlob.js
+function uriToBlob(uri) {
+  return new Promise((resolve, reject) => {
+    const xhr = new XMLHttpRequest();
+    xhr.responseType = "blob";
+    xhr.onload = () => {
+      const blob = xhr.response;
+      resolve(blob);
+    };
+    xhr.onerror = (err) => {
+      reject(err);
+    };
+    xhr.open("GET", uri);
+    xhr.send();
+  });
+}
+
+// node_modules/tus-js-client/lib/browser/sources/isCordova.js
+var isCordova = () => typeof window !== "undefined" && (typeof window.PhoneGap !== "undefined" || typeof window.Cordova !== "undefined" || typeof window.cordova !== "undefined");
+var isCordova_default = isCordova;
+
+// node_modules/tus-js-client/lib/browser/sources/readAsByteArray.js
+function readAsByteArray(chunk) {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => {
+      const value = new Uint8Array(reader.result);
+      resolve({ value });
+    };
+    reader.onerror = (err) => {
+      reject(err);
+    };
+    reader.readAsArrayBuffer(chunk);
+  });
+}
+
+// node_modules/tus-js-client/lib/browser/sources/FileSource.js
+var FileSource = class {
+  // Make this.size a method
+  constructor(file) {
+    this._file = file;
+    this.size = file.size;
+  }
+  slice(start, end) {
+    if (isCordova_default()) {
+      return readAsByteArray(this._file.slice(start, end));
+    }
+    const value = this._file.slice(start, end);
+    const done = end >= this.size;
+    return Promise.resolve({ value, done });
+  }
+  close() {
+  }
+};
+
+// node_modules/tus-js-client/lib/browser/sources/StreamSource.js
+function len(blobOrArray) {
+  if (blobOrArray === void 0) return 0;
+  if (blobOrArray.size !== void 0) return blobOrArray.size;
+  return blobOrArray.length;
+}
+function concat(a, b) {
+  if (a.concat) {
+    return a.concat(b);
+  }
+  if (a instanceof Blob) {
+    return new Blob([a, b], { type: a.type });
+  }
+  if (a.set) {
+    const c = new a.constructor(a.length + b.length);
+    c.set(a);
+    c.set(b, a.length);
+    return c;
+  }
+  throw new Error("Unknown data type");
+}
+var StreamSource = class {
+  constructor(reader) {
+    this._buffer = void 0;
+    this._bufferOffset = 0;
+    this._reader = reader;
+    this._done = false;
+  }
+  slice(start, end) {
+    if (start < this._bufferOffset) {
+      return Promise.reject(new Error("Requested data is before the reader's current offset"));
+    }
+    return this._readUntilEnoughDataOrDone(start, end);
+  }
+  _readUntilEnoughDataOrDone(start, end) {
+    const hasEnoughData = end <= this._bufferOffset + len(this._buffer);
+    if (this._done || hasEnoughData) {
+      const value = this._getDataFromBuffer(start, end);
+      const done = value == null ? this._done : false;
+      return Promise.resolve({ value, done });
+    }
+    return this._reader.read().then(({ value, done }) => {
+      if (done) {
+        this._done = true;
+      } else if (this._buffer === void 0) {
+        this._buffer = value;
+      } else {
+        this._buffer = concat(this._buffer, value);
+      }
+      return this._readUntilEnoughDataOrDone(start, end);
+    });
+  }
+  _getDataFromBuffer(start, end) {
+    if (start > this._bufferOffset) {
+      this._buffer = this._buffer.slice(start - this._bufferOffset);
+      this._bufferOffset = start;
+    }
+    const hasAllDataBeenRead = len(this._buffer) === 0;
+    if (this._done && hasAllDataBeenRead) {
+      return null;
+    }
+    return this._buffer.slice(0, end - start);
+  }
+  close() {
+    if (this._reader.cancel) {
+      this._reader.cancel();
+    }
+  }
+};
+
+// node_modules/tus-js-client/lib/browser/fileReader.js
+var FileReader2 = class {
+  async openFile(input, chunkSize) {
+    if (isReactNative_default() && input && typeof input.uri !== "undefined") {
+      try {
+        const blob = await uriToBlob(input.uri);
+        return new FileSource(blob);
+      } catch (err) {
+        throw new Error(
+          `tus: cannot fetch \`file.uri\` as Blob, make sure the uri is correct and accessible. ${err}`
+        );
+      }
+    }
+    if (typeof input.slice === "function" && typeof input.size !== "undefined") {
+      return Promise.resolve(new FileSource(input));
+    }
+    if (typeof input.read === "function") {
+      chunkSize = Number(chunkSize);
+      if (!Number.isFinite(chunkSize)) {
+        return Promise.reject(
+          new Error(
+            "cannot create source for stream without a finite value for the `chunkSize` option"
+          )
+        );
+      }
+      return Promise.resolve(new StreamSource(input, chunkSize));
+    }
+    return Promise.reject(
+      new Error(
+        "source object may only be an instance of File, Blob, or Reader in this environment"
+      )
+    );
+  }
+};
+
+// node_modules/tus-js-client/lib/browser/fileSignature.js
+function fingerprint(file, options) {
+  if (isReactNative_default()) {
+    return Promise.resolve(reactNativeFingerprint(file, options));
+  }
+  return Promise.resolve(
+    ["tus-br", file.name, file.type, file.size, file.lastModified, options.endpoint].join("-")
+  );
+}
+function reactNativeFingerprint(file, options) {
+  const exifHash = file.exif ? hashCode(JSON.stringify(file.exif)) : "noexif";
+  return ["tus-rn", file.name || "noname", file.size || "nosize", exifHash, options.endpoint].join(
+    "/"
+  );
+}
+function hashCode(str) {
+  let hash = 0;
+  if (str.length === 0) {
+    return hash;
+  }
+  for (let i = 0; i < str.length; i++) {
+    const char = str.charCodeAt(i);
+    hash = (hash << 5) - hash + char;
+    hash &= hash;
+  }
+  return hash;
+}
+
+// node_modules/tus-js-client/lib/browser/httpStack.js
+var XHRHttpStack = class {
+  createRequest(method, url) {
+    return new Request(method, url);
+  }
+  getName() {
+    return "XHRHttpStack";
+  }
+};
+var Request = class {
+  constructor(method, url) {
+    this._xhr = new XMLHttpRequest();
+    this._xhr.open(method, url, true);
+    this._method = method;
+    this._url = url;
+    this._headers = {};
+  }
+  getMethod() {
+    return this._method;
+  }
+  getURL() {
+    return this._url;
+  }
+  setHeader(header, value) {
+    this._xhr.setRequestHeader(header, value);
+    this._headers[header] = value;
+  }
+  getHeader(header) {
+    return this._headers[header];
+  }
+  setProgressHandler(progressHandler) {
+    if (!("upload" in this._xhr)) {
+      return;
+    }
+    this._xhr.upload.onprogress = (e) => {
+      if (!e.lengthComputable) {
+        return;
+      }
+      progressHandler(e.loaded);
+    };
+  }
+  send(body = null) {
+    return new Promise((resolve, reject) => {
+      this._xhr.onload = () => {
+        resolve(new Response(this._xhr));
+      };
+      this._xhr.onerror = (err) => {
+        reject(err);
+      };
+      this._xhr.send(body);
+    });
+  }
+  abort() {
+    this._xhr.abort();
+    return Promise.resolve();
+  }
+  getUnderlyingObject() {
+    return this._xhr;
+  }
+};
+var Response = class {
+  constructor(xhr) {
+    this._xhr = xhr;
+  }
+  getStatus() {
+    return this._xhr.status;
+  }
+  getHeader(header) {
+    return this._xhr.getResponseHeader(header);
+  }
+  getBody() {
+    return this._xhr.responseText;
+  }
+  getUnderlyingObject() {
+    return this._xhr;
+  }
+};
+
+// node_modules/tus-js-client/lib/browser/urlStorage.js
+var hasStorage = false;
+try {
+  hasStorage = "localStorage" in window;
+  const key = "tusSupport";
+  const originalValue = localStorage.getItem(key);
+  localStorage.setItem(key, originalValue);
+  if (originalValue === null) localStorage.removeItem(key);
+} catch (e) {
+  if (e.code === e.SECURITY_ERR || e.code === e.QUOTA_EXCEEDED_ERR) {
+    hasStorage = false;
+  } else {
+    throw e;
+  }
+}
+var canStoreURLs = hasStorage;
+var WebStorageUrlStorage = class {
+  findAllUploads() {
+    const results = this._findEntries("tus::");
+    return Promise.resolve(results);
+  }
+  findUploadsByFingerprint(fingerprint2) {
+    const results = this._findEntries(`tus::${fingerprint2}::`);
+    return Promise.resolve(results);
+  }
+  removeUpload(urlStorageKey) {
+    localStorage.removeItem(urlStorageKey);
+    return Promise.resolve();
+  }
+  addUpload(fingerprint2, upload2) {
+    const id = Math.round(Math.random() * 1e12);
+    const key = `tus::${fingerprint2}::${id}`;
+    localStorage.setItem(key, JSON.stringify(upload2));
+    return Promise.resolve(key);
+  }
+  _findEntries(prefix) {
+    const results = [];
+    for (let i = 0; i < localStorage.length; i++) {
+      const key = localStorage.key(i);
+      if (key.indexOf(prefix) !== 0) continue;
+      try {
+        const upload2 = JSON.parse(localStorage.getItem(key));
+        upload2.urlStorageKey = key;
+        results.push(upload2);
+      } catch (_e) {
+      }
+    }
+    return results;
+  }
+};
+
+// node_modules/tus-js-client/lib/browser/index.js
+var defaultOptions2 = {
+  ...upload_default.defaultOptions,
+  httpStack: new XHRHttpStack(),
+  fileReader: new FileReader2(),
+  urlStorage: canStoreURLs ? new WebStorageUrlStorage() : new NoopUrlStorage(),
+  fingerprint
+};
+var Upload = class extends upload_default {
+  constructor(file = null, options = {}) {
+    options = { ...defaultOptions2, ...options };
+    super(file, options);
+  }
+  static terminate(url, options = {}) {
+    options = { ...defaultOptions2, ...options };
+    return upload_default.terminate(url, options);
+  }
+};
+var isSupported = typeof XMLHttpRequest === "function" && typeof Blob === "function" && typeof Blob.prototype.slice === "function";
+
+// src/media.ts
+var RESUMABLE_ABOVE = 4 << 20;
+var DEFAULT_CHUNK = 8 << 20;
+var FILE_ID_HEADER = "Parley-File-Id";
+function base(o) {
+  return (o.baseUrl ?? "").replace(/\/$/, "");
+}
+async function tokenOf(t) {
+  return typeof t === "function" ? await t() : t;
+}
+function abortError() {
+  return new DOMException("The upload was aborted", "AbortError");
+}
+function fileName(file, name) {
+  return name ?? file.name ?? "file";
+}
+function httpError(status, body) {
+  let code = "";
+  let message = "";
+  let temporary;
+  try {
+    const j = JSON.parse(body);
+    code = j.error?.code ?? "";
+    message = j.error?.message ?? "";
+    if (typeof j.error?.temporary === "boolean") temporary = j.error.temporary;
+  } catch {
+    const m = /^([a-z_]+): (.*)$/s.exec(body.trim());
+    if (m) [, code, message] = m;
+    else message = body.trim().slice(0, 200);
+  }
+  if (!code) code = status === 404 ? "not_found" : `http_${status}`;
+  temporary ?? (temporary = status === 503 || status === 429);
+  return new ParleyError(code, message, temporary, status);
+}
+async function uploadFile(o, token, file, name, opts = {}) {
+  if (opts.signal?.aborted) throw abortError();
+  const url = base(o) + "/v1/files?name=" + encodeURIComponent(fileName(file, name));
+  const auth = "Bearer " + await tokenOf(token);
+  if (opts.signal?.aborted) throw abortError();
+  let status;
+  let body;
+  if (!o.fetch && typeof XMLHttpRequest === "function") {
+    [status, body] = await new Promise((resolve, reject) => {
+      const xhr = new XMLHttpRequest();
+      xhr.open("POST", url);
+      xhr.setRequestHeader("Authorization", auth);
+      xhr.setRequestHeader("Content-Type", "application/octet-stream");
+      const onAbort = () => xhr.abort();
+      opts.signal?.addEventListener("abort", onAbort, { once: true });
+      const done = () => opts.signal?.removeEventListener("abort", onAbort);
+      if (opts.onProgress) {
+        const p = opts.onProgress;
+        xhr.upload.onprogress = (ev) => p(ev.loaded, file.size);
+      }
+      xhr.onload = () => {
+        done();
+        resolve([xhr.status, xhr.responseText]);
+      };
+      xhr.onerror = () => {
+        done();
+        reject(new ParleyError("network", "the upload failed: no answer from the server", true));
+      };
+      xhr.onabort = () => {
+        done();
+        reject(abortError());
+      };
+      xhr.send(file);
+    });
+  } else {
+    const f = o.fetch ?? globalThis.fetch;
+    let res;
+    try {
+      res = await f(url, {
+        method: "POST",
+        headers: { Authorization: auth, "Content-Type": "application/octet-stream" },
+        body: file,
+        signal: opts.signal
+      });
+      body = await res.text();
+    } catch (err) {
+      if (opts.signal?.aborted) throw abortError();
+      throw new ParleyError("network", "the upload failed: " + (err instanceof Error ? err.message : String(err)), true);
+    }
+    status = res.status;
+  }
+  if (status !== 201) throw httpError(status, body);
+  const file1 = decodeFrame(body).file;
+  if (!file1?.id) throw new ParleyError("bad_response", "no file in the answer", false, status);
+  opts.onProgress?.(file.size, file.size);
+  return file1;
+}
+function nodeTus() {
+  return defaultOptions2.httpStack.getName() === "NodeHttpStack";
+}
+var blobReader = {
+  openFile(input) {
+    return Promise.resolve({
+      size: input.size,
+      async slice(start, end) {
+        const value = new Uint8Array(await input.slice(start, end).arrayBuffer());
+        value.size = value.length;
+        return { value, done: end >= input.size };
+      },
+      close() {
+      }
+    });
+  }
+};
+function retryStatus(status, body) {
+  if (status === 409 || status === 423 || status === 429) return true;
+  if (status < 500) return false;
+  return !httpError(status, body).code.match(/^(quota_exceeded|unsupported_media_type|too_large|bad_request|permission_denied|unauthenticated)$/);
+}
+function tusFailure(err) {
+  const res = err.originalResponse;
+  if (res) return httpError(res.getStatus(), res.getBody() ?? "");
+  const cause = err.causingError;
+  return new ParleyError("network", "the upload failed: " + (cause?.message ?? err.message), true);
+}
+function uploadResumable(o, token, file, name, opts = {}) {
+  const fname = fileName(file, name);
+  return new Promise((resolve, reject) => {
+    const origin = base(o) || globalThis.location?.origin;
+    if (!origin) return reject(new TypeError("parley: uploadResumable needs baseUrl outside a browser page"));
+    const endpoint = origin + "/v1/uploads/";
+    if (opts.signal?.aborted) return reject(abortError());
+    let fileId = "";
+    let settled = false;
+    const finish = (err, a) => {
+      if (settled) return;
+      settled = true;
+      opts.signal?.removeEventListener("abort", onAbort);
+      if (err) reject(err);
+      else resolve(a);
+    };
+    const options = {
+      endpoint,
+      uploadUrl: opts.uploadUrl ?? null,
+      metadata: { filename: fname },
+      uploadSize: file.size,
+      chunkSize: opts.chunkSize ?? DEFAULT_CHUNK,
+      retryDelays: opts.retryDelays ?? [0, 1e3, 3e3, 5e3],
+      // The app keeps URLs to resume (onCreated/uploadUrl): nothing is
+      // written to the browser's storage, where another user of it could find it.
+      storeFingerprintForResuming: false,
+      removeFingerprintOnSuccess: true,
+      onBeforeRequest: async (req) => {
+        req.setHeader("Authorization", "Bearer " + await tokenOf(token));
+      },
+      onAfterResponse: (_req, res) => {
+        const id = res.getHeader(FILE_ID_HEADER);
+        if (id) fileId = id;
+      },
+      onUploadUrlAvailable: () => {
+        if (up.url) opts.onCreated?.(up.url);
+      },
+      onProgress: (sent, total) => opts.onProgress?.(sent, total),
+      onShouldRetry: (err) => {
+        const res = err.originalResponse;
+        return res ? retryStatus(res.getStatus(), res.getBody() ?? "") : true;
+      },
+      onSuccess: ({ lastResponse }) => {
+        const id = lastResponse.getHeader(FILE_ID_HEADER) || fileId;
+        if (id) return finish(null, { id, name: fname, size: file.size });
+        void headFileId(o, up.url, token).then(
+          (id2) => finish(null, { id: id2, name: fname, size: file.size }),
+          (err) => finish(err)
+        );
+      },
+      onError: (err) => finish(tusFailure(err))
+    };
+    if (nodeTus()) options.fileReader = blobReader;
+    const up = new Upload(file, options);
+    function onAbort() {
+      void up.abort(!opts.keepOnAbort).catch(() => {
+      });
+      finish(abortError());
+    }
+    opts.signal?.addEventListener("abort", onAbort, { once: true });
+    up.start();
+  });
+}
+async function headFileId(o, url, token) {
+  const res = await (o.fetch ?? globalThis.fetch)(url, { method: "HEAD", headers: { Authorization: "Bearer " + await tokenOf(token), "Tus-Resumable": "1.0.0" } });
+  const id = res.headers.get(FILE_ID_HEADER);
+  if (res.ok && id) return id;
+  throw res.ok ? new ParleyError("bad_response", "the finished upload names no file", false, res.status) : httpError(res.status, await res.text());
+}
+function upload(o, token, file, name, opts = {}) {
+  return file.size > (opts.resumableAbove ?? RESUMABLE_ABOVE) ? uploadResumable(o, token, file, name, opts) : uploadFile(o, token, file, name, opts);
+}
+function resolveFileUrl(baseUrl, url) {
+  if (/^[a-z][a-z0-9+.-]*:/i.test(url) || !baseUrl) return url;
+  return new URL(url, baseUrl).toString();
 }
 
 // src/push.ts
@@ -797,6 +2733,7 @@ var ParleyClient = class extends Emitter {
     };
     if (input.to) send.to = input.to;
     if (input.conversationId) send.conversationId = input.conversationId;
+    if (input.attachments?.length) send.attachments = input.attachments.map((a) => ({ id: typeof a === "string" ? a : a.id }));
     return new Promise((resolve, reject) => {
       const e = { send, resolve, reject, inFlight: null };
       this.outbox.set(send.clientMsgId, e);
@@ -1090,6 +3027,63 @@ var ParleyClient = class extends Emitter {
     if (local.status === "rejected") throw local.reason;
     return local.value;
   }
+  // Files (docs/media.md)
+  /**
+   * A short-lived URL of a file: one carried by message (conversationId,
+   * seq), or, without a conversation, one this user uploaded. thumbnail
+   * asks for its thumbnail (Attachment.thumbnail). The URL is absolute (a
+   * path the server gives is resolved against its HTTP origin) and works
+   * without a token until expiresAt (unix ms; 10 minutes by default): ask
+   * again for a new one rather than keeping it. Anything the user may not
+   * read is ERROR_CODE_PERMISSION_DENIED.
+   */
+  async fileUrl(fileId, conversationId, seq, thumbnail) {
+    const body = { fileId };
+    if (conversationId) {
+      body.conversationId = conversationId;
+      body.seq = seq;
+    }
+    if (thumbnail) body.thumbnail = true;
+    const r = (await this.request("fileUrl", body, true)).fileUrl;
+    if (!r?.url) throw new ParleyError("bad_response", "no url in the answer");
+    return { ...r, url: resolveFileUrl(this.httpBase(), r.url) };
+  }
+  /**
+   * Uploads a file in one request (POST /v1/files) with this client's token
+   * and returns it as the server describes it, to pass in `send`'s
+   * attachments. name defaults to the File's name. In browsers onProgress
+   * follows the bytes sent (XMLHttpRequest). Refusals reject with a
+   * ParleyError carrying the server's code (`too_large`,
+   * `unsupported_media_type`, `quota_exceeded`; `isCode` matches the
+   * ERROR_CODE_ names too); signal cancels (an AbortError).
+   */
+  uploadFile(file, name, opts) {
+    return uploadFile(this.httpOptions(), () => this.currentToken(), file, name, opts);
+  }
+  /**
+   * Uploads a file resumably (tus 1.0.0 at /v1/uploads/): in chunks, a
+   * failed request resumed from what the server holds. Resolves with the
+   * file's id, name and size; the message that carries it has the server's
+   * full description. With keepOnAbort and onCreated, an aborted upload can
+   * be continued later by passing its URL as uploadUrl.
+   */
+  uploadResumable(file, name, opts) {
+    return uploadResumable(this.httpOptions(), () => this.currentToken(), file, name, opts);
+  }
+  /** Uploads with uploadFile, or uploadResumable for files over `resumableAbove` (default 4 MiB). */
+  upload(file, name, opts = {}) {
+    return file.size > (opts.resumableAbove ?? RESUMABLE_ABOVE) ? this.uploadResumable(file, name, opts) : this.uploadFile(file, name, opts);
+  }
+  currentToken() {
+    return this.opts.getToken ? this.opts.getToken() : this.opts.token;
+  }
+  httpOptions() {
+    return { baseUrl: this.httpBase(), fetch: this.opts.fetch };
+  }
+  /** The server's HTTP base: baseUrl, else the origin of the WebSocket URL in use. */
+  httpBase() {
+    return (this.opts.baseUrl ?? this.httpOrigin()).replace(/\/$/, "");
+  }
   /** The HTTP origin of the server: that of the WebSocket URL in use (ws: → http:, wss: → https:). */
   httpOrigin() {
     return new URL((this.connectedUrl || this.urls[0]).replace(/^ws/i, "http")).origin;
@@ -1109,6 +3103,7 @@ export {
   DisconnectError,
   ParleyClient,
   ParleyError,
+  RESUMABLE_ABOVE,
   TimeoutError,
   changePassword,
   decodeFrame,
@@ -1122,10 +3117,14 @@ export {
   newClientMsgId,
   pushTargetBody,
   register,
+  resolveFileUrl,
   rpc,
   text,
   toBase64,
   toBase64Url,
+  upload,
+  uploadFile,
+  uploadResumable,
   utf8,
   webPushKey,
   webPushTarget

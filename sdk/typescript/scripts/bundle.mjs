@@ -20,6 +20,9 @@ export async function bundle() {
     platform: 'browser',
     write: false,
     legalComments: 'none',
+    // tus-js-client's modern ES source (lib/) rather than its Babel output
+    // (lib.esm/), which repeats helpers in every module: a third of the size.
+    alias: { 'tus-js-client': resolve(here, '../node_modules/tus-js-client/lib/browser/index.js') },
     logLevel: 'silent',
   });
   return (

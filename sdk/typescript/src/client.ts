@@ -9,8 +9,19 @@ import { Connection, type WebSocketConstructor } from './connection.js';
 import { Emitter } from './emitter.js';
 import { ClosedError, DisconnectError, ParleyError, TimeoutError, isTemporary } from './errors.js';
 import { webPushKey } from './http.js';
+import {
+  RESUMABLE_ABOVE,
+  resolveFileUrl,
+  uploadFile,
+  uploadResumable,
+  type AutoUploadOptions,
+  type ResumableOptions,
+  type UploadOptions,
+} from './media.js';
 import { pushTargetBody, subscribeWithKey, webPushTarget, type PushRegistration, type SubscribeWebPushOptions } from './push.js';
 import type {
+  Attachment,
+  AttachmentRef,
   AuthOk,
   ClientBodies,
   ClientBodyName,
@@ -19,6 +30,7 @@ import type {
   Conversation,
   ConversationEvent,
   ConversationList,
+  FileUrlResult,
   GroupInfo,
   GroupRole,
   HiddenEvent,
@@ -76,6 +88,12 @@ export interface ClientOptions {
   requestTimeoutMs?: number;
   /** Ping interval override (ms); default: what the server announces. */
   heartbeatMs?: number;
+  /** The server's HTTP origin, e.g. "https://chat.example.com", for uploads
+   *  and relative file URLs; default: that of the WebSocket URL in use
+   *  (ws: → http:, wss: → https:). */
+  baseUrl?: string;
+  /** The fetch used for HTTP requests (uploads outside browsers); default globalThis.fetch. */
+  fetch?: typeof fetch;
 }
 
 export interface ClientEvents {
@@ -110,6 +128,8 @@ export interface SendInput {
   payload?: Uint8Array | string;
   /** Reuse to make a retry idempotent; default: generated. */
   clientMsgId?: string;
+  /** Up to 10 files this user uploaded: their ids, or what an upload returned. */
+  attachments?: Array<string | AttachmentRef>;
 }
 
 interface OutboxEntry {
@@ -537,6 +557,7 @@ export class ParleyClient extends Emitter<ClientEvents> {
     };
     if (input.to) send.to = input.to;
     if (input.conversationId) send.conversationId = input.conversationId;
+    if (input.attachments?.length) send.attachments = input.attachments.map((a) => ({ id: typeof a === 'string' ? a : a.id }));
     return new Promise<SendAck>((resolve, reject) => {
       const e: OutboxEntry = { send, resolve, reject, inFlight: null };
       this.outbox.set(send.clientMsgId, e);
@@ -861,6 +882,71 @@ export class ParleyClient extends Emitter<ClientEvents> {
     if (server.status === 'rejected') throw server.reason;
     if (local.status === 'rejected') throw local.reason;
     return local.value;
+  }
+
+  // Files (docs/media.md)
+
+  /**
+   * A short-lived URL of a file: one carried by message (conversationId,
+   * seq), or, without a conversation, one this user uploaded. thumbnail
+   * asks for its thumbnail (Attachment.thumbnail). The URL is absolute (a
+   * path the server gives is resolved against its HTTP origin) and works
+   * without a token until expiresAt (unix ms; 10 minutes by default): ask
+   * again for a new one rather than keeping it. Anything the user may not
+   * read is ERROR_CODE_PERMISSION_DENIED.
+   */
+  async fileUrl(fileId: string, conversationId?: string, seq?: number, thumbnail?: boolean): Promise<FileUrlResult> {
+    const body: ClientBodies['fileUrl'] = { fileId };
+    if (conversationId) {
+      body.conversationId = conversationId;
+      body.seq = seq;
+    }
+    if (thumbnail) body.thumbnail = true;
+    const r = (await this.request('fileUrl', body, true)).fileUrl;
+    if (!r?.url) throw new ParleyError('bad_response', 'no url in the answer');
+    return { ...r, url: resolveFileUrl(this.httpBase(), r.url) };
+  }
+
+  /**
+   * Uploads a file in one request (POST /v1/files) with this client's token
+   * and returns it as the server describes it, to pass in `send`'s
+   * attachments. name defaults to the File's name. In browsers onProgress
+   * follows the bytes sent (XMLHttpRequest). Refusals reject with a
+   * ParleyError carrying the server's code (`too_large`,
+   * `unsupported_media_type`, `quota_exceeded`; `isCode` matches the
+   * ERROR_CODE_ names too); signal cancels (an AbortError).
+   */
+  uploadFile(file: Blob, name?: string, opts?: UploadOptions): Promise<Attachment> {
+    return uploadFile(this.httpOptions(), () => this.currentToken(), file, name, opts);
+  }
+
+  /**
+   * Uploads a file resumably (tus 1.0.0 at /v1/uploads/): in chunks, a
+   * failed request resumed from what the server holds. Resolves with the
+   * file's id, name and size; the message that carries it has the server's
+   * full description. With keepOnAbort and onCreated, an aborted upload can
+   * be continued later by passing its URL as uploadUrl.
+   */
+  uploadResumable(file: Blob, name?: string, opts?: ResumableOptions): Promise<Attachment> {
+    return uploadResumable(this.httpOptions(), () => this.currentToken(), file, name, opts);
+  }
+
+  /** Uploads with uploadFile, or uploadResumable for files over `resumableAbove` (default 4 MiB). */
+  upload(file: Blob, name?: string, opts: AutoUploadOptions = {}): Promise<Attachment> {
+    return file.size > (opts.resumableAbove ?? RESUMABLE_ABOVE) ? this.uploadResumable(file, name, opts) : this.uploadFile(file, name, opts);
+  }
+
+  private currentToken(): string | Promise<string> {
+    return this.opts.getToken ? this.opts.getToken() : this.opts.token!;
+  }
+
+  private httpOptions(): { baseUrl: string; fetch?: typeof fetch } {
+    return { baseUrl: this.httpBase(), fetch: this.opts.fetch };
+  }
+
+  /** The server's HTTP base: baseUrl, else the origin of the WebSocket URL in use. */
+  private httpBase(): string {
+    return (this.opts.baseUrl ?? this.httpOrigin()).replace(/\/$/, '');
   }
 
   /** The HTTP origin of the server: that of the WebSocket URL in use (ws: → http:, wss: → https:). */

@@ -4,9 +4,11 @@ import type { ClientFrame, ServerFrame } from './types.js';
 
 // 64-bit integer fields that the SDK hands out as numbers (they stay below
 // 2^53: sequence numbers, counts and unix-millisecond times). Server-wide ids
-// (messageId, sessionId) are not in this list and stay strings.
+// (messageId, sessionId) are not in this list and stay strings. File sizes
+// and durations are 64-bit too, far below 2^53.
+// The frame's own `id` is converted in decodeFrame: other fields named id
+// (an attachment's) are strings.
 const NUMERIC = new Set([
-  'id',
   'seq',
   'lastSeq',
   'deliveredSeq',
@@ -24,6 +26,9 @@ const NUMERIC = new Set([
   'joinedAt',
   'lastSeen',
   'updatedAt',
+  'size',
+  'durationMs',
+  'expiresAt',
 ]);
 const BYTES = new Set(['payload', 'body']);
 
@@ -98,7 +103,7 @@ export function encodeFrame(f: ClientFrame): string {
 
 /** Decodes a server frame from a WebSocket text message. */
 export function decodeFrame(data: string): ServerFrame {
-  return JSON.parse(data, (k: string, v: unknown) => {
+  const f = JSON.parse(data, (k: string, v: unknown) => {
     if (typeof v === 'string') {
       if (NUMERIC.has(k)) return Number(v);
       if (BYTES.has(k)) return fromBase64(v);
@@ -107,4 +112,6 @@ export function decodeFrame(data: string): ServerFrame {
     }
     return v;
   }) as ServerFrame;
+  if (typeof f.id === 'string') f.id = Number(f.id);
+  return f;
 }

@@ -9,11 +9,14 @@ export class ParleyError extends Error {
    * send it. {@link isTemporary} falls back to the code then.
    */
   readonly temporary: boolean | undefined;
-  constructor(code: ErrorCode | string, message?: string, temporary?: boolean) {
+  /** The HTTP status of an HTTP answer (uploads, accounts, rpc); undefined for socket frames. */
+  readonly status: number | undefined;
+  constructor(code: ErrorCode | string, message?: string, temporary?: boolean, status?: number) {
     super(`parley: ${code}${message ? ': ' + message : ''}`);
     this.name = 'ParleyError';
     this.code = code;
     this.temporary = temporary;
+    this.status = status;
   }
 }
 
@@ -66,7 +69,13 @@ export class TimeoutError extends Error {
   }
 }
 
-/** isCode reports whether err is a ParleyError with this code. */
+/**
+ * isCode reports whether err is a ParleyError with this code. The HTTP API
+ * (uploads, /v1/rpc) names the same refusals in snake_case
+ * (`unsupported_media_type` for ERROR_CODE_UNSUPPORTED_MEDIA_TYPE): those
+ * match too.
+ */
 export function isCode(err: unknown, code: ErrorCode): boolean {
-  return err instanceof ParleyError && err.code === code;
+  if (!(err instanceof ParleyError)) return false;
+  return err.code === code || err.code === code.replace(/^ERROR_CODE_/, '').toLowerCase();
 }

@@ -30,7 +30,7 @@ async function call(o: HttpOptions, path: string, init: RequestInit): Promise<Re
     } catch {
       /* not JSON */
     }
-    throw new ParleyError(code, message, temporary);
+    throw new ParleyError(code, message, temporary, res.status);
   }
   return res;
 }

@@ -6,6 +6,8 @@ export { ParleyError, DisconnectError, ClosedError, TimeoutError, isCode, isTemp
 export { encodeFrame, decodeFrame, toBase64, toBase64Url, fromBase64, utf8, text } from './codec.js';
 export { register, login, logout, changePassword, rpc, webPushKey } from './http.js';
 export { pushTargetBody, webPushTarget } from './push.js';
+export { uploadFile, uploadResumable, upload, resolveFileUrl, RESUMABLE_ABOVE } from './media.js';
+export type { TokenSource, UploadOptions, ResumableOptions, AutoUploadOptions } from './media.js';
 export type { PushRegistration, SubscribeWebPushOptions } from './push.js';
 export type { TokenResponse, HttpOptions } from './http.js';
 export * from './types.js';

@@ -4,7 +4,9 @@
 //   - sequence numbers, counts and unix-millisecond times are `number`s (the
 //     wire carries 64-bit integers as strings; these all fit in 2^53);
 //   - server-wide ids (`messageId`, `sessionId`) stay `string`s (they do not);
-//   - `bytes` fields (`payload`, `body`) are `Uint8Array`s (base64 on the wire).
+//   - `bytes` fields (`payload`, `body`) are `Uint8Array`s (base64 on the wire);
+//   - file sizes and durations (`size`, `durationMs`) and `expiresAt` are
+//     `number`s too (64-bit strings on the wire).
 // Fields the server leaves at their zero value are absent, as in proto3 JSON.
 
 export type MessageKind =
@@ -54,7 +56,8 @@ export type ErrorCode =
   | 'ERROR_CODE_RECALL_WINDOW_PASSED'
   | 'ERROR_CODE_GROUP_FULL'
   | 'ERROR_CODE_CONFLICT'
-  | 'ERROR_CODE_QUOTA_EXCEEDED';
+  | 'ERROR_CODE_QUOTA_EXCEEDED'
+  | 'ERROR_CODE_UNSUPPORTED_MEDIA_TYPE';
 
 export type DisconnectCode =
   | 'DISCONNECT_CODE_UNSPECIFIED'
@@ -110,6 +113,44 @@ export interface MessageEvent {
   group?: GroupInfo;
 }
 
+/**
+ * A file carried by a message, as the server describes it from the upload
+ * (whatever the sender wrote): its bytes are fetched through a short-lived
+ * URL ({@link FileUrlResult}, `ParleyClient.fileUrl`). Fields the server
+ * does not know are absent.
+ */
+export interface Attachment {
+  /** The file's id, from its upload. */
+  id: string;
+  /** The name it was uploaded with (display only; no path). */
+  name?: string;
+  /** Bytes. */
+  size?: number;
+  /** Sniffed from the file's bytes, not taken from the uploader. */
+  contentType?: string;
+  /** Images: pixels as displayed (EXIF orientation applied). */
+  width?: number;
+  height?: number;
+  /** Audio and video (MP4 family): milliseconds. */
+  durationMs?: number;
+  /** A thumbnail exists: `fileUrl(..., thumbnail = true)` gives a JPEG of at most 320 pixels a side. */
+  thumbnail?: boolean;
+  /** A BlurHash placeholder (https://blurha.sh) to draw while an image loads. */
+  blurhash?: string;
+}
+
+/** A file to attach to a send: only its id is read. */
+export type AttachmentRef = Pick<Attachment, 'id'> & Partial<Attachment>;
+
+/** A short-lived download URL (the answer to `fileUrl`). */
+export interface FileUrlResult {
+  /** Where to GET the file, without a token, with Range if wanted. The SDK
+   *  resolves a relative URL against the server's HTTP origin. */
+  url: string;
+  /** Unix milliseconds after which the URL is refused. */
+  expiresAt?: number;
+}
+
 export interface Message {
   conversationId: string;
   seq: number;
@@ -124,6 +165,8 @@ export interface Message {
   event?: MessageEvent;
   recalled?: boolean;
   editedAt?: number;
+  /** Files the message carries, described by the server (a recalled message has none). */
+  attachments?: Attachment[];
 }
 
 export interface Receipt {
@@ -344,6 +387,7 @@ export interface ServerFrame {
   conversationEvent?: ConversationEvent;
   push?: Push;
   room?: RoomInfo;
+  fileUrl?: FileUrlResult;
 }
 
 export interface Send {
@@ -352,6 +396,8 @@ export interface Send {
   conversationId?: string;
   contentType?: string;
   payload?: Uint8Array;
+  /** Up to 10 files this user uploaded (only the ids are read). */
+  attachments?: AttachmentRef[];
 }
 
 /** The request bodies a client can send (one per frame). */
@@ -412,6 +458,8 @@ export interface ClientBodies {
   roomSend: { room: string; op?: number; body?: Uint8Array };
   registerPush: RegisterPush;
   unregisterPush: { deviceId?: string };
+  /** A file carried by message (conversationId, seq), or one this user uploaded (no conversation). */
+  fileUrl: { fileId: string; conversationId?: string; seq?: number; thumbnail?: boolean };
 }
 
 export type ClientBodyName = keyof ClientBodies;

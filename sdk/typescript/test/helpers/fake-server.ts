@@ -4,7 +4,7 @@ import { toBase64 } from '../../src/codec.js';
 import type { WebSocketLike } from '../../src/connection.js';
 import type { ClientFrame, Message, ServerFrame } from '../../src/types.js';
 
-const INT64 = new Set(['id', 'seq', 'lastSeq', 'deliveredSeq', 'readSeq', 'serverTime', 'targetSeq', 'unreadCount', 'messageId']);
+const INT64 = new Set(['id', 'seq', 'lastSeq', 'deliveredSeq', 'readSeq', 'serverTime', 'targetSeq', 'unreadCount', 'messageId', 'size', 'durationMs', 'expiresAt']);
 
 /** Encodes a server frame the way the real server does: 64-bit integers as strings, bytes as base64. */
 export function wire(f: ServerFrame): string {
