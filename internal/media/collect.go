@@ -51,6 +51,7 @@ func (s *Service) Collect(ctx context.Context, now time.Time) (int, error) {
 				return n, err
 			}
 		}
+		s.files.drop(f.ID)
 		if _, err := s.store.DeleteFile(ctx, f.ID); err != nil {
 			return n, err
 		}

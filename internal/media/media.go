@@ -106,6 +106,7 @@ type Service struct {
 	// owners serializes each user's quota check with the record that
 	// counts against it (striped by user).
 	owners [64]sync.Mutex
+	files  fileCache
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -167,7 +168,7 @@ func (s *Service) Attach(ctx context.Context, uid string, atts []*pb.Attachment)
 				return nil, reqerr.BadRequest
 			}
 		}
-		f, err := s.store.GetFile(ctx, a.Id)
+		f, err := s.file(ctx, a.Id)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && f.Owner != uid) {
 			return nil, reqerr.Denied // the same whether it exists or not
 		}
@@ -188,6 +189,9 @@ func (s *Service) Attach(ctx context.Context, uid string, atts []*pb.Attachment)
 	if len(fresh) > 0 {
 		if err := s.store.AttachFiles(ctx, fresh); err != nil {
 			return nil, reqerr.Store(err)
+		}
+		for _, id := range fresh {
+			s.files.drop(id) // read again, attached, by the next send
 		}
 	}
 	return out, nil
