@@ -74,30 +74,35 @@ func (k *Keyed) Allow(key string) bool {
 	if k == nil {
 		return true
 	}
-	sh := &k.shards[maphash.String(k.seed, key)%shards]
-	now := k.now()
-	sh.mu.Lock()
+	sh, b := k.refilled(key)
 	defer sh.mu.Unlock()
-	b := sh.m[key]
-	if b == nil {
-		// A new key's first token: keys past the shard's share of maxKeys are
-		// first swept of idle (full) buckets, which hold no information.
-		if len(sh.m) >= maxKeysPerShard {
-			k.sweep(sh, now)
-		}
-		sh.m[key] = &bucket{tokens: k.burst - 1, last: now}
-		return true
-	}
-	b.tokens += float64(now-b.last) / 1e9 * k.rate.PerSecond
-	if b.tokens > k.burst {
-		b.tokens = k.burst
-	}
-	b.last = now
 	if b.tokens < 1 {
 		return false
 	}
 	b.tokens--
 	return true
+}
+
+// refilled locks key's shard and returns key's bucket refilled to now (a
+// new key's is full). The caller unlocks the shard.
+func (k *Keyed) refilled(key string) (*shard, *bucket) {
+	sh := &k.shards[maphash.String(k.seed, key)%shards]
+	now := k.now()
+	sh.mu.Lock()
+	b := sh.m[key]
+	if b == nil {
+		// Keys past the shard's share of maxKeys are first swept of idle
+		// (full) buckets, which hold no information.
+		if len(sh.m) >= maxKeysPerShard {
+			k.sweep(sh, now)
+		}
+		b = &bucket{tokens: k.burst, last: now}
+		sh.m[key] = b
+		return sh, b
+	}
+	b.tokens = min(b.tokens+float64(now-b.last)/1e9*k.rate.PerSecond, k.burst)
+	b.last = now
+	return sh, b
 }
 
 // maxKeysPerShard bounds a shard before it sweeps. Past it, with every key
@@ -137,20 +142,8 @@ func (k *Keyed) Take(key string, n float64) time.Duration {
 	if k == nil || n <= 0 {
 		return 0
 	}
-	sh := &k.shards[maphash.String(k.seed, key)%shards]
-	now := k.now()
-	sh.mu.Lock()
+	sh, b := k.refilled(key)
 	defer sh.mu.Unlock()
-	b := sh.m[key]
-	if b == nil {
-		if len(sh.m) >= maxKeysPerShard {
-			k.sweep(sh, now)
-		}
-		b = &bucket{tokens: k.burst, last: now}
-		sh.m[key] = b
-	}
-	b.tokens = min(b.tokens+float64(now-b.last)/1e9*k.rate.PerSecond, k.burst)
-	b.last = now
 	b.tokens -= n
 	if b.tokens >= 0 {
 		return 0
