@@ -656,3 +656,69 @@ func TestFileURLExpires(t *testing.T) {
 		t.Fatalf("expired URL: %d, want 403", status)
 	}
 }
+
+// TestAbandonedUploadsAreCollected: a resumable upload started and never
+// finished is removed with the unattached files; a finished one is not.
+func TestAbandonedUploadsAreCollected(t *testing.T) {
+	ts := startServer(t, nil)
+	ctx := ctx10(t)
+	tok := ts.mint(t, "alice")
+	data := bytes.Repeat([]byte("half of it\n"), 20000)
+	var loc string
+	cctx, cancel := context.WithCancel(ctx)
+	_, err := ts.http().UploadResumable(cctx, tok, "half.txt", &cancelAfter{r: bytes.NewReader(data), at: int64(len(data) / 2), cancel: cancel},
+		int64(len(data)), client.ResumableOptions{ChunkBytes: int64(len(data) / 2), OnCreated: func(l string) { loc = l }})
+	if err == nil || loc == "" {
+		t.Fatalf("the upload was to stop half way: %v (%q)", err, loc)
+	}
+	head := func() int {
+		req, _ := http.NewRequest(http.MethodHead, loc, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Tus-Resumable", "1.0.0")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := head(); s != http.StatusOK {
+		t.Fatalf("the half upload: HEAD %d", s)
+	}
+	done, err := ts.http().UploadResumable(ctx, tok, "whole.txt", bytes.NewReader(data), int64(len(data)), client.ResumableOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, _ := ts.connectToken(t, tok, "a1", "web", transports[0])
+	if _, err := alice.Send(ctx, &pb.Send{To: "bob", Attachments: []*pb.Attachment{{Id: done}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.CollectMediaForTest(time.Now().Add(25 * time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if s := head(); s != http.StatusNotFound {
+		t.Fatalf("the abandoned upload after collection: HEAD %d, want 404", s)
+	}
+	u, err := alice.FileURL(ctx, done, "", 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _, body := ts.fetch(t, u.Url, ""); status != 200 || !bytes.Equal(body, data) {
+		t.Fatalf("the finished, sent upload after collection: %d, %d bytes", status, len(body))
+	}
+}
+
+// cancelAfter reads r and cancels its context once at bytes are read.
+type cancelAfter struct {
+	r      io.ReaderAt
+	at     int64
+	cancel func()
+}
+
+func (c *cancelAfter) ReadAt(p []byte, off int64) (int, error) {
+	if off >= c.at {
+		c.cancel()
+		return 0, context.Canceled
+	}
+	return c.r.ReadAt(p, off)
+}

@@ -31,10 +31,17 @@ func (s *Service) collectLoop() {
 }
 
 // Collect deletes the files never attached that were uploaded before
-// now − UnattachedTTL (at most collectBatch of them) and reports how many.
+// now − UnattachedTTL (at most collectBatch of them) and reports how many;
+// resumable uploads untouched as long are removed too, where the blob
+// store can (on S3, a lifecycle rule does it).
 func (s *Service) Collect(ctx context.Context, now time.Time) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	if sw, ok := s.blobs.(blob.UploadSweeper); ok {
+		if _, err := sw.SweepUploads(ctx, now.Add(-s.cfg.UnattachedTTL)); err != nil {
+			s.log.Warn("media: sweeping abandoned uploads failed", "err", err)
+		}
+	}
 	files, err := s.store.UnattachedFiles(ctx, now.Add(-s.cfg.UnattachedTTL), collectBatch)
 	if err != nil {
 		return 0, err

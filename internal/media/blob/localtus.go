@@ -3,11 +3,15 @@ package blob
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/tus/tusd/v2/pkg/filestore"
 	"github.com/tus/tusd/v2/pkg/handler"
@@ -171,3 +175,57 @@ var (
 	_ handler.LengthDeferrerDataStore = localTusStore{}
 	_ handler.ContentServerDataStore  = localTusStore{}
 )
+
+// UploadSweeper is a Store that can remove the resumable uploads that were
+// started and never finished. (An S3 bucket does it with a lifecycle rule
+// for incomplete multipart uploads instead.)
+type UploadSweeper interface {
+	// SweepUploads removes the unfinished uploads untouched since cutoff
+	// and reports how many.
+	SweepUploads(ctx context.Context, cutoff time.Time) (int, error)
+}
+
+var _ UploadSweeper = (*Local)(nil)
+
+// SweepUploads removes each upload in <root>/uploads whose bytes are fewer
+// than its length and whose files were last written before cutoff.
+func (l *Local) SweepUploads(ctx context.Context, cutoff time.Time) (int, error) {
+	d, err := l.root.Open(tusPrefix)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer d.Close()
+	n := 0
+	for ctx.Err() == nil {
+		entries, err := d.ReadDir(256)
+		for _, e := range entries {
+			id, ok := strings.CutSuffix(e.Name(), ".info")
+			if !ok || !validTusID(id) {
+				continue
+			}
+			info, ierr := e.Info()
+			data, derr := l.root.Stat(tusPrefix + id)
+			size := int64(0)
+			if derr == nil {
+				size = data.Size()
+				if data.ModTime().After(info.ModTime()) {
+					info = data
+				}
+			}
+			if ierr != nil || !info.ModTime().Before(cutoff) || l.tusComplete(id, size) == nil {
+				continue // recent, or finished: a file's bytes
+			}
+			_ = l.root.Remove(tusPrefix + id)
+			if rerr := l.root.Remove(tusPrefix + id + ".info"); rerr == nil {
+				n++
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	return n, ctx.Err()
+}
