@@ -53,7 +53,9 @@ func freshSchema(t testing.TB, url string) string {
 
 func openSchema(t testing.TB, url, schema string) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), url, Options{Schema: schema, Logger: quiet})
+	// A connection may take longer than the default 3 s to be accepted
+	// while the other test packages load the machine (CI runs them at once).
+	s, err := Open(context.Background(), url, Options{Schema: schema, Logger: quiet, ConnectTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatalf("Open(schema %s): %v", schema, err)
 	}

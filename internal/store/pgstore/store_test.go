@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -147,7 +148,7 @@ func TestPGMigrations(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			stores[i], errs[i] = Open(context.Background(), url, Options{Schema: schema, Logger: quiet})
+			stores[i], errs[i] = Open(context.Background(), url, Options{Schema: schema, Logger: quiet, ConnectTimeout: 20 * time.Second})
 		}()
 	}
 	wg.Wait()
