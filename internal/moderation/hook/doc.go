@@ -22,9 +22,10 @@
 //	X-Parley-Signature: v1=<hex(HMAC-SHA256(secret, timestamp + "." + body))>
 //	Idempotency-Key: alice:m-0001
 //
-// The timestamp and signature are exactly the webhooks' (webhook.Sign; Go
-// receivers can use webhook.Verify): recompute the signature over the raw
-// body and refuse old timestamps. Idempotency-Key is present when the event
+// The timestamp and signature are exactly the webhooks' (the same code:
+// package internal/webhook/signature, which webhook.Sign calls; Go receivers
+// can use signature.Verify or webhook.Verify): recompute the signature over
+// the raw body and refuse old timestamps. Idempotency-Key is present when the event
 // has a client message id: the sender and the client message id, each with
 // every byte outside A-Z a-z 0-9 "-" "." "_" "~" written as %XX (upper-case
 // hex), joined by ":". A client's retry of a send carries the same key, so

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parleyim/parley/internal/webhook"
+	"github.com/parleyim/parley/internal/webhook/signature"
 )
 
 const testSecret = "hook-test-secret"
@@ -131,7 +131,7 @@ func (s *hookServer) verify(r *http.Request) (wireEvent, string, error) {
 		return ev, "", err
 	}
 	ts := r.Header.Get("X-Parley-Timestamp")
-	if !webhook.Verify(s.secret, ts, r.Header.Get("X-Parley-Signature"), body) {
+	if !signature.Verify(s.secret, ts, r.Header.Get("X-Parley-Signature"), body) {
 		return ev, "", fmt.Errorf("bad signature %q over %q", r.Header.Get("X-Parley-Signature"), body)
 	}
 	sec, err := strconv.ParseInt(ts, 10, 64)

@@ -19,7 +19,7 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 
-	"github.com/parleyim/parley/internal/webhook"
+	"github.com/parleyim/parley/internal/webhook/signature"
 )
 
 // Policy is what a hook's failure decides.
@@ -388,7 +388,7 @@ func (k *hook) post(ctx context.Context, ev *Event) (Decision, *callError) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "parley-hook/1")
 	req.Header.Set("X-Parley-Timestamp", ts)
-	req.Header.Set("X-Parley-Signature", "v1="+webhook.Sign(k.secret, ts, body))
+	req.Header.Set("X-Parley-Signature", "v1="+signature.Sign(k.secret, ts, body))
 	if key := idempotencyKey(ev); key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
