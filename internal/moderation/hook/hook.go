@@ -81,7 +81,9 @@ type Config struct {
 	Hooks []HookConfig
 	// Client sends every hook's requests instead of the transports made
 	// per hook (tests, or a proxy setup of the caller's). Its Timeout
-	// should be zero: each call has its own.
+	// should be zero (each call has its own), and its CheckRedirect should
+	// refuse redirects as the hooks' own clients do (a redirect is then a
+	// malformed answer).
 	Client *http.Client
 	// RootCAs are trusted for https hooks instead of the system's
 	// certificate authorities (an app behind a private CA). Ignored with
@@ -194,10 +196,6 @@ func (h *Hooks) Decide(ctx context.Context, ev Event) (Decision, error) {
 	if ev.Change != nil && !json.Valid(ev.Change) {
 		return Decision{}, errors.New("hook: Change is not valid JSON")
 	}
-	chain := h.byType[ev.Type]
-	if len(chain) == 0 {
-		return Decision{Action: Allow}, nil
-	}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -206,6 +204,10 @@ func (h *Hooks) Decide(ctx context.Context, ev Event) (Decision, error) {
 	h.calls.Add(1)
 	h.mu.Unlock()
 	defer h.calls.Done()
+	chain := h.byType[ev.Type]
+	if len(chain) == 0 {
+		return Decision{Action: Allow}, nil
+	}
 
 	out := Decision{Action: Allow}
 	for _, k := range chain {

@@ -504,7 +504,9 @@ func TestCloseWaitsThenRefuses(t *testing.T) {
 		<-release
 		reply(`{"action":"allow"}`)(w, r, ev)
 	})
-	h, err := New(Config{Hooks: []HookConfig{hookConfig(s.url(), FailClosed)}, Logger: slog.New(slog.DiscardHandler)})
+	cfg := hookConfig(s.url(), FailClosed)
+	cfg.Events = []EventType{EventDirectSend}
+	h, err := New(Config{Hooks: []HookConfig{cfg}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -526,8 +528,10 @@ func TestCloseWaitsThenRefuses(t *testing.T) {
 	if d := <-result; d.Action != Allow || d.Failure != "" {
 		t.Errorf("the call in flight: %+v", d)
 	}
-	if _, err := h.Decide(context.Background(), textEvent("m", "x")); !errors.Is(err, ErrClosed) {
-		t.Errorf("Decide after Close: %v", err)
+	for _, ev := range []Event{textEvent("m", "x"), {Type: EventGroupSend, Sender: "alice"}} {
+		if _, err := h.Decide(context.Background(), ev); !errors.Is(err, ErrClosed) {
+			t.Errorf("Decide(%s) after Close: %v", ev.Type, err)
+		}
 	}
 }
 
