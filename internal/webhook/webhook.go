@@ -15,9 +15,6 @@ package webhook
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -30,6 +27,7 @@ import (
 	"time"
 
 	"github.com/parleyim/parley/internal/chat"
+	"github.com/parleyim/parley/internal/webhook/signature"
 	pb "github.com/parleyim/parley/proto/parleyv1"
 )
 
@@ -275,20 +273,16 @@ func (d *Dispatcher) post(url string, body []byte) bool {
 }
 
 // Sign is the hex HMAC-SHA256 of timestamp + "." + body under secret (what
-// X-Parley-Signature carries after "v1=").
+// X-Parley-Signature carries after "v1="). It is signature.Sign, kept here
+// for the callers and receivers that know it by this name.
 func Sign(secret, timestamp string, body []byte) string {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte(timestamp))
-	m.Write([]byte{'.'})
-	m.Write(body)
-	return hex.EncodeToString(m.Sum(nil))
+	return signature.Sign(secret, timestamp, body)
 }
 
 // Verify checks a request's signature header against its timestamp and
 // body, in constant time. Receivers written in Go can use it.
 func Verify(secret, timestamp, signatureHeader string, body []byte) bool {
-	want := "v1=" + Sign(secret, timestamp, body)
-	return hmac.Equal([]byte(want), []byte(signatureHeader))
+	return signature.Verify(secret, timestamp, signatureHeader, body)
 }
 
 // eventJSON is an event's wire form.

@@ -1,0 +1,255 @@
+package hook
+
+import (
+	"container/list"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"hash"
+	"sync"
+	"time"
+)
+
+// CacheConfig bounds a DecisionCache. Zero values take the stated defaults.
+type CacheConfig struct {
+	// MaxEntries is the most decisions kept. Default 100,000.
+	MaxEntries int
+	// MaxBytes bounds the decisions kept, in bytes (keys, codes, reasons and
+	// replaced payloads, plus about 200 bytes of overhead each). Default 32 MiB.
+	MaxBytes int64
+	// MaxAge is how long a decision is kept. Default 10 minutes.
+	MaxAge time.Duration
+}
+
+// entryOverhead approximates an entry's fixed cost in bytes (map slot,
+// list element, entry struct, digest), for MaxBytes.
+const entryOverhead = 200
+
+// DecisionCache remembers decisions by (event type, sender, client message
+// id), so that a retried send gets the first decision instead of asking
+// the hooks again; concurrent retries wait for the first call (see the
+// package doc, Retries). No goroutines: expired entries go on the next
+// call. Safe for concurrent use.
+type DecisionCache struct {
+	maxEntries int
+	maxBytes   int64
+	maxAge     time.Duration
+	now        func() time.Time // time.Now; tests of age move it
+
+	mu sync.Mutex
+	// entries holds the decided entries and the ones being decided.
+	entries map[cacheKey]*cacheEntry
+	// order holds the decided entries, oldest first: all have the same
+	// MaxAge, so the front expires first and is the first to go for room.
+	order *list.List
+	bytes int64 // of the entries in order
+	stats CacheStats
+}
+
+// CacheStats are a DecisionCache's state and running totals.
+type CacheStats struct {
+	Entries int   // decisions kept now
+	Bytes   int64 // their bytes, as MaxBytes counts them
+	// Hits: calls answered from a kept decision; Shared: calls that waited
+	// for a concurrent call with the same key and took its decision;
+	// Misses: calls that asked the hooks.
+	Hits, Shared, Misses uint64
+	// Mismatches: calls whose key was known with other content, decided
+	// afresh and not kept.
+	Mismatches uint64
+	// Evicted: decisions dropped for room before their age.
+	Evicted uint64
+}
+
+type cacheKey struct {
+	typ                 EventType
+	sender, clientMsgID string
+}
+
+type cacheEntry struct {
+	digest  [sha256.Size]byte // of the content the decision is about
+	done    chan struct{}     // closed once dec and err are set
+	dec     Decision
+	err     error
+	kept    bool          // in order, counted in bytes
+	at      time.Time     // when decided
+	size    int64         // bytes, as MaxBytes counts them
+	element *list.Element // in order, when kept
+}
+
+// NewDecisionCache returns an empty cache.
+func NewDecisionCache(cfg CacheConfig) *DecisionCache {
+	c := &DecisionCache{
+		maxEntries: cfg.MaxEntries, maxBytes: cfg.MaxBytes, maxAge: cfg.MaxAge, now: time.Now,
+		entries: make(map[cacheKey]*cacheEntry), order: list.New(),
+	}
+	if c.maxEntries <= 0 {
+		c.maxEntries = 100_000
+	}
+	if c.maxBytes <= 0 {
+		c.maxBytes = 32 << 20
+	}
+	if c.maxAge <= 0 {
+		c.maxAge = 10 * time.Minute
+	}
+	return c
+}
+
+// Decide returns the decision kept for ev's key if there is one about the
+// same content; waits for a call in progress for the key and returns its
+// decision (kept or not); or else calls
+// decide (typically Hooks.Decide) and keeps what it returns, unless it is
+// an error or a Temporary rejection. An event without a ClientMsgID is
+// passed to decide as is. The error is decide's, or ctx's when ctx ends
+// while waiting.
+func (c *DecisionCache) Decide(ctx context.Context, ev Event, decide func(context.Context, Event) (Decision, error)) (Decision, error) {
+	if ev.ClientMsgID == "" {
+		return decide(ctx, ev)
+	}
+	key := cacheKey{ev.Type, ev.Sender, ev.ClientMsgID}
+	digest := contentDigest(&ev)
+	for {
+		c.mu.Lock()
+		c.expire()
+		e := c.entries[key]
+		switch {
+		case e == nil:
+			e = &cacheEntry{digest: digest, done: make(chan struct{})}
+			c.entries[key] = e
+			c.stats.Misses++
+			c.mu.Unlock()
+			return c.lead(ctx, key, e, ev, decide)
+		case e.digest != digest:
+			// Another content under a known key: a retry must not carry
+			// content the first decision did not see. Decide it alone.
+			c.stats.Mismatches++
+			c.mu.Unlock()
+			return decide(ctx, ev)
+		case e.kept:
+			c.stats.Hits++
+			d := e.dec
+			c.mu.Unlock()
+			return d, nil
+		}
+		c.mu.Unlock()
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+			return Decision{}, ctx.Err()
+		}
+		if e.err == nil {
+			c.mu.Lock()
+			c.stats.Shared++
+			c.mu.Unlock()
+			return e.dec, nil
+		}
+		// The first call ended without a decision (its caller went away):
+		// try again, one of the waiters leading.
+	}
+}
+
+// lead calls decide for the entry e it added, then keeps or removes e and
+// wakes the waiters.
+func (c *DecisionCache) lead(ctx context.Context, key cacheKey, e *cacheEntry, ev Event, decide func(context.Context, Event) (Decision, error)) (d Decision, err error) {
+	finished := false
+	defer func() {
+		if !finished { // decide panicked: let the waiters go, and keep nothing
+			err = errLeaderPanicked
+		}
+		c.mu.Lock()
+		e.dec, e.err = d, err
+		e.size = entrySize(key, d)
+		if err == nil && !d.Temporary() && e.size <= c.maxBytes {
+			e.kept, e.at = true, c.now()
+			e.element = c.order.PushBack(key)
+			c.bytes += e.size
+			for c.order.Len() > c.maxEntries || c.bytes > c.maxBytes {
+				c.remove(c.order.Front())
+				c.stats.Evicted++
+			}
+		} else {
+			delete(c.entries, key)
+		}
+		close(e.done)
+		c.mu.Unlock()
+	}()
+	d, err = decide(ctx, ev)
+	finished = true
+	return d, err
+}
+
+var errLeaderPanicked = errors.New("hook: the decision call panicked")
+
+// expire drops the entries older than MaxAge. c.mu is held.
+func (c *DecisionCache) expire() {
+	cutoff := c.now().Add(-c.maxAge)
+	for f := c.order.Front(); f != nil; f = c.order.Front() {
+		if c.entries[f.Value.(cacheKey)].at.After(cutoff) {
+			return
+		}
+		c.remove(f)
+	}
+}
+
+// remove drops the kept entry at el. c.mu is held.
+func (c *DecisionCache) remove(el *list.Element) {
+	key := el.Value.(cacheKey)
+	c.bytes -= c.entries[key].size
+	c.order.Remove(el)
+	delete(c.entries, key)
+}
+
+// Stats returns the cache's state and totals.
+func (c *DecisionCache) Stats() CacheStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.stats
+	st.Entries, st.Bytes = c.order.Len(), c.bytes
+	return st
+}
+
+func entrySize(k cacheKey, d Decision) int64 {
+	return int64(entryOverhead + len(k.typ) + len(k.sender) + len(k.clientMsgID) +
+		len(d.Code) + len(d.Reason) + len(d.ContentType) + len(d.Payload) + len(d.Hook))
+}
+
+// contentDigest hashes what a decision is about besides its key: every
+// field but the key's and MessageID (a retry may get a new one), each
+// length-prefixed so that no two events hash alike by shifting bytes.
+func contentDigest(ev *Event) [sha256.Size]byte {
+	h := sha256.New()
+	var n [8]byte
+	num := func(v uint64) {
+		binary.BigEndian.PutUint64(n[:], v)
+		h.Write(n[:])
+	}
+	str := func(s string) { num(uint64(len(s))); writeString(h, s) }
+	str(ev.ConversationID)
+	str(ev.Recipient)
+	num(ev.TargetSeq)
+	str(ev.ContentType)
+	num(uint64(len(ev.Payload)))
+	h.Write(ev.Payload)
+	num(uint64(len(ev.Attachments)))
+	for _, a := range ev.Attachments {
+		str(a.ID)
+		str(a.Name)
+		num(uint64(a.Size))
+		str(a.ContentType)
+	}
+	num(uint64(len(ev.Change)))
+	h.Write(ev.Change)
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+func writeString(h hash.Hash, s string) {
+	// sha256's digest implements io.StringWriter: no copy of s.
+	if sw, ok := h.(interface{ WriteString(string) (int, error) }); ok {
+		sw.WriteString(s)
+		return
+	}
+	h.Write([]byte(s))
+}
