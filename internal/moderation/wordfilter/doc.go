@@ -1,0 +1,2 @@
+// Package wordfilter is Parley's built-in word filter.
+package wordfilter
