@@ -33,7 +33,7 @@ func FuzzCheck(f *testing.F) {
 
 		// The entry: up to n bytes of text from byte at, on rune bounds.
 		start := min(int(at), len(text))
-		for start > 0 && !utf8.RuneStart(text[start]) {
+		for start > 0 && start < len(text) && !utf8.RuneStart(text[start]) {
 			start--
 		}
 		end := min(start+int(n), len(text))

@@ -117,15 +117,39 @@ type normalizer struct {
 
 func (n *normalizer) text(s string) {
 	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			n.ascii(n.table[c], uint32(i))
-			i++
+		if s[i] < utf8.RuneSelf {
+			i = n.asciiRun(s, i)
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		n.nonASCII(r, s[i:i+size], uint32(i))
 		i += size
 	}
+}
+
+// asciiRun normalizes the ASCII bytes of s from i on and returns where they
+// end. It is ascii with the buffers in locals: most chat is ASCII and this
+// loop is half of a Check that matches nothing.
+func (n *normalizer) asciiRun(s string, i int) int {
+	hay, pos, t := n.hay, n.pos, n.table
+	for ; i < len(s); i++ {
+		b := s[i]
+		if b >= utf8.RuneSelf {
+			break
+		}
+		c := t[b]
+		if c > ' ' && !n.gap {
+			hay = append(hay, c)
+			pos = append(pos, uint32(i))
+			n.space = false
+			continue
+		}
+		n.hay, n.pos = hay, pos
+		n.ascii(c, uint32(i))
+		hay, pos = n.hay, n.pos
+	}
+	n.hay, n.pos = hay, pos
+	return i
 }
 
 func (n *normalizer) ascii(c byte, off uint32) {

@@ -74,7 +74,7 @@ func genWords(n int, seed uint64) []string {
 	return words
 }
 
-// Chat messages of about 200 bytes that match nothing in genWords(10_000, 1)
+// Chat messages (of about 200 bytes but msgShort) that match nothing in genWords(10_000, 1)
 // (TestBenchMessages holds that).
 var (
 	msgEnglish = "hey! are we still on for dinner tomorrow? I booked the table at 7:30 " +
@@ -82,6 +82,7 @@ var (
 		"mine died twice today. see you"
 	msgChinese = "明天下午三点在老地方见面吧，我把资料都准备好了，你记得带上电脑。" +
 		"如果路上堵车就给我打电话，我们可以晚一点开始，不着急。"
+	msgShort  = "ok, see you at 7! bring the charger pls"
 	msgMasked = "hey! are we still on for dinner tomorrow? I booked the table at 7:30 " +
 		"but can move it if your train is late again 😅 also bring the darn charger you " +
 		"borrowed, mine died twice today. see you"
