@@ -303,7 +303,7 @@ func (f *Filter) Check(text string) Result {
 		s.hay, s.pos = append(n.hay, 0xFF), append(n.pos, 0)
 	}
 	r := f.scan(text, s)
-	if cap(s.hay) <= maxPooledBytes {
+	if cap(s.hay) <= maxPooledBytes && cap(s.spans) <= maxPooledBytes/16 {
 		f.pool.Put(s)
 	}
 	return r
