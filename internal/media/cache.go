@@ -13,7 +13,7 @@ import (
 // record: what a send reads of it never changes, and a file is removed
 // only by collection, which takes files that Attach already refuses.
 type fileCache struct {
-	mu sync.Mutex
+	mu sync.RWMutex
 	m  map[string]store.File // guarded by mu; at most fileCacheSize
 }
 
@@ -21,8 +21,8 @@ type fileCache struct {
 const fileCacheSize = 16384
 
 func (c *fileCache) get(id string) (store.File, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mu.RLock() // every send with a file reads; writes are rare
+	defer c.mu.RUnlock()
 	f, ok := c.m[id]
 	return f, ok
 }
