@@ -708,6 +708,41 @@ func TestAbandonedUploadsAreCollected(t *testing.T) {
 	}
 }
 
+// TestFinishedUploadCannotBeDeleted: the bytes of a finished resumable
+// upload are a file that messages carry; a DELETE of the upload is refused
+// and the file stays readable.
+func TestFinishedUploadCannotBeDeleted(t *testing.T) {
+	ts := startServer(t, nil)
+	ctx := ctx10(t)
+	tok := ts.mint(t, "alice")
+	data := []byte("a finished file")
+	var loc string
+	id, err := ts.http().UploadResumable(ctx, tok, "f.txt", bytes.NewReader(data), int64(len(data)),
+		client.ResumableOptions{OnCreated: func(l string) { loc = l }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, loc, nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Tus-Resumable", "1.0.0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusConflict {
+		t.Fatalf("DELETE of a finished upload: %d, want 409", resp.StatusCode)
+	}
+	alice, _ := ts.connectToken(t, tok, "a1", "web", transports[0])
+	u, err := alice.FileURL(ctx, id, "", 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _, body := ts.fetch(t, u.Url, ""); status != 200 || !bytes.Equal(body, data) {
+		t.Fatalf("the file after the refused DELETE: %d, %q", status, body)
+	}
+}
+
 // cancelAfter reads r and cancels its context once at bytes are read.
 type cancelAfter struct {
 	r      io.ReaderAt

@@ -70,7 +70,14 @@ func (s *Service) TusHandler(authenticate Authenticator) (http.Handler, error) {
 				http.Error(w, "not found", http.StatusNotFound) // another user's, or none
 				return
 			}
-			if r.Method == http.MethodHead && !info.SizeIsDeferred && info.Offset == info.Size {
+			finished := !info.SizeIsDeferred && info.Offset == info.Size
+			if r.Method == http.MethodDelete && finished {
+				// A finished upload is a file, which messages may carry: its
+				// bytes go with the file, never on their own.
+				writeTusError(w, reqerr.Conflict)
+				return
+			}
+			if r.Method == http.MethodHead && finished {
 				// Finished: the answer to its last PATCH may have been
 				// lost, or its inspection failed for a while. Make sure of
 				// the record now.
