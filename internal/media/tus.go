@@ -89,14 +89,7 @@ func (s *Service) TusHandler(authenticate Authenticator) (http.Handler, error) {
 				w.Header().Set(FileIDHeader, f)
 			}
 		}
-		// tusd v2.9.1 reads its request state from a goroutine started when
-		// the request's context ends, racing its own handler when a client
-		// goes away mid-PATCH; a context that ends when the handler returns
-		// orders that read after the handler's writes. A client that goes
-		// away still ends the PATCH: its body's reads fail.
-		hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		defer cancel()
-		r = r.WithContext(hctx)
+		r = r.WithContext(ctx)
 		if r.Body != nil {
 			r.Body = readCloser{s.limitReader(ctx, uid, r.Body), r.Body}
 		}

@@ -1,7 +1,6 @@
 package blobtest
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -62,14 +61,7 @@ func newTusServer(t *testing.T, s blob.Store, changes *tusChanges) *tusServer {
 	srv.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		srv.busy.Add(1)
 		defer srv.busy.Add(-1)
-		// As the server does (media.TusHandler): tusd v2.9.1 reads the
-		// request's body field from a goroutine started when the request's
-		// context ends, racing writeChunk when a client goes away mid-PATCH;
-		// a context that ends when the handler returns orders that read
-		// after the handler's writes.
-		ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-		defer cancel()
-		files.ServeHTTP(w, r.WithContext(ctx))
+		files.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
 	return srv
