@@ -89,12 +89,6 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Errors the service answers with, beyond reqerr's.
-var (
-	// Unsupported: the sniffed type is not allowed.
-	Unsupported = &reqerr.Error{Code: pb.ErrorCode_ERROR_CODE_UNSUPPORTED_MEDIA_TYPE}
-)
-
 // Service is the media service. Build with New, stop with Close.
 type Service struct {
 	cfg   Config

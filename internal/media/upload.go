@@ -43,7 +43,7 @@ func (s *Service) Upload(w http.ResponseWriter, r *http.Request, uid string) (st
 		return store.File{}, reqerr.BadRequest // the body ended before its declared length
 	}
 	if !probe.Allowed(probe.Sniff(head), s.cfg.AllowedTypes) {
-		return store.File{}, Unsupported
+		return store.File{}, reqerr.UnsupportedType
 	}
 	id := newID()
 	key := blobKey(id)
@@ -90,7 +90,7 @@ func (s *Service) ingest(ctx context.Context, uid, id, key, name string, size in
 	}
 	ct := probe.Sniff(head)
 	if !probe.Allowed(ct, s.cfg.AllowedTypes) {
-		return store.File{}, Unsupported
+		return store.File{}, reqerr.UnsupportedType
 	}
 	f := store.File{ID: id, Owner: uid, Name: name, Size: size, ContentType: ct, BlobKey: key, CreatedAt: time.Now()}
 	info, thumb, err := probe.Inspect(obj, size, ct, s.cfg.Limits)

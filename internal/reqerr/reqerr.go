@@ -35,6 +35,8 @@ var (
 	Conflict   = code(pb.ErrorCode_ERROR_CODE_CONFLICT)
 	TooMany    = code(pb.ErrorCode_ERROR_CODE_TOO_MANY_REQUESTS)
 	Quota      = code(pb.ErrorCode_ERROR_CODE_QUOTA_EXCEEDED)
+	// UnsupportedType: an upload's sniffed type is not allowed.
+	UnsupportedType = code(pb.ErrorCode_ERROR_CODE_UNSUPPORTED_MEDIA_TYPE)
 	// UnknownFrame: a frame without a body this server knows; a socket
 	// session is closed for it.
 	UnknownFrame = code(pb.ErrorCode_ERROR_CODE_UNKNOWN_FRAME)
