@@ -67,7 +67,10 @@ type User struct {
 	// TokenEpoch invalidates every token issued with a lower epoch (password change, "log out everywhere").
 	TokenEpoch uint64
 	Disabled   bool
-	CreatedAt  time.Time
+	// ShadowMuted: their messages reach only themselves: stored and shown
+	// to them, hidden from everyone else.
+	ShadowMuted bool
+	CreatedAt   time.Time
 }
 
 // Group is a group's settings. Its conversation id is "g:" + an id.

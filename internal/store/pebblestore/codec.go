@@ -91,17 +91,15 @@ func decodeCursor(key, body []byte) (delivered, read uint64, err error) {
 	return d, r, nil
 }
 
-// user values: lp(password hash) uvarint(epoch) byte(disabled) varint(unix s) uvarint(ns).
+// user values: lp(password hash) uvarint(epoch) flags(disabled, shadow
+// muted) varint(unix s) uvarint(ns). The flags byte was a bare disabled byte
+// (0 or 1) before shadow muting, so older records read the same.
 // Seconds and nanoseconds rather than UnixNano so any time.Time, including
 // the zero value, round-trips.
 func encodeUser(u store.User) []byte {
 	b := appendLP(make([]byte, 0, 32+len(u.PasswordHash)), u.PasswordHash)
 	b = binary.AppendUvarint(b, u.TokenEpoch)
-	var dis byte
-	if u.Disabled {
-		dis = 1
-	}
-	b = append(b, dis)
+	b = append(b, flags(u.Disabled, u.ShadowMuted))
 	b = binary.AppendVarint(b, u.CreatedAt.Unix())
 	return binary.AppendUvarint(b, uint64(u.CreatedAt.Nanosecond()))
 }
@@ -116,10 +114,10 @@ func decodeUser(key []byte, id string, body []byte) (store.User, error) {
 	if n <= 0 || len(rest) < n+1 {
 		return bad()
 	}
-	dis := rest[n]
+	f := rest[n]
 	rest = rest[n+1:]
 	sec, n := binary.Varint(rest)
-	if n <= 0 || dis > 1 {
+	if n <= 0 || f > 3 {
 		return bad()
 	}
 	nsec, m := binary.Uvarint(rest[n:])
@@ -130,7 +128,8 @@ func decodeUser(key []byte, id string, body []byte) (store.User, error) {
 		ID:           id,
 		PasswordHash: hash,
 		TokenEpoch:   epoch,
-		Disabled:     dis == 1,
+		Disabled:     f&1 != 0,
+		ShadowMuted:  f&2 != 0,
 		CreatedAt:    time.Unix(sec, int64(nsec)).UTC(),
 	}, nil
 }

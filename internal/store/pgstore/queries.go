@@ -97,11 +97,12 @@ func newQueries(schema string) queries {
 
 		// No conflict target: a taken id and a taken name_key both insert
 		// nothing (the unique index decides between concurrent creates).
-		createUser: q(`INSERT INTO {s}.users (id, password_hash, token_epoch, disabled, created_at, name_key)
-			VALUES ($1, $2, $3, $4, $5, nullif($6, '')) ON CONFLICT DO NOTHING`),
-		userByName: q(`SELECT id, password_hash, token_epoch, disabled, created_at FROM {s}.users WHERE name_key = $1`),
-		updateUser: q(`UPDATE {s}.users SET password_hash = $2, token_epoch = $3, disabled = $4, created_at = $5 WHERE id = $1`),
-		getUser:    q(`SELECT password_hash, token_epoch, disabled, created_at FROM {s}.users WHERE id = $1`),
+		createUser: q(`INSERT INTO {s}.users (id, password_hash, token_epoch, disabled, shadow_muted, created_at, name_key)
+			VALUES ($1, $2, $3, $4, $5, $6, nullif($7, '')) ON CONFLICT DO NOTHING`),
+		userByName: q(`SELECT id, password_hash, token_epoch, disabled, shadow_muted, created_at FROM {s}.users WHERE name_key = $1`),
+		updateUser: q(`UPDATE {s}.users SET password_hash = $2, token_epoch = $3, disabled = $4, shadow_muted = $5, created_at = $6
+			WHERE id = $1`),
+		getUser: q(`SELECT password_hash, token_epoch, disabled, shadow_muted, created_at FROM {s}.users WHERE id = $1`),
 
 		revokeToken: q(`INSERT INTO {s}.revoked_tokens AS t (id, expires_at) VALUES ($1, $2)
 			ON CONFLICT (id) DO UPDATE SET expires_at = greatest(t.expires_at, excluded.expires_at)`),

@@ -49,6 +49,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Users", testUsers},
 		{"UserNamesAreUnique", testUserNames},
 		{"ConcurrentUserNames", testConcurrentUserNames},
+		{"UserShadowMuted", testShadowMuted},
 		{"TokenRevocation", testTokens},
 		{"ApplyGroupChange", testApplyGroupChange},
 		{"ApplyMembersLeave", testApplyMembersLeave},
@@ -638,7 +639,7 @@ func checkUser(t *testing.T, s store.Store, want store.User) {
 		t.Fatalf("GetUser(%q): %v", want.ID, err)
 	}
 	if got.ID != want.ID || got.PasswordHash != want.PasswordHash || got.TokenEpoch != want.TokenEpoch ||
-		got.Disabled != want.Disabled || !got.CreatedAt.Equal(want.CreatedAt) {
+		got.Disabled != want.Disabled || got.ShadowMuted != want.ShadowMuted || !got.CreatedAt.Equal(want.CreatedAt) {
 		t.Fatalf("GetUser(%q) = %+v, want %+v", want.ID, got, want)
 	}
 }
