@@ -26,9 +26,10 @@ var (
 	// until space is freed. Temporary: the same write may succeed later.
 	// Reads still work.
 	ErrNoSpace = errors.New("store: no disk space")
-	// ErrConflict: Apply's Update names a message that is already
-	// recalled. Nothing is written.
-	ErrConflict = errors.New("store: message already recalled")
+	// ErrConflict: the record is not in the state the write needs: Apply's
+	// Update names a message that is already recalled, CloseReport a report
+	// that is not open. Nothing is written.
+	ErrConflict = errors.New("store: conflicting state")
 )
 
 // AppendResult is the outcome of one message of an Append batch.
@@ -196,6 +197,49 @@ type File struct {
 	Attached bool
 }
 
+// ReportStatus is where a report is in the moderators' queue.
+type ReportStatus uint8
+
+const (
+	ReportOpen      ReportStatus = 1
+	ReportResolved  ReportStatus = 2 // a moderator acted on it
+	ReportDismissed ReportStatus = 3 // a moderator found nothing to do
+)
+
+// Report is a user's report of a message.
+type Report struct {
+	// ID is made by the caller; IDs sort (as strings, byte order) in the
+	// order reports were made.
+	ID             string
+	Reporter       string
+	ConversationID string
+	Seq            uint64
+	Reason         string // a short code: "spam", "abuse", ...
+	Note           string // the reporter's words, may be empty
+	// Message is the reported message as stored when it was reported
+	// (evidence: a later edit or recall does not change it).
+	Message   *pb.Message
+	CreatedAt time.Time
+	Status    ReportStatus
+	// ClosedBy (who resolved or dismissed it: an admin API key's name),
+	// ClosedAt and Resolution (their note) are set by CloseReport.
+	ClosedBy   string
+	ClosedAt   time.Time
+	Resolution string
+}
+
+// AuditEntry is one admin or moderation action. The log is append-only.
+type AuditEntry struct {
+	// ID is assigned by AppendAudit: increasing in the order entries were
+	// appended (per store; in PostgreSQL across nodes).
+	ID     uint64
+	Time   time.Time
+	Actor  string // the admin API key's name, or "system"
+	Action string // e.g. "user.ban", "message.delete", "report.resolve"
+	Target string // what it acted on: a user id, "conv/seq", a report id
+	Detail string // a JSON object with the action's parameters, may be empty
+}
+
 // Store is Parley's persistent state. All methods are safe for concurrent use.
 type Store interface {
 	// Append stores a batch of messages durably and in order. For each message
@@ -338,6 +382,33 @@ type Store interface {
 	UnattachedFiles(ctx context.Context, before time.Time, limit int) ([]File, error)
 	// MediaUsage returns how many files owner has and their bytes.
 	MediaUsage(ctx context.Context, owner string) (files, bytes int64, err error)
+
+	// Moderation
+	//
+	// PutReport stores r (Status must be ReportOpen). A reporter reports a
+	// message once: when Reporter already reported (ConversationID, Seq),
+	// nothing is written and the first report's ID comes back with created
+	// false. ErrExists when r.ID is another report's.
+	PutReport(ctx context.Context, r Report) (id string, created bool, err error)
+	// GetReport returns one report; ErrNotFound when there is none.
+	GetReport(ctx context.Context, id string) (Report, error)
+	// Reports lists reports with IDs greater than after ("" from the
+	// start), oldest first, at most limit; status 0 lists every status,
+	// else only that one.
+	Reports(ctx context.Context, status ReportStatus, after string, limit int) ([]Report, error)
+	// CloseReport moves an open report to status (ReportResolved or
+	// ReportDismissed) with by, note and at. ErrNotFound when there is
+	// none, ErrConflict when it is not open.
+	CloseReport(ctx context.Context, id string, status ReportStatus, by, note string, at time.Time) error
+	// AppendAudit appends e (its ID is ignored) and returns the ID it got.
+	AppendAudit(ctx context.Context, e AuditEntry) (uint64, error)
+	// AuditLog lists entries with IDs below before (0: from the newest),
+	// newest first, at most limit.
+	AuditLog(ctx context.Context, before uint64, limit int) ([]AuditEntry, error)
+	// GetSetting returns a server-wide setting's value (ErrNotFound when
+	// unset); PutSetting replaces it. Values are small (at most a few MiB).
+	GetSetting(ctx context.Context, key string) ([]byte, error)
+	PutSetting(ctx context.Context, key string, value []byte) error
 
 	// Ping reports whether the store can serve reads and writes (readiness).
 	Ping(ctx context.Context) error

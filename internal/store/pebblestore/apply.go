@@ -280,8 +280,14 @@ func (s *Store) Cursors(ctx context.Context, conversationID string) ([]store.Cur
 // iterate calls fn with each key in [lower, upper) and its verified body,
 // in key order, until fn returns false or an error. key and body are only
 // valid during the call.
-func (s *Store) iterate(ctx context.Context, lower, upper []byte, fn func(key, body []byte) (bool, error)) (err error) {
-	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+func (s *Store) iterate(ctx context.Context, lower, upper []byte, fn func(key, body []byte) (bool, error)) error {
+	return iterateIn(ctx, s.db, lower, upper, false, fn)
+}
+
+// iterateIn is iterate reading from r (the DB or a snapshot), from the last
+// key down when reverse is set.
+func iterateIn(ctx context.Context, r pebble.Reader, lower, upper []byte, reverse bool, fn func(key, body []byte) (bool, error)) (err error) {
+	it, err := r.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return mapErr(err)
 	}
@@ -290,7 +296,11 @@ func (s *Store) iterate(ctx context.Context, lower, upper []byte, fn func(key, b
 			err = mapErr(cerr)
 		}
 	}()
-	for valid := it.First(); valid; valid = it.Next() {
+	valid := it.First()
+	if reverse {
+		valid = it.Last()
+	}
+	for ; valid; valid = step(it, reverse) {
 		v, err := it.ValueAndErr()
 		if err != nil {
 			return mapErr(err)

@@ -22,8 +22,8 @@ import (
 //  1. A free-space floor: a write is refused with store.ErrNoSpace, before
 //     it reaches Pebble, when the volume's free space (statfs, cached) minus
 //     the write would fall below the floor. Small writes that keep the
-//     service usable (cursors, last seen, token revocation, user updates) may
-//     use half of the floor. Writes resume by themselves when space is freed.
+//     service usable (cursors, last seen, token revocation, user updates,
+//     audit entries, closing reports) may use half of the floor. Writes resume by themselves when space is freed.
 //  2. A ballast file, removed by Pebble's vfs.OnDiskFull when a write meets
 //     ENOSPC anyway (a compaction, a race past the floor), so that write's
 //     retry succeeds. While it is missing its size still counts as used, so
@@ -47,11 +47,12 @@ const (
 type writeClass int
 
 const (
-	// bulk writes (messages, group changes, new users, contacts, settings)
-	// stop at the floor.
+	// bulk writes (messages, group changes, new users, contacts, settings,
+	// reports) stop at the floor.
 	bulk writeClass = iota
-	// small writes (cursors, last seen, revocations, user updates) may go
-	// on down to half the floor: clients keep read state and logins work.
+	// small writes (cursors, last seen, revocations, user updates, audit
+	// entries, closing reports) may go on down to half the floor: clients
+	// keep read state, logins work and moderators can act.
 	small
 )
 

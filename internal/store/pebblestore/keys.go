@@ -31,11 +31,18 @@ import (
 //	'F' lp(file id)                           -> file record
 //	'N' time(8, BE unix ns) file id           -> empty            (files never attached, oldest first)
 //	'Q' lp(owner)                             -> files, bytes     (media usage)
+//	'R' report id                             -> report record
+//	'r' status(1) report id                   -> empty            (reports by status)
+//	'D' lp(reporter) lp(conversation) seq(8)  -> report id        (one report per reporter and message)
+//	'A' id(8, BE)                             -> audit entry
+//	'V' lp(key)                               -> setting value    (server-wide settings)
 //
 // The last component of 'n', 'o', 'f', 'b' and 'p' keys is the raw user id, not
 // length-prefixed: those lists are returned ordered by user id, and a length
 // prefix would order them by length first ("b" before "aa"). It is still
 // unambiguous: it is the rest of the key after a length-prefixed prefix.
+// Report ids in 'R' and 'r' keys are raw for the same reason (reports are
+// listed in id order), after a fixed-size prefix.
 //
 // A member record sits under exactly one of 'n' and 'o': Apply moves it
 // between them in the same batch. Members pages through 'n' only, so the
@@ -61,6 +68,11 @@ const (
 	nsFile       byte = 'F'
 	nsUnattached byte = 'N'
 	nsMediaUsage byte = 'Q'
+	nsReport     byte = 'R'
+	nsReportIdx  byte = 'r'
+	nsReportDup  byte = 'D'
+	nsAudit      byte = 'A'
+	nsSetting    byte = 'V'
 )
 
 var errBadKey = errors.New("malformed key")

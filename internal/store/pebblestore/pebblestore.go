@@ -175,8 +175,14 @@ type Store struct {
 
 	pushMu    sync.Mutex // makes DeletePushTarget's token check atomic with the delete
 	fileMu    sync.Mutex // serializes file writes: existence checks and usage counts are read-modify-write
+	reportMu  sync.Mutex // serializes report writes: the one-report-per-message check and status moves are read-modify-write
 	tokenMu   sync.Mutex // serializes RevokeToken; guards lastPurge
 	lastPurge time.Time
+
+	auditMu sync.Mutex // serializes AppendAudit; guards auditLast
+	// auditLast is the highest audit ID given out (0: not read from disk
+	// yet). Never lowered, reopen included: an ID is never given twice.
+	auditLast uint64
 }
 
 var _ store.Store = (*Store)(nil)

@@ -24,6 +24,9 @@ type queries struct {
 	putPush, pushTargets, deletePush, deletePushToken         string
 	putFile, updateFile, getFile, deleteFile, attachFiles     string
 	unattachedFiles, mediaUsage                               string
+	putReport, reportOf, getReport, reportsAfter              string
+	reportsByStatus, closeReport, appendAudit, auditLog       string
+	getSetting, putSetting                                    string
 }
 
 func newQueries(schema string) queries {
@@ -151,6 +154,29 @@ func newQueries(schema string) queries {
 		unattachedFiles: q(`SELECT ` + fileColumns + ` FROM {s}.files WHERE NOT attached AND created_at < $1
 			ORDER BY created_at, id LIMIT $2`),
 		mediaUsage: q(`SELECT count(*), coalesce(sum(size), 0)::int8 FROM {s}.files WHERE owner_id = $1`),
+
+		// No conflict target: a report of a message already reported by
+		// the reporter (reports_once) and a taken id both insert nothing;
+		// reportOf then tells them apart.
+		putReport: q(`INSERT INTO {s}.reports (id, reporter, conversation_id, seq, reason, note, message, created_at, status,
+			closed_by, closed_at, resolution) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, '', NULL, '') ON CONFLICT DO NOTHING`),
+		reportOf:     q(`SELECT id FROM {s}.reports WHERE reporter = $1 AND conversation_id = $2 AND seq = $3`),
+		getReport:    q(`SELECT ` + reportColumns + ` FROM {s}.reports WHERE id = $1`),
+		reportsAfter: q(`SELECT ` + reportColumns + ` FROM {s}.reports WHERE id > $1 ORDER BY id LIMIT $2`),
+		reportsByStatus: q(`SELECT ` + reportColumns + ` FROM {s}.reports WHERE status = $1 AND id > $2
+			ORDER BY id LIMIT $3`),
+		// Whether it was closed and whether it exists, in one statement; a
+		// concurrent close of the same report waits for the row and then
+		// finds it no longer open.
+		closeReport: q(`WITH closed AS (UPDATE {s}.reports SET status = $2, closed_by = $3, resolution = $4, closed_at = $5
+				WHERE id = $1 AND status = 1 RETURNING 1)
+			SELECT EXISTS (SELECT 1 FROM closed), EXISTS (SELECT 1 FROM {s}.reports WHERE id = $1)`),
+		appendAudit: q(`INSERT INTO {s}.audit_log (at, actor, action, target, detail) VALUES ($1, $2, $3, $4, $5) RETURNING id`),
+		auditLog: q(`SELECT id, at, actor, action, target, detail FROM {s}.audit_log WHERE id < $1
+			ORDER BY id DESC LIMIT $2`),
+		getSetting: q(`SELECT value FROM {s}.settings WHERE key = $1`),
+		putSetting: q(`INSERT INTO {s}.settings (key, value) VALUES ($1, $2)
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value`),
 
 		block:     q(`INSERT INTO {s}.blocks (owner_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`),
 		unblock:   q(`DELETE FROM {s}.blocks WHERE owner_id = $1 AND user_id = $2`),
