@@ -31,6 +31,7 @@ func RunPersistence(t *testing.T, newStore func(t *testing.T) (open func() store
 		{"ChangesSurvive", testRestartChanges},
 		{"SocialRecordsSurvive", testRestartSocial},
 		{"RaisedSeqSurvives", testRestartRaisedSeq},
+		{"ModerationSurvives", testRestartModeration},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
