@@ -138,9 +138,9 @@ func TestRawENOSPCInCommitDoesNotKill(t *testing.T) {
 }
 
 // The floor refuses bulk writes before the disk is full, lets small ones
-// (cursors) go on, and a store opened on a disk below its floor opens
-// read-only, serves reads, and turns read-write by itself once space is
-// freed.
+// (cursors, audit entries, closing reports) go on, and a store opened on a
+// disk below its floor opens read-only, serves reads, and turns read-write
+// by itself once space is freed, audit ids continuing.
 func TestFloorAndOpenOnFullDisk(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -156,6 +156,10 @@ func TestFloorAndOpenOnFullDisk(t *testing.T) {
 	}
 	s := open()
 	const conv = "d:a:b"
+	report := store.Report{ID: "r1", Reporter: "b", ConversationID: conv, Seq: 1, Status: store.ReportOpen}
+	if _, _, err := s.PutReport(ctx, report); err != nil {
+		t.Fatal(err)
+	}
 	n := 0
 	var err error
 	for ; n < 5000; n++ {
@@ -178,15 +182,35 @@ func TestFloorAndOpenOnFullDisk(t *testing.T) {
 	// A small write goes on below the floor. A compaction started by the
 	// last appends holds its inputs and its outputs at once for a moment,
 	// which can take the free space under even a small write's share (CI
-	// saw it once in a while): the cursor write succeeds once it is done.
-	cursor := []store.Cursor{{ConversationID: conv, UserID: "b", Read: 1}}
-	err = s.SetCursors(ctx, cursor)
-	for deadline := time.Now().Add(10 * time.Second); err != nil && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
-		err = s.SetCursors(ctx, cursor)
+	// saw it once in a while): small writes succeed once it is done.
+	small := func(write func() error) error {
+		err := write()
+		for deadline := time.Now().Add(10 * time.Second); err != nil && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+			err = write()
+		}
+		return err
 	}
-	if err != nil {
+	cursor := []store.Cursor{{ConversationID: conv, UserID: "b", Read: 1}}
+	if err := small(func() error { return s.SetCursors(ctx, cursor) }); err != nil {
 		t.Fatalf("a cursor write below the floor: %v", err)
+	}
+	report.ID, report.Seq = "r2", 2
+	if _, _, err := s.PutReport(ctx, report); !errors.Is(err, store.ErrNoSpace) {
+		t.Fatalf("PutReport below the floor: %v, want store.ErrNoSpace", err)
+	}
+	if err := s.PutSetting(ctx, "motd", []byte("hi")); !errors.Is(err, store.ErrNoSpace) {
+		t.Fatalf("PutSetting below the floor: %v, want store.ErrNoSpace", err)
+	}
+	var auditID uint64
+	if err := small(func() (err error) {
+		auditID, err = s.AppendAudit(ctx, store.AuditEntry{Actor: "ops", Action: "user.ban", Target: "a"})
+		return err
+	}); err != nil {
+		t.Fatalf("an audit entry below the floor: %v", err)
+	}
+	if err := small(func() error { return s.CloseReport(ctx, "r1", store.ReportResolved, "ops", "", time.Now()) }); err != nil {
+		t.Fatalf("closing a report below the floor: %v", err)
 	}
 	if st := s.DiskStatus(); st.Writable || st.Refused == 0 || st.Reason == "" {
 		t.Fatalf("DiskStatus below the floor: %+v", st)
@@ -209,6 +233,18 @@ func TestFloorAndOpenOnFullDisk(t *testing.T) {
 	if _, err := s.Append(ctx, []*pb.Message{{ConversationId: conv, From: "a", ClientMsgId: "ro"}}); !errors.Is(err, store.ErrNoSpace) {
 		t.Fatalf("Append read-only: %v, want store.ErrNoSpace", err)
 	}
+	if _, err := s.AppendAudit(ctx, store.AuditEntry{Actor: "ops", Action: "ro"}); !errors.Is(err, store.ErrNoSpace) {
+		t.Fatalf("AppendAudit read-only: %v, want store.ErrNoSpace", err)
+	}
+	if err := s.PutSetting(ctx, "motd", []byte("hi")); !errors.Is(err, store.ErrNoSpace) {
+		t.Fatalf("PutSetting read-only: %v, want store.ErrNoSpace", err)
+	}
+	if es, err := s.AuditLog(ctx, 0, 10); err != nil || len(es) != 1 || es[0].ID != auditID {
+		t.Fatalf("AuditLog read-only = %+v, %v; want the entry %d", es, err, auditID)
+	}
+	if r, err := s.GetReport(ctx, "r1"); err != nil || r.Status != store.ReportResolved {
+		t.Fatalf("GetReport read-only = %+v, %v", r, err)
+	}
 	fs.SetBudget(fs.Used() + 1<<30)
 	waitUntil(t, "read-write again", func() (bool, string) {
 		res, err := s.Append(ctx, []*pb.Message{{ConversationId: conv, From: "a", ClientMsgId: "rw"}})
@@ -222,5 +258,8 @@ func TestFloorAndOpenOnFullDisk(t *testing.T) {
 	})
 	if err := s.Ping(ctx); err != nil {
 		t.Fatalf("Ping after recovery: %v", err)
+	}
+	if id, err := s.AppendAudit(ctx, store.AuditEntry{Actor: "ops", Action: "rw"}); err != nil || id <= auditID {
+		t.Fatalf("AppendAudit after recovery = %d, %v; want an id above %d", id, err, auditID)
 	}
 }
