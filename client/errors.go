@@ -27,6 +27,10 @@ var (
 type Error struct {
 	Code    pb.ErrorCode
 	Message string
+	// Reason and RejectCode are an ERROR_CODE_REJECTED's: the text the
+	// app's moderation wants the sender to see (may be empty) and the rule
+	// that refused the message ("word_filter" for the built-in filter).
+	Reason, RejectCode string
 	// temporary is the frame's Error.temporary when sent (said): servers
 	// older than the field, and Errors built by hand, do not say. Plain
 	// values, so that Errors compare with ==.
@@ -34,6 +38,9 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e.Code == pb.ErrorCode_ERROR_CODE_REJECTED {
+		return fmt.Sprintf("parley: %s (%s): %s", e.Code, e.RejectCode, e.Reason)
+	}
 	if e.Message == "" {
 		return fmt.Sprintf("parley: %s", e.Code)
 	}
@@ -85,7 +92,8 @@ func (e *closedError) Is(target error) bool { return target == ErrClosed }
 func (e *closedError) Unwrap() error        { return e.cause }
 
 func errFromFrame(e *pb.Error) *Error {
-	return &Error{Code: e.GetCode(), Message: e.GetMessage(), temporary: e.GetTemporary(), said: e.Temporary != nil}
+	return &Error{Code: e.GetCode(), Message: e.GetMessage(), Reason: e.GetReason(), RejectCode: e.GetRejectCode(),
+		temporary: e.GetTemporary(), said: e.Temporary != nil}
 }
 
 func disconnectErr(d *pb.Disconnect) *DisconnectError {

@@ -70,6 +70,10 @@ func Lookup(c pb.ErrorCode) (Info, bool) {
 		return Info{"storage quota exceeded", http.StatusInsufficientStorage, "quota_exceeded", false}, true
 	case pb.ErrorCode_ERROR_CODE_UNSUPPORTED_MEDIA_TYPE:
 		return Info{"unsupported media type", http.StatusUnsupportedMediaType, "unsupported_media_type", false}, true
+	// Not temporary: the app refused this content; the same content is
+	// refused again.
+	case pb.ErrorCode_ERROR_CODE_REJECTED:
+		return Info{"rejected by moderation", http.StatusUnprocessableEntity, "rejected", false}, true
 	case pb.ErrorCode_ERROR_CODE_UNSPECIFIED:
 		// Never sent by this server; a row so that every enum value has one.
 		return unknownRow(), true

@@ -75,6 +75,7 @@ func TestAPIAnswersUnchanged(t *testing.T) {
 		pb.ErrorCode_ERROR_CODE_QUOTA_EXCEEDED:         {http.StatusInsufficientStorage, "quota_exceeded"},
 		pb.ErrorCode_ERROR_CODE_INTERNAL:               {http.StatusInternalServerError, "internal"},
 		pb.ErrorCode_ERROR_CODE_UNSUPPORTED_MEDIA_TYPE: {http.StatusUnsupportedMediaType, "unsupported_media_type"},
+		pb.ErrorCode_ERROR_CODE_REJECTED:               {http.StatusUnprocessableEntity, "rejected"},
 	}
 	for c, w := range want {
 		if i := Of(c); i.HTTPStatus != w.status || i.APICode != w.code {

@@ -13,7 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parleyim/parley/internal/auth"
 	"github.com/parleyim/parley/internal/limit"
+	"github.com/parleyim/parley/internal/moderation"
 	"github.com/parleyim/parley/internal/session"
 	"github.com/parleyim/parley/internal/store"
 )
@@ -22,6 +24,46 @@ import (
 type PushTemplate struct {
 	Title string `yaml:"title"`
 	Body  string `yaml:"body"`
+}
+
+// ModerationHook is one before-send hook (docs/moderation.md).
+type ModerationHook struct {
+	// Name identifies the hook in logs and metrics. Default: its URL
+	// without credentials.
+	Name string `yaml:"name"`
+	// URL receives the signed requests (http or https). Required.
+	URL string `yaml:"url"`
+	// Events: message.direct, message.group, message.edit, group.change.
+	// Required.
+	Events []string `yaml:"events"`
+	// Secret signs the requests. Required.
+	Secret string `yaml:"secret"`
+	// Policy when the hook does not answer in time, fails or answers
+	// nonsense: fail_open (allow) or fail_closed (refuse, the sender may
+	// retry). Required.
+	Policy string `yaml:"policy"`
+	// Timeout per call. Default 500ms.
+	Timeout time.Duration `yaml:"timeout"`
+	// MaxInFlight bounds the requests in flight to the hook. Default 256.
+	MaxInFlight int `yaml:"max_in_flight"`
+	// MaxBatch: more than 1 lets one request carry up to this many events
+	// (the batch form of docs/moderation.md); 1 sends one event a request.
+	// Default 1.
+	MaxBatch int `yaml:"max_batch"`
+}
+
+// WordFilterList is one list of the word filter (docs/moderation.md).
+type WordFilterList struct {
+	Name string `yaml:"name"`
+	// Action: mask (each matched character becomes "*") or reject.
+	Action string   `yaml:"action"`
+	Words  []string `yaml:"words"`
+	// WordsFile is read for more words, one a line (# starts a comment),
+	// and read again when it changes.
+	WordsFile        string `yaml:"words_file"`
+	Leet             bool   `yaml:"leet"`
+	IgnoreSeparators bool   `yaml:"ignore_separators"`
+	WholeWords       bool   `yaml:"whole_words"`
 }
 
 // Config is the whole configuration of a Parley server. Every field's zero
@@ -110,8 +152,10 @@ type Config struct {
 	AppSecret string `yaml:"app_secret"`
 	// AppIssuer is the iss claim of app-minted tokens. Default "app".
 	AppIssuer string `yaml:"app_issuer"`
-	// AdminAPIKeys authenticate the admin API (header X-Api-Key). Default: one
-	// key generated like TokenKey.
+	// AdminAPIKeys authenticate the admin API (header X-Api-Key). An entry
+	// "NAME:SECRET" (NAME: 1-32 of a-z 0-9 _ -) names its key in the audit
+	// log, and clients send SECRET; a bare secret is named "key-" and 8 hex
+	// digits of its hash. Default: one key generated like TokenKey.
 	AdminAPIKeys []string `yaml:"admin_api_keys"`
 
 	// MaxGroupMembers is the largest a group may grow. Default 100,000.
@@ -197,6 +241,17 @@ type Config struct {
 	// WebhookQueue bounds the events waiting per URL; past it events are
 	// dropped and counted. Default 10,000.
 	WebhookQueue int `yaml:"webhook_queue"`
+
+	// ModerationHooks are the app's before-send hooks, asked before a
+	// message, an edit or a group change is stored (docs/moderation.md).
+	// Default none.
+	ModerationHooks []ModerationHook `yaml:"moderation_hooks"`
+	// WordFilterLists are the built-in word filter's lists; the admin API
+	// adds lists of its own (kept in the store). Default none.
+	WordFilterLists []WordFilterList `yaml:"word_filter_lists"`
+	// WordFilterContentTypes are the content types whose payloads the
+	// word filter reads as text. Default text and text/plain.
+	WordFilterContentTypes []string `yaml:"word_filter_content_types"`
 
 	// PushDelay is how long a connected device has to acknowledge a message
 	// as delivered before it gets a push notification (devices that are
@@ -642,8 +697,12 @@ func (c Config) validate() error {
 	check(c.TokenTTL > 0 && c.MaxTokenTTL >= c.TokenTTL, "token_ttl must be positive and at most max_token_ttl")
 	check(c.TokenKey == "" || len(c.TokenKey) >= 32, "token_key must be at least 32 bytes")
 	check(c.AppSecret == "" || len(c.AppSecret) >= 32, "app_secret must be at least 32 bytes")
+	names := make(map[string]bool)
 	for _, k := range c.AdminAPIKeys {
-		check(len(k) >= 16, "admin API keys must be at least 16 bytes")
+		name, secret := auth.ParseAdminKey(k)
+		check(len(secret) >= 16, "admin API keys must be at least 16 bytes")
+		check(!names[name], "admin_api_keys: the name %q is given twice", name)
+		names[name] = true
 	}
 	check(c.NodeID < 1024, "node_id must be 0-1023")
 	check(c.MaxGroupMembers >= 2, "max_group_members must be at least 2")
@@ -685,6 +744,14 @@ func (c Config) validate() error {
 		pu, err := url.Parse(u)
 		// Named by position: a webhook URL may carry credentials.
 		check(err == nil && (pu.Scheme == "http" || pu.Scheme == "https") && pu.Host != "", "webhook_urls[%d] is not an http(s) URL", i)
+	}
+	for i, h := range c.ModerationHooks {
+		_, err := h.config()
+		check(err == nil, "moderation_hooks[%d]: %v", i, err)
+	}
+	for i, l := range c.WordFilterLists {
+		_, ok := moderation.ParseAction(l.Action)
+		check(ok, "word_filter_lists[%d]: action must be mask or reject", i)
 	}
 	if c.NATSClusterAdvertise != "" {
 		host, port, err := net.SplitHostPort(c.NATSClusterAdvertise)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/parleyim/parley/internal/gateway"
 	"github.com/parleyim/parley/internal/metrics"
+	"github.com/parleyim/parley/internal/moderation"
 	"github.com/parleyim/parley/internal/store/pebblestore"
 	pb "github.com/parleyim/parley/proto/parleyv1"
 )
@@ -75,6 +76,7 @@ func (s *Server) writeMetrics(out io.Writer) error {
 	w.Counter("parley_webhook_dropped_total", "Webhook events dropped (queue full or retries exhausted).", float64(wh.Dropped))
 	w.Counter("parley_webhook_failures_total", "Failed webhook requests (each retry counts).", float64(wh.Failures))
 	writePushMetrics(w, s.notify.Stats())
+	writeModerationMetrics(w, s.mod.Stats())
 	if s.nats != nil {
 		rs := s.nats.Stats()
 		w.Gauge("parley_cluster_routes", "Other nodes the embedded NATS is routed to.", float64(s.nats.Routes()))
@@ -147,4 +149,46 @@ func (s *Server) adminStats() any {
 		Goroutines: runtime.NumGoroutine(), HeapBytes: ms.HeapAlloc,
 		WebhookQueued: wh.Queued, WebhookDropped: wh.Dropped, Uptime: time.Since(s.started).Seconds(),
 	}
+}
+
+// writeModerationMetrics writes the hooks' and the word filter's figures.
+func writeModerationMetrics(w *metrics.Writer, ms moderation.Stats) {
+	var answers, failures, breaker, inFlight, canceled []metrics.Sample
+	for _, h := range ms.Hooks.Hooks {
+		hl := metrics.Label{Name: "hook", Value: h.Name}
+		for _, a := range []struct {
+			name string
+			n    uint64
+		}{{"allow", h.Allow}, {"reject", h.Reject}, {"replace", h.Replace}} {
+			answers = append(answers, metrics.Sample{Labels: []metrics.Label{hl, {Name: "action", Value: a.name}}, Value: float64(a.n)})
+		}
+		for _, f := range []struct {
+			name string
+			n    uint64
+		}{{"timeout", h.Timeout}, {"error", h.Error}, {"malformed", h.Malformed}, {"breaker_open", h.BreakerOpen}, {"no_slot", h.NoSlot}} {
+			failures = append(failures, metrics.Sample{Labels: []metrics.Label{hl, {Name: "failure", Value: f.name}}, Value: float64(f.n)})
+		}
+		open := 0.0
+		if h.Breaker != "closed" {
+			open = 1
+		}
+		breaker = append(breaker, metrics.Sample{Labels: []metrics.Label{hl}, Value: open})
+		inFlight = append(inFlight, metrics.Sample{Labels: []metrics.Label{hl}, Value: float64(h.InFlight)})
+		canceled = append(canceled, metrics.Sample{Labels: []metrics.Label{hl}, Value: float64(h.Canceled)})
+	}
+	if len(ms.Hooks.Hooks) > 0 {
+		w.Family("parley_moderation_hook_answers_total", "Decisions a before-send hook answered, by hook and action.", "counter", answers)
+		w.Family("parley_moderation_hook_failures_total", "Calls of a before-send hook its policy decided instead (fail_open or fail_closed), by hook and failure.", "counter", failures)
+		w.Family("parley_moderation_hook_breaker_open", "1 while a hook's circuit breaker is open or half-open (its policy decides without calling it).", "gauge", breaker)
+		w.Family("parley_moderation_hook_in_flight", "Requests in flight to a hook.", "gauge", inFlight)
+		w.Family("parley_moderation_hook_canceled_total", "Hook calls the sender gave up on first (the client went away).", "counter", canceled)
+		w.Counter("parley_moderation_decisions_reused_total", "Retried sends answered with the decision of their first attempt (the hooks not asked again).", float64(ms.Cache.Hits+ms.Cache.Shared))
+	}
+	w.Gauge("parley_word_filter_entries", "Entries of the word filter in use (configuration and admin API lists).", float64(ms.FilterWords))
+	w.Family("parley_word_filter_total", "Text payloads the word filter read, by outcome.", "counter", []metrics.Sample{
+		{Labels: []metrics.Label{{Name: "outcome", Value: "pass"}}, Value: float64(ms.Filtered - ms.Masked - ms.Rejected)},
+		{Labels: []metrics.Label{{Name: "outcome", Value: "masked"}}, Value: float64(ms.Masked)},
+		{Labels: []metrics.Label{{Name: "outcome", Value: "rejected"}}, Value: float64(ms.Rejected)},
+	})
+	w.Counter("parley_word_filter_reload_failures_total", "Failed reloads of the word filter's lists (the lists in use stayed).", float64(ms.ReloadFailures))
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/parleyim/parley/internal/chat"
 	"github.com/parleyim/parley/internal/gateway"
 	"github.com/parleyim/parley/internal/media"
+	"github.com/parleyim/parley/internal/moderation"
 	"github.com/parleyim/parley/internal/notify"
 	"github.com/parleyim/parley/internal/route"
 	"github.com/parleyim/parley/internal/session"
@@ -46,6 +47,7 @@ type Server struct {
 	hooks  *webhook.Dispatcher
 	notify *notify.Notifier
 	media  *media.Service // nil: no media (a cluster without a bucket)
+	mod    *moderation.Service
 
 	httpSrv *http.Server
 	tlsCfg  *tls.Config // nil: plaintext
@@ -127,6 +129,11 @@ func New(cfg Config) (_ *Server, err error) {
 	if s.media != nil {
 		cleanups = append(cleanups, s.media.Close)
 	}
+	s.mod, err = newModeration(cfg, st)
+	if err != nil {
+		return nil, fmt.Errorf("parley: moderation: %w", err)
+	}
+	cleanups = append(cleanups, s.mod.Close)
 	exempt, _ := cfg.exemptPrefixes()                  // validated
 	unauthExempt, _ := prefixes(cfg.UnauthConnsExempt) // validated
 	if cfg.TLSCertFile != "" {
@@ -174,6 +181,7 @@ func New(cfg Config) (_ *Server, err error) {
 		Events:           events,
 		Notifier:         s.notify,
 		Media:            chatMedia(s.media),
+		Moderator:        s.mod,
 		Logger:           cfg.Logger,
 	}, st, s.router, reg, tokens)
 	s.notify.Start(s.chat)
@@ -213,6 +221,7 @@ func New(cfg Config) (_ *Server, err error) {
 		Notify:              s.notify,
 		WebPushKey:          webPushKey,
 		Media:               s.media,
+		Moderation:          s.mod,
 		Logger:              cfg.Logger,
 	})
 	if err != nil {
@@ -298,6 +307,7 @@ func (s *Server) Start() error {
 	// The descriptor reserve covers HTTP connections too (the gateway
 	// applies it to its own).
 	httpLn = s.gw.ReserveListener(httpLn)
+	s.mod.Start()
 	if s.tlsCfg != nil {
 		// Handshakes happen on the first read: for HTTP under the server's
 		// header timeout, for TCP under the gateway's auth timeout, so a
@@ -395,6 +405,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.running, s.closed = false, true
 	s.mu.Unlock()
 	defer s.hooks.Close()
+	defer s.mod.Close() // after the chat service: nothing is decided any more
 	if !wasStarted {
 		s.router.Close()
 		return s.store.Close()

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/parleyim/parley/internal/auth"
 	"github.com/parleyim/parley/internal/bench"
 	"github.com/parleyim/parley/server"
 )
@@ -301,7 +302,8 @@ func apiKeyFrom(dir string) (string, error) {
 	if err := json.Unmarshal(b, &s); err != nil || len(s.AdminAPIKeys) == 0 {
 		return "", fmt.Errorf("bench: --data: no admin_api_keys in %s", filepath.Join(dir, "secrets.json"))
 	}
-	return s.AdminAPIKeys[0], nil
+	_, secret := auth.ParseAdminKey(s.AdminAPIKeys[0]) // "name:secret" entries send the secret
+	return secret, nil
 }
 
 // localServerPID finds the server's process when it listens on this

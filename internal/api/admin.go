@@ -268,7 +268,7 @@ func (a *API) writeAnswer(w http.ResponseWriter, r *http.Request, out *pb.Server
 		return
 	}
 	if e := out.GetError(); e != nil {
-		writeCode(w, e.Code, e.Message)
+		writeFrameError(w, e)
 		return
 	}
 	m := out.ProtoReflect()

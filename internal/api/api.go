@@ -25,6 +25,7 @@ import (
 	"github.com/parleyim/parley/internal/chat"
 	"github.com/parleyim/parley/internal/limit"
 	"github.com/parleyim/parley/internal/media"
+	"github.com/parleyim/parley/internal/moderation"
 	"github.com/parleyim/parley/internal/notify"
 	"github.com/parleyim/parley/internal/store"
 
@@ -63,7 +64,10 @@ type Config struct {
 	// /v1/push/webpush-key); empty: Web Push is off.
 	WebPushKey string
 	// Media serves uploads and files (docs/media.md). Nil: no files.
-	Media  *media.Service
+	Media *media.Service
+	// Moderation serves reports, the word filter's lists and the audit
+	// log (docs/moderation.md). Required.
+	Moderation *moderation.Service
 	Logger *slog.Logger
 }
 
@@ -76,6 +80,7 @@ type API struct {
 	keyLimit *limit.Keyed  // per API key; nil: unlimited
 	uploads  http.Handler  // resumable uploads (tusd); nil without Media
 	limited  atomic.Uint64 // admin requests refused by keyLimit
+	keys     []adminKey    // Config.AdminAPIKeys, parsed
 	// dummyHash is checked against when a user does not exist, so a login takes
 	// as long for unknown users as for wrong passwords.
 	dummyHash string
@@ -99,6 +104,10 @@ func New(cfg Config) (*API, error) {
 		if a.uploads, err = cfg.Media.TusHandler(a.authenticate); err != nil {
 			return nil, err
 		}
+	}
+	for _, k := range cfg.AdminAPIKeys {
+		name, secret := auth.ParseAdminKey(k)
+		a.keys = append(a.keys, adminKey{name: name, secret: secret})
 	}
 	a.routes()
 	return a, nil
@@ -127,7 +136,7 @@ func (a *API) Routes() []string {
 }
 
 func (a *API) routeTable() []route {
-	return append(a.mediaRoutes(), []route{
+	return append(append(a.mediaRoutes(), a.moderationRoutes()...), []route{
 		{"POST /v1/register", a.register},
 		{"POST /v1/login", a.login},
 		{"POST /v1/logout", a.user(a.logout)},
@@ -187,6 +196,8 @@ func (a *API) routeTable() []route {
 	}...)
 }
 
+type adminKey struct{ name, secret string }
+
 // ServeHTTP implements http.Handler.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header()["Cache-Control"] = noStore // shared, never modified: no allocation per request
@@ -221,7 +232,21 @@ type errorBody struct {
 		Message string `json:"message"`
 		// Temporary: the same request may succeed later.
 		Temporary bool `json:"temporary"`
+		// Reason and RejectCode are a "rejected" answer's: the text the
+		// app's moderation wants the sender to see, and its rule.
+		Reason     string `json:"reason,omitempty"`
+		RejectCode string `json:"reject_code,omitempty"`
 	} `json:"error"`
+}
+
+// writeFrameError answers with a chat Error frame's code in its HTTP form,
+// keeping a rejection's reason and rule.
+func writeFrameError(w http.ResponseWriter, e *pb.Error) {
+	i := errcode.Of(e.Code)
+	var b errorBody
+	b.Error.Code, b.Error.Message, b.Error.Temporary = i.APICode, e.Message, i.Temporary
+	b.Error.Reason, b.Error.RejectCode = e.Reason, e.RejectCode
+	writeJSON(w, i.HTTPStatus, b)
 }
 
 // writeCode answers with wire code c in its HTTP form (from the error
@@ -288,7 +313,7 @@ func writeChatError(w http.ResponseWriter, err error) {
 		writeCode(w, codeInternal, "internal error")
 		return
 	}
-	writeCode(w, ce.Code, ce.Error())
+	writeFrameError(w, ce.Frame(0).GetError())
 }
 
 // user wraps a handler that needs a user's bearer token.
@@ -316,7 +341,8 @@ func (a *API) admin(h http.HandlerFunc) http.HandlerFunc {
 		if key == "" {
 			key, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		}
-		if !a.adminKeyOK(key) {
+		name, ok := a.adminKey(key)
+		if !ok {
 			writeCode(w, codeUnauth, "missing or invalid API key")
 			return
 		}
@@ -325,7 +351,11 @@ func (a *API) admin(h http.HandlerFunc) http.HandlerFunc {
 			writeCode(w, codeTooMany, "request rate of this API key exceeded")
 			return
 		}
-		h(w, r)
+		if r.Method == http.MethodGet || r.Method == http.MethodHead || !audited(r.Pattern) {
+			h(w, r)
+			return
+		}
+		a.audit(w, r, name, h)
 	}
 }
 
@@ -351,16 +381,22 @@ func (a *API) adminStats(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, a.cfg.Stats())
 }
 
-func (a *API) adminKeyOK(key string) bool {
+// adminKey returns the name of the admin API key key; false when it is none.
+func (a *API) adminKey(key string) (string, bool) {
 	if key == "" {
-		return false
+		return "", false
 	}
-	ok := 0
-	for _, k := range a.cfg.AdminAPIKeys {
+	found := -1
+	for i, k := range a.keys {
 		// Compare against every key in constant time; no early exit.
-		ok |= subtle.ConstantTimeCompare([]byte(k), []byte(key))
+		if subtle.ConstantTimeCompare([]byte(k.secret), []byte(key)) == 1 {
+			found = i
+		}
 	}
-	return ok == 1
+	if found < 0 {
+		return "", false
+	}
+	return a.keys[found].name, true
 }
 
 func (a *API) readyz(w http.ResponseWriter, r *http.Request) {

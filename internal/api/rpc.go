@@ -34,7 +34,7 @@ func (a *API) rpc(w http.ResponseWriter, r *http.Request, c auth.Claims, _ strin
 		return
 	}
 	if e := out.GetError(); e != nil {
-		writeCode(w, e.Code, e.Message)
+		writeFrameError(w, e)
 		return
 	}
 	out.Id = 0

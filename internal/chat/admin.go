@@ -74,14 +74,15 @@ func (s *Service) systemSend(ctx context.Context, c Replier, sess *session.Sessi
 	return nil
 }
 
-// systemRecall recalls any stored message at any time.
+// systemRecall recalls any stored message at any time: the app's
+// moderators deleting it for everyone (the event says moderated).
 func (s *Service) systemRecall(ctx context.Context, c Replier, sess *session.Session, id uint64, r *pb.Recall) error {
 	conv := r.ConversationId
 	if r.Seq == 0 || len(r.ClientMsgId) > maxClientMsgID || conv == "" {
 		return errBadRequest
 	}
 	ev := &pb.Message{ConversationId: conv, ClientMsgId: r.ClientMsgId,
-		Kind: pb.MessageKind_MESSAGE_KIND_RECALL, Event: &pb.MessageEvent{TargetSeq: r.Seq}}
+		Kind: pb.MessageKind_MESSAGE_KIND_RECALL, Event: &pb.MessageEvent{TargetSeq: r.Seq, Moderated: true}}
 	return s.commitChange(ctx, c, sess, id, ev, func(m *pb.Message) error {
 		if m.Kind != pb.MessageKind_MESSAGE_KIND_NORMAL || m.Recalled {
 			return errConflict
@@ -121,4 +122,53 @@ func (s *Service) AdminMessages(ctx context.Context, conv string, after, before 
 		return nil, err
 	}
 	return &pb.MessagePage{ConversationId: conv, Messages: msgs, HasMore: more, LastSeq: last}, nil
+}
+
+// removePage is how many messages RemoveUserMessages reads at a time.
+const removePage = 100
+
+// RemoveUserMessages deletes for everyone (as systemRecall, moderated) the
+// plain messages uid sent since `since`, in every conversation uid is in,
+// newest first, at most max. more says there were more to delete.
+func (s *Service) RemoveUserMessages(ctx context.Context, uid string, since time.Time, max int) (removed int, more bool, err error) {
+	convs, err := s.store.Conversations(ctx, uid)
+	if err != nil {
+		return 0, false, storeErr(err)
+	}
+	floor := since.UnixMilli()
+	for _, conv := range convs {
+		before := uint64(0)
+	pages:
+		for {
+			page, err := s.store.History(ctx, conv, before, removePage)
+			if err != nil {
+				return removed, false, storeErr(err)
+			}
+			for i := len(page) - 1; i >= 0; i-- { // History pages ascend
+				m := page[i]
+				if m.ServerTime < floor {
+					break pages
+				}
+				if m.From != uid || m.Kind != pb.MessageKind_MESSAGE_KIND_NORMAL || m.Recalled {
+					continue
+				}
+				if removed == max {
+					return removed, true, nil
+				}
+				out, err := s.CallSystem(ctx, &pb.ClientFrame{Body: &pb.ClientFrame_Recall{Recall: &pb.Recall{ConversationId: conv, Seq: m.Seq}}})
+				if err != nil {
+					return removed, false, err
+				}
+				if e := out.GetError(); e != nil && e.Code != pb.ErrorCode_ERROR_CODE_CONFLICT { // CONFLICT: recalled meanwhile
+					return removed, false, &Error{Code: e.Code}
+				}
+				removed++
+			}
+			if len(page) < removePage || page[0].Seq <= 1 {
+				break
+			}
+			before = page[0].Seq
+		}
+	}
+	return removed, false, nil
 }

@@ -211,16 +211,21 @@ func (s *Service) edit(ctx context.Context, c Replier, sess *session.Session, id
 	ev := &pb.Message{ConversationId: conv, From: uid, To: peer, ClientMsgId: r.ClientMsgId,
 		ContentType: r.ContentType, Payload: r.Payload,
 		Kind: pb.MessageKind_MESSAGE_KIND_EDIT, Event: &pb.MessageEvent{TargetSeq: r.Seq}}
-	return s.commitChange(ctx, c, sess, id, ev, func(m *pb.Message) error {
+	p := s.changeWrite(c, sess, id, ev, func(m *pb.Message) error {
 		switch {
 		case m.From != uid:
 			return errDenied
 		case m.Kind != pb.MessageKind_MESSAGE_KIND_NORMAL || m.Recalled:
 			return errConflict
 		}
-		m.ContentType, m.Payload, m.EditedAt = r.ContentType, r.Payload, time.Now().UnixMilli()
+		// ev's content: the word filter or a hook may have replaced the client's.
+		m.ContentType, m.Payload, m.EditedAt = ev.ContentType, ev.Payload, time.Now().UnixMilli()
 		return nil
 	})
+	if s.cfg.Moderator != nil {
+		return s.moderateEdit(ctx, sess, p, ev)
+	}
+	return s.submitChange(ctx, p)
 }
 
 // commitChange stores a change of one message (recall, edit) with its event
@@ -236,6 +241,19 @@ func (s *Service) edit(ctx context.Context, c Replier, sess *session.Session, id
 // recall between this read and the write; store.Apply refuses to update a
 // recalled message (ErrConflict, answered CONFLICT), so the recall stands.
 func (s *Service) commitChange(ctx context.Context, c Replier, sess *session.Session, reqID uint64, ev *pb.Message, check func(*pb.Message) error) error {
+	return s.submitChange(ctx, s.changeWrite(c, sess, reqID, ev, check))
+}
+
+// submitChange queues a change made by changeWrite.
+func (s *Service) submitChange(ctx context.Context, p *pendingSend) error {
+	if !s.submit(ctx, p) {
+		return errUnavail
+	}
+	return nil
+}
+
+// changeWrite is commitChange's write, not yet queued.
+func (s *Service) changeWrite(c Replier, sess *session.Session, reqID uint64, ev *pb.Message, check func(*pb.Message) error) *pendingSend {
 	if ev.ClientMsgId == "" {
 		ev.ClientMsgId = "evt-" + randomID()
 	}
@@ -260,10 +278,7 @@ func (s *Service) commitChange(ctx context.Context, c Replier, sess *session.Ses
 			s.deliverMessage(s.life, r.Msg, sess.ID)
 		}
 	}
-	if !s.submit(ctx, p) {
-		return errUnavail
-	}
-	return nil
+	return p
 }
 
 // checkChange runs on the committer: it reads the message p's change

@@ -35,33 +35,9 @@ const maxFileID = 128
 // mayReadFile checks that uid may read message (r.ConversationId, r.Seq)
 // and that it carries r.FileId (with a thumbnail, when asked for one).
 func (s *Service) mayReadFile(ctx context.Context, uid string, r *pb.FileUrl) error {
-	since, upTo, err := s.readRange(ctx, uid, r.ConversationId)
-	if errors.Is(err, errDenied) || (err == nil && (r.Seq <= since || (upTo > 0 && r.Seq > upTo))) {
-		return errDenied
-	}
+	m, err := s.readableMessage(ctx, uid, r.ConversationId, r.Seq)
 	if err != nil {
 		return err
-	}
-	cs, err := s.store.GetConversationSettings(ctx, uid, r.ConversationId)
-	if err != nil {
-		return storeErr(err)
-	}
-	if r.Seq <= cs.ClearedSeq {
-		return errDenied
-	}
-	hidden, err := s.store.HiddenMessages(ctx, uid, r.ConversationId, r.Seq, r.Seq)
-	if err != nil {
-		return storeErr(err)
-	}
-	if len(hidden) > 0 {
-		return errDenied
-	}
-	m, err := s.store.GetMessage(ctx, r.ConversationId, r.Seq)
-	if errors.Is(err, store.ErrNotFound) {
-		return errDenied
-	}
-	if err != nil {
-		return storeErr(err)
 	}
 	if m.Kind != pb.MessageKind_MESSAGE_KIND_NORMAL || m.Recalled {
 		return errDenied
@@ -72,4 +48,40 @@ func (s *Service) mayReadFile(ctx context.Context, uid string, r *pb.FileUrl) er
 		}
 	}
 	return errDenied
+}
+
+// readableMessage returns message seq of conv as stored when uid may read
+// it: within their read range, not cleared nor deleted for them. Every
+// refusal is the same PERMISSION_DENIED, whether the message or the
+// conversation exists or not.
+func (s *Service) readableMessage(ctx context.Context, uid, conv string, seq uint64) (*pb.Message, error) {
+	since, upTo, err := s.readRange(ctx, uid, conv)
+	if errors.Is(err, errDenied) || (err == nil && (seq <= since || (upTo > 0 && seq > upTo))) {
+		return nil, errDenied
+	}
+	if err != nil {
+		return nil, err
+	}
+	cs, err := s.store.GetConversationSettings(ctx, uid, conv)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	if seq <= cs.ClearedSeq {
+		return nil, errDenied
+	}
+	hidden, err := s.store.HiddenMessages(ctx, uid, conv, seq, seq)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	if len(hidden) > 0 {
+		return nil, errDenied
+	}
+	m, err := s.store.GetMessage(ctx, conv, seq)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errDenied
+	}
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	return m, nil
 }

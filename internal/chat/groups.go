@@ -420,6 +420,9 @@ func (s *Service) changeGroup(ctx context.Context, c Replier, sess *session.Sess
 		}
 		s.deliverGroupChange(conv, g, ch.Members, extra, newMessageOutbound(r.Msg))
 	}
+	if s.cfg.Moderator != nil {
+		return s.moderateGroupChange(ctx, sess, p)
+	}
 	if !s.submit(ctx, p) {
 		return errUnavail
 	}

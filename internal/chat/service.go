@@ -102,6 +102,16 @@ type Config struct {
 	// download URLs of files (internal/media). Unset: a send with
 	// attachments and FileUrl are refused with BAD_REQUEST.
 	Media Media
+	// Moderator, when set, runs the word filter and the app's before-send
+	// hooks on what users send, and takes their reports of messages
+	// (internal/moderation). Unset: nothing is checked and ReportMessage is
+	// refused with BAD_REQUEST.
+	Moderator Moderator
+	// MaxModerating bounds the writes of this node waiting for the
+	// before-send hooks at once; past it a session's frames wait (the
+	// connection is held back, as when the committer's queue is full).
+	// Default 4096.
+	MaxModerating int
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -163,6 +173,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.CommitTimeout <= 0 {
 		c.CommitTimeout = 10 * time.Second
+	}
+	if c.MaxModerating <= 0 {
+		c.MaxModerating = 4096
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -240,6 +253,8 @@ type Service struct {
 	ackLatency              *metrics.Histogram
 	commitLatency           *metrics.Histogram
 	reads                   *semaphore.Weighted // Config.ReadMemoryBytes, shared by page reads
+	moderating              chan struct{}       // a token per write waiting for the hooks (Config.MaxModerating)
+	moderators              sync.WaitGroup      // the goroutines waiting for the hooks
 
 	stats struct {
 		accepted, duplicate, failed, deliveries, batches, authFail, kicked, commitNs, limited, refused, readsRefused, cursorsAhead, quotaRefused, malformed atomic.Uint64
@@ -288,6 +303,7 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 	}
 	s.life, s.endLife = context.WithCancel(context.Background())
 	s.reads = semaphore.NewWeighted(cfg.ReadMemoryBytes)
+	s.moderating = make(chan struct{}, cfg.MaxModerating)
 	s.ids.node = uint64(cfg.NodeID & 1023)
 	s.nodeID = strconv.Itoa(int(cfg.NodeID))
 	s.nextSession.Store(uint64(time.Now().UnixMicro()))
@@ -323,6 +339,10 @@ func (s *Service) Start() {
 // background work is cancelled: if ctx ended first, store calls still hung
 // in the loops return then.
 func (s *Service) Stop(ctx context.Context) error {
+	// Writes still waiting for the hooks are queued (or refused) before
+	// the committer drains its queue; their connections have closed, so
+	// the hooks' calls end with them.
+	s.moderators.Wait()
 	s.stopped.Do(func() { close(s.stop) })
 	defer s.endLife()
 	done := make(chan struct{})
@@ -513,6 +533,10 @@ func (s *Service) dispatch(ctx context.Context, c Replier, sess *session.Session
 			c.SendFrame(&pb.ServerFrame{Id: id, Body: &pb.ServerFrame_FileUrl{FileUrl: res}})
 		}
 		return err
+
+	// Moderation (internal/moderation)
+	case *pb.ClientFrame_ReportMessage:
+		return s.okOr(c, id, s.report(ctx, sess.UserID, b.ReportMessage))
 	}
 	return errUnknownFrame
 }
@@ -555,7 +579,7 @@ func (s *Service) replyErr(c Replier, id uint64, err error) {
 		s.log.Error("request failed", "err", err)
 		ce = errInternal
 	}
-	c.SendFrame(errorFrame(id, ce.Code))
+	c.SendFrame(ce.Frame(id))
 }
 
 func (s *Service) handleUnauthenticated(c *gateway.Conn, f *pb.ClientFrame) {
@@ -698,7 +722,11 @@ func (s *Service) handleSend(ctx context.Context, c Replier, sess *session.Sessi
 	if err := s.checkQuota(ctx, sess.UserID, len(m.Payload)); err != nil {
 		return err
 	}
-	if !s.submit(ctx, &pendingSend{conn: c, sessID: sess.ID, reqID: reqID, msg: msg, start: time.Now().UnixNano()}) {
+	p := &pendingSend{conn: c, sessID: sess.ID, reqID: reqID, msg: msg, start: time.Now().UnixNano()}
+	if s.cfg.Moderator != nil {
+		return s.moderateSend(ctx, sess, p)
+	}
+	if !s.submit(ctx, p) {
 		return errUnavail
 	}
 	return nil

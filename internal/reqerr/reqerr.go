@@ -14,7 +14,27 @@ import (
 )
 
 // Error is a failure with a client-facing code.
-type Error struct{ Code pb.ErrorCode }
+type Error struct {
+	Code pb.ErrorCode
+	// RejectCode and Reason are a REJECTED's: the app's code for the rule
+	// and the text the sender sees.
+	RejectCode, Reason string
+}
+
+// Rejected is the app's moderation refusing a message.
+func Rejected(code, reason string) *Error {
+	return &Error{Code: pb.ErrorCode_ERROR_CODE_REJECTED, RejectCode: code, Reason: reason}
+}
+
+// Frame is the Error frame answering request id with e.
+func (e *Error) Frame(id uint64) *pb.ServerFrame {
+	f := errcode.Frame(id, e.Code)
+	if e.RejectCode != "" || e.Reason != "" {
+		pe := f.GetError()
+		pe.RejectCode, pe.Reason = e.RejectCode, e.Reason
+	}
+	return f
+}
 
 func (e *Error) Error() string { return errcode.Of(e.Code).Text }
 

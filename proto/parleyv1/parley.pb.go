@@ -209,6 +209,11 @@ const (
 	// An upload's content type (sniffed from its bytes) is not one the server
 	// accepts (media_allowed_types).
 	ErrorCode_ERROR_CODE_UNSUPPORTED_MEDIA_TYPE ErrorCode = 16
+	// The app's moderation refused the message: its before-send hook or the
+	// word filter. Error.reason is the text to show the sender (may be empty),
+	// Error.reject_code the rule that refused it. Not temporary: the same
+	// content is refused again.
+	ErrorCode_ERROR_CODE_REJECTED ErrorCode = 17
 )
 
 // Enum value maps for ErrorCode.
@@ -231,6 +236,7 @@ var (
 		14: "ERROR_CODE_CONFLICT",
 		15: "ERROR_CODE_QUOTA_EXCEEDED",
 		16: "ERROR_CODE_UNSUPPORTED_MEDIA_TYPE",
+		17: "ERROR_CODE_REJECTED",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED":            0,
@@ -250,6 +256,7 @@ var (
 		"ERROR_CODE_CONFLICT":               14,
 		"ERROR_CODE_QUOTA_EXCEEDED":         15,
 		"ERROR_CODE_UNSUPPORTED_MEDIA_TYPE": 16,
+		"ERROR_CODE_REJECTED":               17,
 	}
 )
 
@@ -631,6 +638,7 @@ type ClientFrame struct {
 	//	*ClientFrame_RegisterPush
 	//	*ClientFrame_UnregisterPush
 	//	*ClientFrame_FileUrl
+	//	*ClientFrame_ReportMessage
 	Body          isClientFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1040,6 +1048,15 @@ func (x *ClientFrame) GetFileUrl() *FileUrl {
 	return nil
 }
 
+func (x *ClientFrame) GetReportMessage() *ReportMessage {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_ReportMessage); ok {
+			return x.ReportMessage
+		}
+	}
+	return nil
+}
+
 type isClientFrame_Body interface {
 	isClientFrame_Body()
 }
@@ -1212,6 +1229,11 @@ type ClientFrame_FileUrl struct {
 	FileUrl *FileUrl `protobuf:"bytes,100,opt,name=file_url,json=fileUrl,proto3,oneof"`
 }
 
+type ClientFrame_ReportMessage struct {
+	// Moderation (docs/moderation.md)
+	ReportMessage *ReportMessage `protobuf:"bytes,110,opt,name=report_message,json=reportMessage,proto3,oneof"`
+}
+
 func (*ClientFrame_Auth) isClientFrame_Body() {}
 
 func (*ClientFrame_Ping) isClientFrame_Body() {}
@@ -1291,6 +1313,8 @@ func (*ClientFrame_RegisterPush) isClientFrame_Body() {}
 func (*ClientFrame_UnregisterPush) isClientFrame_Body() {}
 
 func (*ClientFrame_FileUrl) isClientFrame_Body() {}
+
+func (*ClientFrame_ReportMessage) isClientFrame_Body() {}
 
 // ServerFrame is everything the server can send.
 type ServerFrame struct {
@@ -2289,8 +2313,11 @@ type MessageEvent struct {
 	UserIds   []string               `protobuf:"bytes,2,rep,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
 	Role      GroupRole              `protobuf:"varint,3,opt,name=role,proto3,enum=parley.v1.GroupRole" json:"role,omitempty"`
 	// Unix milliseconds; 0 means not muted.
-	MutedUntil    int64      `protobuf:"varint,4,opt,name=muted_until,json=mutedUntil,proto3" json:"muted_until,omitempty"`
-	Group         *GroupInfo `protobuf:"bytes,5,opt,name=group,proto3" json:"group,omitempty"`
+	MutedUntil int64      `protobuf:"varint,4,opt,name=muted_until,json=mutedUntil,proto3" json:"muted_until,omitempty"`
+	Group      *GroupInfo `protobuf:"bytes,5,opt,name=group,proto3" json:"group,omitempty"`
+	// On a RECALL: the message was removed by the app's moderators (an admin
+	// deleting it for everyone), not recalled by its sender.
+	Moderated     bool `protobuf:"varint,6,opt,name=moderated,proto3" json:"moderated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2358,6 +2385,13 @@ func (x *MessageEvent) GetGroup() *GroupInfo {
 		return x.Group
 	}
 	return nil
+}
+
+func (x *MessageEvent) GetModerated() bool {
+	if x != nil {
+		return x.Moderated
+	}
+	return false
 }
 
 type Message struct {
@@ -3178,7 +3212,12 @@ type Error struct {
 	// client_msg_id). Set by the server on every Error from its error table;
 	// absent only from servers older than this field: clients then decide by
 	// the code (UNAVAILABLE and TOO_MANY_REQUESTS are temporary).
-	Temporary     *bool `protobuf:"varint,3,opt,name=temporary,proto3,oneof" json:"temporary,omitempty"`
+	Temporary *bool `protobuf:"varint,3,opt,name=temporary,proto3,oneof" json:"temporary,omitempty"`
+	// With REJECTED: the text the app wants the sender to see (may be empty).
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// With REJECTED: the app's code for the rule ("spam"; "word_filter" for
+	// the built-in filter).
+	RejectCode    string `protobuf:"bytes,5,opt,name=reject_code,json=rejectCode,proto3" json:"reject_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3234,6 +3273,93 @@ func (x *Error) GetTemporary() bool {
 	return false
 }
 
+func (x *Error) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Error) GetRejectCode() string {
+	if x != nil {
+		return x.RejectCode
+	}
+	return ""
+}
+
+// ReportMessage reports a message the user can read to the app's
+// moderators. Answered with Ok; reporting the same message again is
+// answered Ok and changes nothing.
+type ReportMessage struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	Seq            uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// A short code: 1-32 bytes of a-z, 0-9 and "_" ("spam", "abuse", "other").
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The reporter's words, at most 1000 bytes; may be empty.
+	Note          string `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportMessage) Reset() {
+	*x = ReportMessage{}
+	mi := &file_parley_v1_parley_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportMessage) ProtoMessage() {}
+
+func (x *ReportMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportMessage.ProtoReflect.Descriptor instead.
+func (*ReportMessage) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ReportMessage) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *ReportMessage) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ReportMessage) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ReportMessage) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 type Disconnect struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Code   DisconnectCode         `protobuf:"varint,1,opt,name=code,proto3,enum=parley.v1.DisconnectCode" json:"code,omitempty"`
@@ -3246,7 +3372,7 @@ type Disconnect struct {
 
 func (x *Disconnect) Reset() {
 	*x = Disconnect{}
-	mi := &file_parley_v1_parley_proto_msgTypes[22]
+	mi := &file_parley_v1_parley_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3258,7 +3384,7 @@ func (x *Disconnect) String() string {
 func (*Disconnect) ProtoMessage() {}
 
 func (x *Disconnect) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[22]
+	mi := &file_parley_v1_parley_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3271,7 +3397,7 @@ func (x *Disconnect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Disconnect.ProtoReflect.Descriptor instead.
 func (*Disconnect) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{22}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Disconnect) GetCode() DisconnectCode {
@@ -3320,7 +3446,7 @@ type GroupInfo struct {
 
 func (x *GroupInfo) Reset() {
 	*x = GroupInfo{}
-	mi := &file_parley_v1_parley_proto_msgTypes[23]
+	mi := &file_parley_v1_parley_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3332,7 +3458,7 @@ func (x *GroupInfo) String() string {
 func (*GroupInfo) ProtoMessage() {}
 
 func (x *GroupInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[23]
+	mi := &file_parley_v1_parley_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3345,7 +3471,7 @@ func (x *GroupInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupInfo.ProtoReflect.Descriptor instead.
 func (*GroupInfo) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{23}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GroupInfo) GetConversationId() string {
@@ -3451,7 +3577,7 @@ type CreateGroup struct {
 
 func (x *CreateGroup) Reset() {
 	*x = CreateGroup{}
-	mi := &file_parley_v1_parley_proto_msgTypes[24]
+	mi := &file_parley_v1_parley_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3463,7 +3589,7 @@ func (x *CreateGroup) String() string {
 func (*CreateGroup) ProtoMessage() {}
 
 func (x *CreateGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[24]
+	mi := &file_parley_v1_parley_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3476,7 +3602,7 @@ func (x *CreateGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGroup.ProtoReflect.Descriptor instead.
 func (*CreateGroup) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{24}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateGroup) GetName() string {
@@ -3547,7 +3673,7 @@ type UpdateGroup struct {
 
 func (x *UpdateGroup) Reset() {
 	*x = UpdateGroup{}
-	mi := &file_parley_v1_parley_proto_msgTypes[25]
+	mi := &file_parley_v1_parley_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3559,7 +3685,7 @@ func (x *UpdateGroup) String() string {
 func (*UpdateGroup) ProtoMessage() {}
 
 func (x *UpdateGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[25]
+	mi := &file_parley_v1_parley_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3572,7 +3698,7 @@ func (x *UpdateGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroup.ProtoReflect.Descriptor instead.
 func (*UpdateGroup) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{25}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *UpdateGroup) GetConversationId() string {
@@ -3644,7 +3770,7 @@ type AddMembers struct {
 
 func (x *AddMembers) Reset() {
 	*x = AddMembers{}
-	mi := &file_parley_v1_parley_proto_msgTypes[26]
+	mi := &file_parley_v1_parley_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3656,7 +3782,7 @@ func (x *AddMembers) String() string {
 func (*AddMembers) ProtoMessage() {}
 
 func (x *AddMembers) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[26]
+	mi := &file_parley_v1_parley_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3669,7 +3795,7 @@ func (x *AddMembers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMembers.ProtoReflect.Descriptor instead.
 func (*AddMembers) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{26}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AddMembers) GetConversationId() string {
@@ -3697,7 +3823,7 @@ type RemoveMember struct {
 
 func (x *RemoveMember) Reset() {
 	*x = RemoveMember{}
-	mi := &file_parley_v1_parley_proto_msgTypes[27]
+	mi := &file_parley_v1_parley_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3709,7 +3835,7 @@ func (x *RemoveMember) String() string {
 func (*RemoveMember) ProtoMessage() {}
 
 func (x *RemoveMember) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[27]
+	mi := &file_parley_v1_parley_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3722,7 +3848,7 @@ func (x *RemoveMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMember.ProtoReflect.Descriptor instead.
 func (*RemoveMember) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{27}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RemoveMember) GetConversationId() string {
@@ -3749,7 +3875,7 @@ type JoinGroup struct {
 
 func (x *JoinGroup) Reset() {
 	*x = JoinGroup{}
-	mi := &file_parley_v1_parley_proto_msgTypes[28]
+	mi := &file_parley_v1_parley_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3761,7 +3887,7 @@ func (x *JoinGroup) String() string {
 func (*JoinGroup) ProtoMessage() {}
 
 func (x *JoinGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[28]
+	mi := &file_parley_v1_parley_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3774,7 +3900,7 @@ func (x *JoinGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroup.ProtoReflect.Descriptor instead.
 func (*JoinGroup) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{28}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *JoinGroup) GetConversationId() string {
@@ -3794,7 +3920,7 @@ type LeaveGroup struct {
 
 func (x *LeaveGroup) Reset() {
 	*x = LeaveGroup{}
-	mi := &file_parley_v1_parley_proto_msgTypes[29]
+	mi := &file_parley_v1_parley_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3806,7 +3932,7 @@ func (x *LeaveGroup) String() string {
 func (*LeaveGroup) ProtoMessage() {}
 
 func (x *LeaveGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[29]
+	mi := &file_parley_v1_parley_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3819,7 +3945,7 @@ func (x *LeaveGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroup.ProtoReflect.Descriptor instead.
 func (*LeaveGroup) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{29}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *LeaveGroup) GetConversationId() string {
@@ -3841,7 +3967,7 @@ type SetRole struct {
 
 func (x *SetRole) Reset() {
 	*x = SetRole{}
-	mi := &file_parley_v1_parley_proto_msgTypes[30]
+	mi := &file_parley_v1_parley_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3853,7 +3979,7 @@ func (x *SetRole) String() string {
 func (*SetRole) ProtoMessage() {}
 
 func (x *SetRole) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[30]
+	mi := &file_parley_v1_parley_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3866,7 +3992,7 @@ func (x *SetRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRole.ProtoReflect.Descriptor instead.
 func (*SetRole) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{30}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetRole) GetConversationId() string {
@@ -3902,7 +4028,7 @@ type MuteMember struct {
 
 func (x *MuteMember) Reset() {
 	*x = MuteMember{}
-	mi := &file_parley_v1_parley_proto_msgTypes[31]
+	mi := &file_parley_v1_parley_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3914,7 +4040,7 @@ func (x *MuteMember) String() string {
 func (*MuteMember) ProtoMessage() {}
 
 func (x *MuteMember) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[31]
+	mi := &file_parley_v1_parley_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3927,7 +4053,7 @@ func (x *MuteMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MuteMember.ProtoReflect.Descriptor instead.
 func (*MuteMember) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{31}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MuteMember) GetConversationId() string {
@@ -3962,7 +4088,7 @@ type TransferOwnership struct {
 
 func (x *TransferOwnership) Reset() {
 	*x = TransferOwnership{}
-	mi := &file_parley_v1_parley_proto_msgTypes[32]
+	mi := &file_parley_v1_parley_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3974,7 +4100,7 @@ func (x *TransferOwnership) String() string {
 func (*TransferOwnership) ProtoMessage() {}
 
 func (x *TransferOwnership) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[32]
+	mi := &file_parley_v1_parley_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3987,7 +4113,7 @@ func (x *TransferOwnership) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferOwnership.ProtoReflect.Descriptor instead.
 func (*TransferOwnership) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{32}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TransferOwnership) GetConversationId() string {
@@ -4014,7 +4140,7 @@ type DissolveGroup struct {
 
 func (x *DissolveGroup) Reset() {
 	*x = DissolveGroup{}
-	mi := &file_parley_v1_parley_proto_msgTypes[33]
+	mi := &file_parley_v1_parley_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4026,7 +4152,7 @@ func (x *DissolveGroup) String() string {
 func (*DissolveGroup) ProtoMessage() {}
 
 func (x *DissolveGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[33]
+	mi := &file_parley_v1_parley_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4039,7 +4165,7 @@ func (x *DissolveGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DissolveGroup.ProtoReflect.Descriptor instead.
 func (*DissolveGroup) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{33}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DissolveGroup) GetConversationId() string {
@@ -4059,7 +4185,7 @@ type GetGroup struct {
 
 func (x *GetGroup) Reset() {
 	*x = GetGroup{}
-	mi := &file_parley_v1_parley_proto_msgTypes[34]
+	mi := &file_parley_v1_parley_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4071,7 +4197,7 @@ func (x *GetGroup) String() string {
 func (*GetGroup) ProtoMessage() {}
 
 func (x *GetGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[34]
+	mi := &file_parley_v1_parley_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4084,7 +4210,7 @@ func (x *GetGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroup.ProtoReflect.Descriptor instead.
 func (*GetGroup) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{34}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetGroup) GetConversationId() string {
@@ -4108,7 +4234,7 @@ type ListMembers struct {
 
 func (x *ListMembers) Reset() {
 	*x = ListMembers{}
-	mi := &file_parley_v1_parley_proto_msgTypes[35]
+	mi := &file_parley_v1_parley_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4120,7 +4246,7 @@ func (x *ListMembers) String() string {
 func (*ListMembers) ProtoMessage() {}
 
 func (x *ListMembers) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[35]
+	mi := &file_parley_v1_parley_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4133,7 +4259,7 @@ func (x *ListMembers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembers.ProtoReflect.Descriptor instead.
 func (*ListMembers) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{35}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListMembers) GetConversationId() string {
@@ -4170,7 +4296,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_parley_v1_parley_proto_msgTypes[36]
+	mi := &file_parley_v1_parley_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4182,7 +4308,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[36]
+	mi := &file_parley_v1_parley_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4195,7 +4321,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{36}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Member) GetUserId() string {
@@ -4238,7 +4364,7 @@ type MemberPage struct {
 
 func (x *MemberPage) Reset() {
 	*x = MemberPage{}
-	mi := &file_parley_v1_parley_proto_msgTypes[37]
+	mi := &file_parley_v1_parley_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4250,7 +4376,7 @@ func (x *MemberPage) String() string {
 func (*MemberPage) ProtoMessage() {}
 
 func (x *MemberPage) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[37]
+	mi := &file_parley_v1_parley_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4263,7 +4389,7 @@ func (x *MemberPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberPage.ProtoReflect.Descriptor instead.
 func (*MemberPage) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{37}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *MemberPage) GetConversationId() string {
@@ -4301,7 +4427,7 @@ type Recall struct {
 
 func (x *Recall) Reset() {
 	*x = Recall{}
-	mi := &file_parley_v1_parley_proto_msgTypes[38]
+	mi := &file_parley_v1_parley_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4313,7 +4439,7 @@ func (x *Recall) String() string {
 func (*Recall) ProtoMessage() {}
 
 func (x *Recall) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[38]
+	mi := &file_parley_v1_parley_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4326,7 +4452,7 @@ func (x *Recall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Recall.ProtoReflect.Descriptor instead.
 func (*Recall) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{38}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Recall) GetConversationId() string {
@@ -4364,7 +4490,7 @@ type Edit struct {
 
 func (x *Edit) Reset() {
 	*x = Edit{}
-	mi := &file_parley_v1_parley_proto_msgTypes[39]
+	mi := &file_parley_v1_parley_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4376,7 +4502,7 @@ func (x *Edit) String() string {
 func (*Edit) ProtoMessage() {}
 
 func (x *Edit) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[39]
+	mi := &file_parley_v1_parley_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4389,7 +4515,7 @@ func (x *Edit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Edit.ProtoReflect.Descriptor instead.
 func (*Edit) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{39}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Edit) GetConversationId() string {
@@ -4440,7 +4566,7 @@ type DeleteForMe struct {
 
 func (x *DeleteForMe) Reset() {
 	*x = DeleteForMe{}
-	mi := &file_parley_v1_parley_proto_msgTypes[40]
+	mi := &file_parley_v1_parley_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4452,7 +4578,7 @@ func (x *DeleteForMe) String() string {
 func (*DeleteForMe) ProtoMessage() {}
 
 func (x *DeleteForMe) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[40]
+	mi := &file_parley_v1_parley_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4465,7 +4591,7 @@ func (x *DeleteForMe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteForMe.ProtoReflect.Descriptor instead.
 func (*DeleteForMe) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{40}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DeleteForMe) GetConversationId() string {
@@ -4502,7 +4628,7 @@ type HiddenEvent struct {
 
 func (x *HiddenEvent) Reset() {
 	*x = HiddenEvent{}
-	mi := &file_parley_v1_parley_proto_msgTypes[41]
+	mi := &file_parley_v1_parley_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4514,7 +4640,7 @@ func (x *HiddenEvent) String() string {
 func (*HiddenEvent) ProtoMessage() {}
 
 func (x *HiddenEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[41]
+	mi := &file_parley_v1_parley_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4527,7 +4653,7 @@ func (x *HiddenEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HiddenEvent.ProtoReflect.Descriptor instead.
 func (*HiddenEvent) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{41}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *HiddenEvent) GetConversationId() string {
@@ -4565,7 +4691,7 @@ type ReadCounts struct {
 
 func (x *ReadCounts) Reset() {
 	*x = ReadCounts{}
-	mi := &file_parley_v1_parley_proto_msgTypes[42]
+	mi := &file_parley_v1_parley_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4577,7 +4703,7 @@ func (x *ReadCounts) String() string {
 func (*ReadCounts) ProtoMessage() {}
 
 func (x *ReadCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[42]
+	mi := &file_parley_v1_parley_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4590,7 +4716,7 @@ func (x *ReadCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadCounts.ProtoReflect.Descriptor instead.
 func (*ReadCounts) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{42}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ReadCounts) GetConversationId() string {
@@ -4622,7 +4748,7 @@ type ReadCount struct {
 
 func (x *ReadCount) Reset() {
 	*x = ReadCount{}
-	mi := &file_parley_v1_parley_proto_msgTypes[43]
+	mi := &file_parley_v1_parley_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4634,7 +4760,7 @@ func (x *ReadCount) String() string {
 func (*ReadCount) ProtoMessage() {}
 
 func (x *ReadCount) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[43]
+	mi := &file_parley_v1_parley_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4647,7 +4773,7 @@ func (x *ReadCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadCount.ProtoReflect.Descriptor instead.
 func (*ReadCount) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{43}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ReadCount) GetSeq() uint64 {
@@ -4681,7 +4807,7 @@ type ReadCountList struct {
 
 func (x *ReadCountList) Reset() {
 	*x = ReadCountList{}
-	mi := &file_parley_v1_parley_proto_msgTypes[44]
+	mi := &file_parley_v1_parley_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4693,7 +4819,7 @@ func (x *ReadCountList) String() string {
 func (*ReadCountList) ProtoMessage() {}
 
 func (x *ReadCountList) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[44]
+	mi := &file_parley_v1_parley_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4706,7 +4832,7 @@ func (x *ReadCountList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadCountList.ProtoReflect.Descriptor instead.
 func (*ReadCountList) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{44}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ReadCountList) GetConversationId() string {
@@ -4734,7 +4860,7 @@ type Typing struct {
 
 func (x *Typing) Reset() {
 	*x = Typing{}
-	mi := &file_parley_v1_parley_proto_msgTypes[45]
+	mi := &file_parley_v1_parley_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4746,7 +4872,7 @@ func (x *Typing) String() string {
 func (*Typing) ProtoMessage() {}
 
 func (x *Typing) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[45]
+	mi := &file_parley_v1_parley_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4759,7 +4885,7 @@ func (x *Typing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Typing.ProtoReflect.Descriptor instead.
 func (*Typing) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{45}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Typing) GetConversationId() string {
@@ -4779,7 +4905,7 @@ type TypingEvent struct {
 
 func (x *TypingEvent) Reset() {
 	*x = TypingEvent{}
-	mi := &file_parley_v1_parley_proto_msgTypes[46]
+	mi := &file_parley_v1_parley_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4791,7 +4917,7 @@ func (x *TypingEvent) String() string {
 func (*TypingEvent) ProtoMessage() {}
 
 func (x *TypingEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[46]
+	mi := &file_parley_v1_parley_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4804,7 +4930,7 @@ func (x *TypingEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TypingEvent.ProtoReflect.Descriptor instead.
 func (*TypingEvent) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{46}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TypingEvent) GetConversationId() string {
@@ -4833,7 +4959,7 @@ type SubscribePresence struct {
 
 func (x *SubscribePresence) Reset() {
 	*x = SubscribePresence{}
-	mi := &file_parley_v1_parley_proto_msgTypes[47]
+	mi := &file_parley_v1_parley_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4845,7 +4971,7 @@ func (x *SubscribePresence) String() string {
 func (*SubscribePresence) ProtoMessage() {}
 
 func (x *SubscribePresence) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[47]
+	mi := &file_parley_v1_parley_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4858,7 +4984,7 @@ func (x *SubscribePresence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribePresence.ProtoReflect.Descriptor instead.
 func (*SubscribePresence) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{47}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SubscribePresence) GetUserIds() []string {
@@ -4877,7 +5003,7 @@ type UnsubscribePresence struct {
 
 func (x *UnsubscribePresence) Reset() {
 	*x = UnsubscribePresence{}
-	mi := &file_parley_v1_parley_proto_msgTypes[48]
+	mi := &file_parley_v1_parley_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4889,7 +5015,7 @@ func (x *UnsubscribePresence) String() string {
 func (*UnsubscribePresence) ProtoMessage() {}
 
 func (x *UnsubscribePresence) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[48]
+	mi := &file_parley_v1_parley_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4902,7 +5028,7 @@ func (x *UnsubscribePresence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnsubscribePresence.ProtoReflect.Descriptor instead.
 func (*UnsubscribePresence) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{48}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UnsubscribePresence) GetUserIds() []string {
@@ -4924,7 +5050,7 @@ type Presence struct {
 
 func (x *Presence) Reset() {
 	*x = Presence{}
-	mi := &file_parley_v1_parley_proto_msgTypes[49]
+	mi := &file_parley_v1_parley_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4936,7 +5062,7 @@ func (x *Presence) String() string {
 func (*Presence) ProtoMessage() {}
 
 func (x *Presence) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[49]
+	mi := &file_parley_v1_parley_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4949,7 +5075,7 @@ func (x *Presence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Presence.ProtoReflect.Descriptor instead.
 func (*Presence) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{49}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Presence) GetUserId() string {
@@ -4982,7 +5108,7 @@ type PresenceList struct {
 
 func (x *PresenceList) Reset() {
 	*x = PresenceList{}
-	mi := &file_parley_v1_parley_proto_msgTypes[50]
+	mi := &file_parley_v1_parley_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4994,7 +5120,7 @@ func (x *PresenceList) String() string {
 func (*PresenceList) ProtoMessage() {}
 
 func (x *PresenceList) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[50]
+	mi := &file_parley_v1_parley_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5007,7 +5133,7 @@ func (x *PresenceList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceList.ProtoReflect.Descriptor instead.
 func (*PresenceList) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{50}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PresenceList) GetUsers() []*Presence {
@@ -5026,7 +5152,7 @@ type PresenceEvent struct {
 
 func (x *PresenceEvent) Reset() {
 	*x = PresenceEvent{}
-	mi := &file_parley_v1_parley_proto_msgTypes[51]
+	mi := &file_parley_v1_parley_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5038,7 +5164,7 @@ func (x *PresenceEvent) String() string {
 func (*PresenceEvent) ProtoMessage() {}
 
 func (x *PresenceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[51]
+	mi := &file_parley_v1_parley_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5051,7 +5177,7 @@ func (x *PresenceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceEvent.ProtoReflect.Descriptor instead.
 func (*PresenceEvent) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{51}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PresenceEvent) GetPresence() *Presence {
@@ -5075,7 +5201,7 @@ type Contact struct {
 
 func (x *Contact) Reset() {
 	*x = Contact{}
-	mi := &file_parley_v1_parley_proto_msgTypes[52]
+	mi := &file_parley_v1_parley_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5087,7 +5213,7 @@ func (x *Contact) String() string {
 func (*Contact) ProtoMessage() {}
 
 func (x *Contact) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[52]
+	mi := &file_parley_v1_parley_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5100,7 +5226,7 @@ func (x *Contact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Contact.ProtoReflect.Descriptor instead.
 func (*Contact) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{52}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Contact) GetUserId() string {
@@ -5144,7 +5270,7 @@ type FriendRequest struct {
 
 func (x *FriendRequest) Reset() {
 	*x = FriendRequest{}
-	mi := &file_parley_v1_parley_proto_msgTypes[53]
+	mi := &file_parley_v1_parley_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5156,7 +5282,7 @@ func (x *FriendRequest) String() string {
 func (*FriendRequest) ProtoMessage() {}
 
 func (x *FriendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[53]
+	mi := &file_parley_v1_parley_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5169,7 +5295,7 @@ func (x *FriendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FriendRequest.ProtoReflect.Descriptor instead.
 func (*FriendRequest) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{53}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *FriendRequest) GetUserId() string {
@@ -5197,7 +5323,7 @@ type RespondFriend struct {
 
 func (x *RespondFriend) Reset() {
 	*x = RespondFriend{}
-	mi := &file_parley_v1_parley_proto_msgTypes[54]
+	mi := &file_parley_v1_parley_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5209,7 +5335,7 @@ func (x *RespondFriend) String() string {
 func (*RespondFriend) ProtoMessage() {}
 
 func (x *RespondFriend) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[54]
+	mi := &file_parley_v1_parley_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5222,7 +5348,7 @@ func (x *RespondFriend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondFriend.ProtoReflect.Descriptor instead.
 func (*RespondFriend) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{54}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RespondFriend) GetUserId() string {
@@ -5249,7 +5375,7 @@ type RemoveFriend struct {
 
 func (x *RemoveFriend) Reset() {
 	*x = RemoveFriend{}
-	mi := &file_parley_v1_parley_proto_msgTypes[55]
+	mi := &file_parley_v1_parley_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5261,7 +5387,7 @@ func (x *RemoveFriend) String() string {
 func (*RemoveFriend) ProtoMessage() {}
 
 func (x *RemoveFriend) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[55]
+	mi := &file_parley_v1_parley_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5274,7 +5400,7 @@ func (x *RemoveFriend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveFriend.ProtoReflect.Descriptor instead.
 func (*RemoveFriend) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{55}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RemoveFriend) GetUserId() string {
@@ -5293,7 +5419,7 @@ type ListContacts struct {
 
 func (x *ListContacts) Reset() {
 	*x = ListContacts{}
-	mi := &file_parley_v1_parley_proto_msgTypes[56]
+	mi := &file_parley_v1_parley_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5305,7 +5431,7 @@ func (x *ListContacts) String() string {
 func (*ListContacts) ProtoMessage() {}
 
 func (x *ListContacts) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[56]
+	mi := &file_parley_v1_parley_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5318,7 +5444,7 @@ func (x *ListContacts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListContacts.ProtoReflect.Descriptor instead.
 func (*ListContacts) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{56}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{57}
 }
 
 type ContactList struct {
@@ -5331,7 +5457,7 @@ type ContactList struct {
 
 func (x *ContactList) Reset() {
 	*x = ContactList{}
-	mi := &file_parley_v1_parley_proto_msgTypes[57]
+	mi := &file_parley_v1_parley_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5343,7 +5469,7 @@ func (x *ContactList) String() string {
 func (*ContactList) ProtoMessage() {}
 
 func (x *ContactList) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[57]
+	mi := &file_parley_v1_parley_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5356,7 +5482,7 @@ func (x *ContactList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContactList.ProtoReflect.Descriptor instead.
 func (*ContactList) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{57}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ContactList) GetContacts() []*Contact {
@@ -5383,7 +5509,7 @@ type ContactEvent struct {
 
 func (x *ContactEvent) Reset() {
 	*x = ContactEvent{}
-	mi := &file_parley_v1_parley_proto_msgTypes[58]
+	mi := &file_parley_v1_parley_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5395,7 +5521,7 @@ func (x *ContactEvent) String() string {
 func (*ContactEvent) ProtoMessage() {}
 
 func (x *ContactEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[58]
+	mi := &file_parley_v1_parley_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5408,7 +5534,7 @@ func (x *ContactEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContactEvent.ProtoReflect.Descriptor instead.
 func (*ContactEvent) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{58}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ContactEvent) GetContact() *Contact {
@@ -5428,7 +5554,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_parley_v1_parley_proto_msgTypes[59]
+	mi := &file_parley_v1_parley_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5440,7 +5566,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[59]
+	mi := &file_parley_v1_parley_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5453,7 +5579,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{59}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Block) GetUserId() string {
@@ -5472,7 +5598,7 @@ type Unblock struct {
 
 func (x *Unblock) Reset() {
 	*x = Unblock{}
-	mi := &file_parley_v1_parley_proto_msgTypes[60]
+	mi := &file_parley_v1_parley_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5484,7 +5610,7 @@ func (x *Unblock) String() string {
 func (*Unblock) ProtoMessage() {}
 
 func (x *Unblock) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[60]
+	mi := &file_parley_v1_parley_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5497,7 +5623,7 @@ func (x *Unblock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unblock.ProtoReflect.Descriptor instead.
 func (*Unblock) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{60}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Unblock) GetUserId() string {
@@ -5520,7 +5646,7 @@ type SetConversation struct {
 
 func (x *SetConversation) Reset() {
 	*x = SetConversation{}
-	mi := &file_parley_v1_parley_proto_msgTypes[61]
+	mi := &file_parley_v1_parley_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5532,7 +5658,7 @@ func (x *SetConversation) String() string {
 func (*SetConversation) ProtoMessage() {}
 
 func (x *SetConversation) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[61]
+	mi := &file_parley_v1_parley_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5545,7 +5671,7 @@ func (x *SetConversation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetConversation.ProtoReflect.Descriptor instead.
 func (*SetConversation) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{61}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SetConversation) GetConversationId() string {
@@ -5581,7 +5707,7 @@ type ConversationEvent struct {
 
 func (x *ConversationEvent) Reset() {
 	*x = ConversationEvent{}
-	mi := &file_parley_v1_parley_proto_msgTypes[62]
+	mi := &file_parley_v1_parley_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5593,7 +5719,7 @@ func (x *ConversationEvent) String() string {
 func (*ConversationEvent) ProtoMessage() {}
 
 func (x *ConversationEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[62]
+	mi := &file_parley_v1_parley_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5606,7 +5732,7 @@ func (x *ConversationEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConversationEvent.ProtoReflect.Descriptor instead.
 func (*ConversationEvent) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{62}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ConversationEvent) GetConversationId() string {
@@ -5653,7 +5779,7 @@ type Push struct {
 
 func (x *Push) Reset() {
 	*x = Push{}
-	mi := &file_parley_v1_parley_proto_msgTypes[63]
+	mi := &file_parley_v1_parley_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5665,7 +5791,7 @@ func (x *Push) String() string {
 func (*Push) ProtoMessage() {}
 
 func (x *Push) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[63]
+	mi := &file_parley_v1_parley_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5678,7 +5804,7 @@ func (x *Push) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Push.ProtoReflect.Descriptor instead.
 func (*Push) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{63}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *Push) GetOp() int32 {
@@ -5713,7 +5839,7 @@ type JoinRoom struct {
 
 func (x *JoinRoom) Reset() {
 	*x = JoinRoom{}
-	mi := &file_parley_v1_parley_proto_msgTypes[64]
+	mi := &file_parley_v1_parley_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5725,7 +5851,7 @@ func (x *JoinRoom) String() string {
 func (*JoinRoom) ProtoMessage() {}
 
 func (x *JoinRoom) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[64]
+	mi := &file_parley_v1_parley_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5738,7 +5864,7 @@ func (x *JoinRoom) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRoom.ProtoReflect.Descriptor instead.
 func (*JoinRoom) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{64}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *JoinRoom) GetRoom() string {
@@ -5758,7 +5884,7 @@ type LeaveRoom struct {
 
 func (x *LeaveRoom) Reset() {
 	*x = LeaveRoom{}
-	mi := &file_parley_v1_parley_proto_msgTypes[65]
+	mi := &file_parley_v1_parley_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5770,7 +5896,7 @@ func (x *LeaveRoom) String() string {
 func (*LeaveRoom) ProtoMessage() {}
 
 func (x *LeaveRoom) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[65]
+	mi := &file_parley_v1_parley_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5783,7 +5909,7 @@ func (x *LeaveRoom) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRoom.ProtoReflect.Descriptor instead.
 func (*LeaveRoom) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{65}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *LeaveRoom) GetRoom() string {
@@ -5807,7 +5933,7 @@ type RoomSend struct {
 
 func (x *RoomSend) Reset() {
 	*x = RoomSend{}
-	mi := &file_parley_v1_parley_proto_msgTypes[66]
+	mi := &file_parley_v1_parley_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5819,7 +5945,7 @@ func (x *RoomSend) String() string {
 func (*RoomSend) ProtoMessage() {}
 
 func (x *RoomSend) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[66]
+	mi := &file_parley_v1_parley_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5832,7 +5958,7 @@ func (x *RoomSend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomSend.ProtoReflect.Descriptor instead.
 func (*RoomSend) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{66}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *RoomSend) GetRoom() string {
@@ -5867,7 +5993,7 @@ type RoomInfo struct {
 
 func (x *RoomInfo) Reset() {
 	*x = RoomInfo{}
-	mi := &file_parley_v1_parley_proto_msgTypes[67]
+	mi := &file_parley_v1_parley_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5879,7 +6005,7 @@ func (x *RoomInfo) String() string {
 func (*RoomInfo) ProtoMessage() {}
 
 func (x *RoomInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[67]
+	mi := &file_parley_v1_parley_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5892,7 +6018,7 @@ func (x *RoomInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomInfo.ProtoReflect.Descriptor instead.
 func (*RoomInfo) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{67}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *RoomInfo) GetRoom() string {
@@ -5931,7 +6057,7 @@ type RegisterPush struct {
 
 func (x *RegisterPush) Reset() {
 	*x = RegisterPush{}
-	mi := &file_parley_v1_parley_proto_msgTypes[68]
+	mi := &file_parley_v1_parley_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5943,7 +6069,7 @@ func (x *RegisterPush) String() string {
 func (*RegisterPush) ProtoMessage() {}
 
 func (x *RegisterPush) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[68]
+	mi := &file_parley_v1_parley_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5956,7 +6082,7 @@ func (x *RegisterPush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterPush.ProtoReflect.Descriptor instead.
 func (*RegisterPush) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{68}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *RegisterPush) GetDeviceId() string {
@@ -6037,7 +6163,7 @@ type ApnsTarget struct {
 
 func (x *ApnsTarget) Reset() {
 	*x = ApnsTarget{}
-	mi := &file_parley_v1_parley_proto_msgTypes[69]
+	mi := &file_parley_v1_parley_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6049,7 +6175,7 @@ func (x *ApnsTarget) String() string {
 func (*ApnsTarget) ProtoMessage() {}
 
 func (x *ApnsTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[69]
+	mi := &file_parley_v1_parley_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6062,7 +6188,7 @@ func (x *ApnsTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApnsTarget.ProtoReflect.Descriptor instead.
 func (*ApnsTarget) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{69}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ApnsTarget) GetDeviceToken() string {
@@ -6097,7 +6223,7 @@ type FcmTarget struct {
 
 func (x *FcmTarget) Reset() {
 	*x = FcmTarget{}
-	mi := &file_parley_v1_parley_proto_msgTypes[70]
+	mi := &file_parley_v1_parley_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6109,7 +6235,7 @@ func (x *FcmTarget) String() string {
 func (*FcmTarget) ProtoMessage() {}
 
 func (x *FcmTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[70]
+	mi := &file_parley_v1_parley_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6122,7 +6248,7 @@ func (x *FcmTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FcmTarget.ProtoReflect.Descriptor instead.
 func (*FcmTarget) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{70}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *FcmTarget) GetToken() string {
@@ -6148,7 +6274,7 @@ type WebPushTarget struct {
 
 func (x *WebPushTarget) Reset() {
 	*x = WebPushTarget{}
-	mi := &file_parley_v1_parley_proto_msgTypes[71]
+	mi := &file_parley_v1_parley_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6160,7 +6286,7 @@ func (x *WebPushTarget) String() string {
 func (*WebPushTarget) ProtoMessage() {}
 
 func (x *WebPushTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[71]
+	mi := &file_parley_v1_parley_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6173,7 +6299,7 @@ func (x *WebPushTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WebPushTarget.ProtoReflect.Descriptor instead.
 func (*WebPushTarget) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{71}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *WebPushTarget) GetEndpoint() string {
@@ -6208,7 +6334,7 @@ type UnregisterPush struct {
 
 func (x *UnregisterPush) Reset() {
 	*x = UnregisterPush{}
-	mi := &file_parley_v1_parley_proto_msgTypes[72]
+	mi := &file_parley_v1_parley_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6220,7 +6346,7 @@ func (x *UnregisterPush) String() string {
 func (*UnregisterPush) ProtoMessage() {}
 
 func (x *UnregisterPush) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[72]
+	mi := &file_parley_v1_parley_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6233,7 +6359,7 @@ func (x *UnregisterPush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterPush.ProtoReflect.Descriptor instead.
 func (*UnregisterPush) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{72}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *UnregisterPush) GetDeviceId() string {
@@ -6262,7 +6388,7 @@ type FileUrl struct {
 
 func (x *FileUrl) Reset() {
 	*x = FileUrl{}
-	mi := &file_parley_v1_parley_proto_msgTypes[73]
+	mi := &file_parley_v1_parley_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6274,7 +6400,7 @@ func (x *FileUrl) String() string {
 func (*FileUrl) ProtoMessage() {}
 
 func (x *FileUrl) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[73]
+	mi := &file_parley_v1_parley_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6287,7 +6413,7 @@ func (x *FileUrl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileUrl.ProtoReflect.Descriptor instead.
 func (*FileUrl) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{73}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *FileUrl) GetFileId() string {
@@ -6332,7 +6458,7 @@ type FileUrlResult struct {
 
 func (x *FileUrlResult) Reset() {
 	*x = FileUrlResult{}
-	mi := &file_parley_v1_parley_proto_msgTypes[74]
+	mi := &file_parley_v1_parley_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6344,7 +6470,7 @@ func (x *FileUrlResult) String() string {
 func (*FileUrlResult) ProtoMessage() {}
 
 func (x *FileUrlResult) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[74]
+	mi := &file_parley_v1_parley_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6357,7 +6483,7 @@ func (x *FileUrlResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileUrlResult.ProtoReflect.Descriptor instead.
 func (*FileUrlResult) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{74}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *FileUrlResult) GetUrl() string {
@@ -6378,7 +6504,7 @@ var File_parley_v1_parley_proto protoreflect.FileDescriptor
 
 const file_parley_v1_parley_proto_rawDesc = "" +
 	"\n" +
-	"\x16parley/v1/parley.proto\x12\tparley.v1\"\xab\x12\n" +
+	"\x16parley/v1/parley.proto\x12\tparley.v1\"\xee\x12\n" +
 	"\vClientFrame\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
 	"\x04auth\x18\x02 \x01(\v2\x0f.parley.v1.AuthH\x00R\x04auth\x12%\n" +
@@ -6426,7 +6552,8 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\troom_send\x18R \x01(\v2\x13.parley.v1.RoomSendH\x00R\broomSend\x12>\n" +
 	"\rregister_push\x18Z \x01(\v2\x17.parley.v1.RegisterPushH\x00R\fregisterPush\x12D\n" +
 	"\x0funregister_push\x18[ \x01(\v2\x19.parley.v1.UnregisterPushH\x00R\x0eunregisterPush\x12/\n" +
-	"\bfile_url\x18d \x01(\v2\x12.parley.v1.FileUrlH\x00R\afileUrlB\x06\n" +
+	"\bfile_url\x18d \x01(\v2\x12.parley.v1.FileUrlH\x00R\afileUrl\x12A\n" +
+	"\x0ereport_message\x18n \x01(\v2\x18.parley.v1.ReportMessageH\x00R\rreportMessageB\x06\n" +
 	"\x04body\"\xd4\t\n" +
 	"\vServerFrame\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12,\n" +
@@ -6503,7 +6630,7 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"message_id\x18\x04 \x01(\x04R\tmessageId\x12\x1f\n" +
 	"\vserver_time\x18\x05 \x01(\x03R\n" +
 	"serverTime\x12\x1c\n" +
-	"\tduplicate\x18\x06 \x01(\bR\tduplicate\"\xbf\x01\n" +
+	"\tduplicate\x18\x06 \x01(\bR\tduplicate\"\xdd\x01\n" +
 	"\fMessageEvent\x12\x1d\n" +
 	"\n" +
 	"target_seq\x18\x01 \x01(\x04R\ttargetSeq\x12\x19\n" +
@@ -6511,7 +6638,8 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x04role\x18\x03 \x01(\x0e2\x14.parley.v1.GroupRoleR\x04role\x12\x1f\n" +
 	"\vmuted_until\x18\x04 \x01(\x03R\n" +
 	"mutedUntil\x12*\n" +
-	"\x05group\x18\x05 \x01(\v2\x14.parley.v1.GroupInfoR\x05group\"\xd6\x03\n" +
+	"\x05group\x18\x05 \x01(\v2\x14.parley.v1.GroupInfoR\x05group\x12\x1c\n" +
+	"\tmoderated\x18\x06 \x01(\bR\tmoderated\"\xd6\x03\n" +
 	"\aMessage\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x1d\n" +
@@ -6580,13 +6708,21 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12.\n" +
 	"\bmessages\x18\x02 \x03(\v2\x12.parley.v1.MessageR\bmessages\x12\x19\n" +
 	"\bhas_more\x18\x03 \x01(\bR\ahasMore\x12\x19\n" +
-	"\blast_seq\x18\x04 \x01(\x04R\alastSeq\"|\n" +
+	"\blast_seq\x18\x04 \x01(\x04R\alastSeq\"\xb5\x01\n" +
 	"\x05Error\x12(\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x14.parley.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12!\n" +
-	"\ttemporary\x18\x03 \x01(\bH\x00R\ttemporary\x88\x01\x01B\f\n" +
+	"\ttemporary\x18\x03 \x01(\bH\x00R\ttemporary\x88\x01\x01\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vreject_code\x18\x05 \x01(\tR\n" +
+	"rejectCodeB\f\n" +
 	"\n" +
-	"_temporary\"\x81\x01\n" +
+	"_temporary\"v\n" +
+	"\rReportMessage\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x12\n" +
+	"\x04note\x18\x04 \x01(\tR\x04note\"\x81\x01\n" +
 	"\n" +
 	"Disconnect\x12-\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x19.parley.v1.DisconnectCodeR\x04code\x12\x16\n" +
@@ -6824,7 +6960,7 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x10ConversationType\x12!\n" +
 	"\x1dCONVERSATION_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONVERSATION_TYPE_DIRECT\x10\x01\x12\x1b\n" +
-	"\x17CONVERSATION_TYPE_GROUP\x10\x02*\x89\x04\n" +
+	"\x17CONVERSATION_TYPE_GROUP\x10\x02*\xa2\x04\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ERROR_CODE_BAD_REQUEST\x10\x01\x12\x1e\n" +
@@ -6843,7 +6979,8 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x15ERROR_CODE_GROUP_FULL\x10\r\x12\x17\n" +
 	"\x13ERROR_CODE_CONFLICT\x10\x0e\x12\x1d\n" +
 	"\x19ERROR_CODE_QUOTA_EXCEEDED\x10\x0f\x12%\n" +
-	"!ERROR_CODE_UNSUPPORTED_MEDIA_TYPE\x10\x10*\x82\x03\n" +
+	"!ERROR_CODE_UNSUPPORTED_MEDIA_TYPE\x10\x10\x12\x17\n" +
+	"\x13ERROR_CODE_REJECTED\x10\x11*\x82\x03\n" +
 	"\x0eDisconnectCode\x12\x1f\n" +
 	"\x1bDISCONNECT_CODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16DISCONNECT_CODE_KICKED\x10\x01\x12\x18\n" +
@@ -6889,7 +7026,7 @@ func file_parley_v1_parley_proto_rawDescGZIP() []byte {
 }
 
 var file_parley_v1_parley_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_parley_v1_parley_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
+var file_parley_v1_parley_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_parley_v1_parley_proto_goTypes = []any{
 	(MessageKind)(0),            // 0: parley.v1.MessageKind
 	(ConversationType)(0),       // 1: parley.v1.ConversationType
@@ -6921,59 +7058,60 @@ var file_parley_v1_parley_proto_goTypes = []any{
 	(*History)(nil),             // 27: parley.v1.History
 	(*MessagePage)(nil),         // 28: parley.v1.MessagePage
 	(*Error)(nil),               // 29: parley.v1.Error
-	(*Disconnect)(nil),          // 30: parley.v1.Disconnect
-	(*GroupInfo)(nil),           // 31: parley.v1.GroupInfo
-	(*CreateGroup)(nil),         // 32: parley.v1.CreateGroup
-	(*UpdateGroup)(nil),         // 33: parley.v1.UpdateGroup
-	(*AddMembers)(nil),          // 34: parley.v1.AddMembers
-	(*RemoveMember)(nil),        // 35: parley.v1.RemoveMember
-	(*JoinGroup)(nil),           // 36: parley.v1.JoinGroup
-	(*LeaveGroup)(nil),          // 37: parley.v1.LeaveGroup
-	(*SetRole)(nil),             // 38: parley.v1.SetRole
-	(*MuteMember)(nil),          // 39: parley.v1.MuteMember
-	(*TransferOwnership)(nil),   // 40: parley.v1.TransferOwnership
-	(*DissolveGroup)(nil),       // 41: parley.v1.DissolveGroup
-	(*GetGroup)(nil),            // 42: parley.v1.GetGroup
-	(*ListMembers)(nil),         // 43: parley.v1.ListMembers
-	(*Member)(nil),              // 44: parley.v1.Member
-	(*MemberPage)(nil),          // 45: parley.v1.MemberPage
-	(*Recall)(nil),              // 46: parley.v1.Recall
-	(*Edit)(nil),                // 47: parley.v1.Edit
-	(*DeleteForMe)(nil),         // 48: parley.v1.DeleteForMe
-	(*HiddenEvent)(nil),         // 49: parley.v1.HiddenEvent
-	(*ReadCounts)(nil),          // 50: parley.v1.ReadCounts
-	(*ReadCount)(nil),           // 51: parley.v1.ReadCount
-	(*ReadCountList)(nil),       // 52: parley.v1.ReadCountList
-	(*Typing)(nil),              // 53: parley.v1.Typing
-	(*TypingEvent)(nil),         // 54: parley.v1.TypingEvent
-	(*SubscribePresence)(nil),   // 55: parley.v1.SubscribePresence
-	(*UnsubscribePresence)(nil), // 56: parley.v1.UnsubscribePresence
-	(*Presence)(nil),            // 57: parley.v1.Presence
-	(*PresenceList)(nil),        // 58: parley.v1.PresenceList
-	(*PresenceEvent)(nil),       // 59: parley.v1.PresenceEvent
-	(*Contact)(nil),             // 60: parley.v1.Contact
-	(*FriendRequest)(nil),       // 61: parley.v1.FriendRequest
-	(*RespondFriend)(nil),       // 62: parley.v1.RespondFriend
-	(*RemoveFriend)(nil),        // 63: parley.v1.RemoveFriend
-	(*ListContacts)(nil),        // 64: parley.v1.ListContacts
-	(*ContactList)(nil),         // 65: parley.v1.ContactList
-	(*ContactEvent)(nil),        // 66: parley.v1.ContactEvent
-	(*Block)(nil),               // 67: parley.v1.Block
-	(*Unblock)(nil),             // 68: parley.v1.Unblock
-	(*SetConversation)(nil),     // 69: parley.v1.SetConversation
-	(*ConversationEvent)(nil),   // 70: parley.v1.ConversationEvent
-	(*Push)(nil),                // 71: parley.v1.Push
-	(*JoinRoom)(nil),            // 72: parley.v1.JoinRoom
-	(*LeaveRoom)(nil),           // 73: parley.v1.LeaveRoom
-	(*RoomSend)(nil),            // 74: parley.v1.RoomSend
-	(*RoomInfo)(nil),            // 75: parley.v1.RoomInfo
-	(*RegisterPush)(nil),        // 76: parley.v1.RegisterPush
-	(*ApnsTarget)(nil),          // 77: parley.v1.ApnsTarget
-	(*FcmTarget)(nil),           // 78: parley.v1.FcmTarget
-	(*WebPushTarget)(nil),       // 79: parley.v1.WebPushTarget
-	(*UnregisterPush)(nil),      // 80: parley.v1.UnregisterPush
-	(*FileUrl)(nil),             // 81: parley.v1.FileUrl
-	(*FileUrlResult)(nil),       // 82: parley.v1.FileUrlResult
+	(*ReportMessage)(nil),       // 30: parley.v1.ReportMessage
+	(*Disconnect)(nil),          // 31: parley.v1.Disconnect
+	(*GroupInfo)(nil),           // 32: parley.v1.GroupInfo
+	(*CreateGroup)(nil),         // 33: parley.v1.CreateGroup
+	(*UpdateGroup)(nil),         // 34: parley.v1.UpdateGroup
+	(*AddMembers)(nil),          // 35: parley.v1.AddMembers
+	(*RemoveMember)(nil),        // 36: parley.v1.RemoveMember
+	(*JoinGroup)(nil),           // 37: parley.v1.JoinGroup
+	(*LeaveGroup)(nil),          // 38: parley.v1.LeaveGroup
+	(*SetRole)(nil),             // 39: parley.v1.SetRole
+	(*MuteMember)(nil),          // 40: parley.v1.MuteMember
+	(*TransferOwnership)(nil),   // 41: parley.v1.TransferOwnership
+	(*DissolveGroup)(nil),       // 42: parley.v1.DissolveGroup
+	(*GetGroup)(nil),            // 43: parley.v1.GetGroup
+	(*ListMembers)(nil),         // 44: parley.v1.ListMembers
+	(*Member)(nil),              // 45: parley.v1.Member
+	(*MemberPage)(nil),          // 46: parley.v1.MemberPage
+	(*Recall)(nil),              // 47: parley.v1.Recall
+	(*Edit)(nil),                // 48: parley.v1.Edit
+	(*DeleteForMe)(nil),         // 49: parley.v1.DeleteForMe
+	(*HiddenEvent)(nil),         // 50: parley.v1.HiddenEvent
+	(*ReadCounts)(nil),          // 51: parley.v1.ReadCounts
+	(*ReadCount)(nil),           // 52: parley.v1.ReadCount
+	(*ReadCountList)(nil),       // 53: parley.v1.ReadCountList
+	(*Typing)(nil),              // 54: parley.v1.Typing
+	(*TypingEvent)(nil),         // 55: parley.v1.TypingEvent
+	(*SubscribePresence)(nil),   // 56: parley.v1.SubscribePresence
+	(*UnsubscribePresence)(nil), // 57: parley.v1.UnsubscribePresence
+	(*Presence)(nil),            // 58: parley.v1.Presence
+	(*PresenceList)(nil),        // 59: parley.v1.PresenceList
+	(*PresenceEvent)(nil),       // 60: parley.v1.PresenceEvent
+	(*Contact)(nil),             // 61: parley.v1.Contact
+	(*FriendRequest)(nil),       // 62: parley.v1.FriendRequest
+	(*RespondFriend)(nil),       // 63: parley.v1.RespondFriend
+	(*RemoveFriend)(nil),        // 64: parley.v1.RemoveFriend
+	(*ListContacts)(nil),        // 65: parley.v1.ListContacts
+	(*ContactList)(nil),         // 66: parley.v1.ContactList
+	(*ContactEvent)(nil),        // 67: parley.v1.ContactEvent
+	(*Block)(nil),               // 68: parley.v1.Block
+	(*Unblock)(nil),             // 69: parley.v1.Unblock
+	(*SetConversation)(nil),     // 70: parley.v1.SetConversation
+	(*ConversationEvent)(nil),   // 71: parley.v1.ConversationEvent
+	(*Push)(nil),                // 72: parley.v1.Push
+	(*JoinRoom)(nil),            // 73: parley.v1.JoinRoom
+	(*LeaveRoom)(nil),           // 74: parley.v1.LeaveRoom
+	(*RoomSend)(nil),            // 75: parley.v1.RoomSend
+	(*RoomInfo)(nil),            // 76: parley.v1.RoomInfo
+	(*RegisterPush)(nil),        // 77: parley.v1.RegisterPush
+	(*ApnsTarget)(nil),          // 78: parley.v1.ApnsTarget
+	(*FcmTarget)(nil),           // 79: parley.v1.FcmTarget
+	(*WebPushTarget)(nil),       // 80: parley.v1.WebPushTarget
+	(*UnregisterPush)(nil),      // 81: parley.v1.UnregisterPush
+	(*FileUrl)(nil),             // 82: parley.v1.FileUrl
+	(*FileUrlResult)(nil),       // 83: parley.v1.FileUrlResult
 }
 var file_parley_v1_parley_proto_depIdxs = []int32{
 	10, // 0: parley.v1.ClientFrame.auth:type_name -> parley.v1.Auth
@@ -6984,97 +7122,98 @@ var file_parley_v1_parley_proto_depIdxs = []int32{
 	23, // 5: parley.v1.ClientFrame.sync_conversations:type_name -> parley.v1.SyncConversations
 	26, // 6: parley.v1.ClientFrame.sync_messages:type_name -> parley.v1.SyncMessages
 	27, // 7: parley.v1.ClientFrame.history:type_name -> parley.v1.History
-	32, // 8: parley.v1.ClientFrame.create_group:type_name -> parley.v1.CreateGroup
-	33, // 9: parley.v1.ClientFrame.update_group:type_name -> parley.v1.UpdateGroup
-	34, // 10: parley.v1.ClientFrame.add_members:type_name -> parley.v1.AddMembers
-	35, // 11: parley.v1.ClientFrame.remove_member:type_name -> parley.v1.RemoveMember
-	36, // 12: parley.v1.ClientFrame.join_group:type_name -> parley.v1.JoinGroup
-	37, // 13: parley.v1.ClientFrame.leave_group:type_name -> parley.v1.LeaveGroup
-	38, // 14: parley.v1.ClientFrame.set_role:type_name -> parley.v1.SetRole
-	39, // 15: parley.v1.ClientFrame.mute_member:type_name -> parley.v1.MuteMember
-	40, // 16: parley.v1.ClientFrame.transfer_ownership:type_name -> parley.v1.TransferOwnership
-	41, // 17: parley.v1.ClientFrame.dissolve_group:type_name -> parley.v1.DissolveGroup
-	42, // 18: parley.v1.ClientFrame.get_group:type_name -> parley.v1.GetGroup
-	43, // 19: parley.v1.ClientFrame.list_members:type_name -> parley.v1.ListMembers
-	46, // 20: parley.v1.ClientFrame.recall:type_name -> parley.v1.Recall
-	47, // 21: parley.v1.ClientFrame.edit:type_name -> parley.v1.Edit
-	48, // 22: parley.v1.ClientFrame.delete_for_me:type_name -> parley.v1.DeleteForMe
-	50, // 23: parley.v1.ClientFrame.read_counts:type_name -> parley.v1.ReadCounts
-	53, // 24: parley.v1.ClientFrame.typing:type_name -> parley.v1.Typing
-	55, // 25: parley.v1.ClientFrame.subscribe_presence:type_name -> parley.v1.SubscribePresence
-	56, // 26: parley.v1.ClientFrame.unsubscribe_presence:type_name -> parley.v1.UnsubscribePresence
-	61, // 27: parley.v1.ClientFrame.friend_request:type_name -> parley.v1.FriendRequest
-	62, // 28: parley.v1.ClientFrame.respond_friend:type_name -> parley.v1.RespondFriend
-	63, // 29: parley.v1.ClientFrame.remove_friend:type_name -> parley.v1.RemoveFriend
-	64, // 30: parley.v1.ClientFrame.list_contacts:type_name -> parley.v1.ListContacts
-	67, // 31: parley.v1.ClientFrame.block:type_name -> parley.v1.Block
-	68, // 32: parley.v1.ClientFrame.unblock:type_name -> parley.v1.Unblock
-	69, // 33: parley.v1.ClientFrame.set_conversation:type_name -> parley.v1.SetConversation
-	72, // 34: parley.v1.ClientFrame.join_room:type_name -> parley.v1.JoinRoom
-	73, // 35: parley.v1.ClientFrame.leave_room:type_name -> parley.v1.LeaveRoom
-	74, // 36: parley.v1.ClientFrame.room_send:type_name -> parley.v1.RoomSend
-	76, // 37: parley.v1.ClientFrame.register_push:type_name -> parley.v1.RegisterPush
-	80, // 38: parley.v1.ClientFrame.unregister_push:type_name -> parley.v1.UnregisterPush
-	81, // 39: parley.v1.ClientFrame.file_url:type_name -> parley.v1.FileUrl
-	11, // 40: parley.v1.ServerFrame.auth_ok:type_name -> parley.v1.AuthOk
-	13, // 41: parley.v1.ServerFrame.pong:type_name -> parley.v1.Pong
-	17, // 42: parley.v1.ServerFrame.send_ack:type_name -> parley.v1.SendAck
-	19, // 43: parley.v1.ServerFrame.message:type_name -> parley.v1.Message
-	22, // 44: parley.v1.ServerFrame.receipt:type_name -> parley.v1.Receipt
-	25, // 45: parley.v1.ServerFrame.conversations:type_name -> parley.v1.ConversationList
-	28, // 46: parley.v1.ServerFrame.messages:type_name -> parley.v1.MessagePage
-	29, // 47: parley.v1.ServerFrame.error:type_name -> parley.v1.Error
-	30, // 48: parley.v1.ServerFrame.disconnect:type_name -> parley.v1.Disconnect
-	14, // 49: parley.v1.ServerFrame.ok:type_name -> parley.v1.Ok
-	31, // 50: parley.v1.ServerFrame.group:type_name -> parley.v1.GroupInfo
-	45, // 51: parley.v1.ServerFrame.members:type_name -> parley.v1.MemberPage
-	52, // 52: parley.v1.ServerFrame.read_counts:type_name -> parley.v1.ReadCountList
-	54, // 53: parley.v1.ServerFrame.typing:type_name -> parley.v1.TypingEvent
-	58, // 54: parley.v1.ServerFrame.presence:type_name -> parley.v1.PresenceList
-	59, // 55: parley.v1.ServerFrame.presence_event:type_name -> parley.v1.PresenceEvent
-	65, // 56: parley.v1.ServerFrame.contacts:type_name -> parley.v1.ContactList
-	66, // 57: parley.v1.ServerFrame.contact_event:type_name -> parley.v1.ContactEvent
-	49, // 58: parley.v1.ServerFrame.hidden:type_name -> parley.v1.HiddenEvent
-	70, // 59: parley.v1.ServerFrame.conversation_event:type_name -> parley.v1.ConversationEvent
-	71, // 60: parley.v1.ServerFrame.push:type_name -> parley.v1.Push
-	75, // 61: parley.v1.ServerFrame.room:type_name -> parley.v1.RoomInfo
-	82, // 62: parley.v1.ServerFrame.file_url:type_name -> parley.v1.FileUrlResult
-	16, // 63: parley.v1.Send.attachments:type_name -> parley.v1.Attachment
-	4,  // 64: parley.v1.MessageEvent.role:type_name -> parley.v1.GroupRole
-	31, // 65: parley.v1.MessageEvent.group:type_name -> parley.v1.GroupInfo
-	0,  // 66: parley.v1.Message.kind:type_name -> parley.v1.MessageKind
-	18, // 67: parley.v1.Message.event:type_name -> parley.v1.MessageEvent
-	16, // 68: parley.v1.Message.attachments:type_name -> parley.v1.Attachment
-	1,  // 69: parley.v1.Conversation.type:type_name -> parley.v1.ConversationType
-	19, // 70: parley.v1.Conversation.last_message:type_name -> parley.v1.Message
-	31, // 71: parley.v1.Conversation.group:type_name -> parley.v1.GroupInfo
-	24, // 72: parley.v1.ConversationList.conversations:type_name -> parley.v1.Conversation
-	19, // 73: parley.v1.MessagePage.messages:type_name -> parley.v1.Message
-	2,  // 74: parley.v1.Error.code:type_name -> parley.v1.ErrorCode
-	3,  // 75: parley.v1.Disconnect.code:type_name -> parley.v1.DisconnectCode
-	5,  // 76: parley.v1.GroupInfo.add_policy:type_name -> parley.v1.GroupAddPolicy
-	6,  // 77: parley.v1.GroupInfo.history_visibility:type_name -> parley.v1.HistoryVisibility
-	5,  // 78: parley.v1.CreateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
-	6,  // 79: parley.v1.CreateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
-	5,  // 80: parley.v1.UpdateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
-	6,  // 81: parley.v1.UpdateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
-	4,  // 82: parley.v1.SetRole.role:type_name -> parley.v1.GroupRole
-	4,  // 83: parley.v1.Member.role:type_name -> parley.v1.GroupRole
-	44, // 84: parley.v1.MemberPage.members:type_name -> parley.v1.Member
-	51, // 85: parley.v1.ReadCountList.counts:type_name -> parley.v1.ReadCount
-	57, // 86: parley.v1.PresenceList.users:type_name -> parley.v1.Presence
-	57, // 87: parley.v1.PresenceEvent.presence:type_name -> parley.v1.Presence
-	7,  // 88: parley.v1.Contact.state:type_name -> parley.v1.ContactState
-	60, // 89: parley.v1.ContactList.contacts:type_name -> parley.v1.Contact
-	60, // 90: parley.v1.ContactEvent.contact:type_name -> parley.v1.Contact
-	77, // 91: parley.v1.RegisterPush.apns:type_name -> parley.v1.ApnsTarget
-	78, // 92: parley.v1.RegisterPush.fcm:type_name -> parley.v1.FcmTarget
-	79, // 93: parley.v1.RegisterPush.webpush:type_name -> parley.v1.WebPushTarget
-	94, // [94:94] is the sub-list for method output_type
-	94, // [94:94] is the sub-list for method input_type
-	94, // [94:94] is the sub-list for extension type_name
-	94, // [94:94] is the sub-list for extension extendee
-	0,  // [0:94] is the sub-list for field type_name
+	33, // 8: parley.v1.ClientFrame.create_group:type_name -> parley.v1.CreateGroup
+	34, // 9: parley.v1.ClientFrame.update_group:type_name -> parley.v1.UpdateGroup
+	35, // 10: parley.v1.ClientFrame.add_members:type_name -> parley.v1.AddMembers
+	36, // 11: parley.v1.ClientFrame.remove_member:type_name -> parley.v1.RemoveMember
+	37, // 12: parley.v1.ClientFrame.join_group:type_name -> parley.v1.JoinGroup
+	38, // 13: parley.v1.ClientFrame.leave_group:type_name -> parley.v1.LeaveGroup
+	39, // 14: parley.v1.ClientFrame.set_role:type_name -> parley.v1.SetRole
+	40, // 15: parley.v1.ClientFrame.mute_member:type_name -> parley.v1.MuteMember
+	41, // 16: parley.v1.ClientFrame.transfer_ownership:type_name -> parley.v1.TransferOwnership
+	42, // 17: parley.v1.ClientFrame.dissolve_group:type_name -> parley.v1.DissolveGroup
+	43, // 18: parley.v1.ClientFrame.get_group:type_name -> parley.v1.GetGroup
+	44, // 19: parley.v1.ClientFrame.list_members:type_name -> parley.v1.ListMembers
+	47, // 20: parley.v1.ClientFrame.recall:type_name -> parley.v1.Recall
+	48, // 21: parley.v1.ClientFrame.edit:type_name -> parley.v1.Edit
+	49, // 22: parley.v1.ClientFrame.delete_for_me:type_name -> parley.v1.DeleteForMe
+	51, // 23: parley.v1.ClientFrame.read_counts:type_name -> parley.v1.ReadCounts
+	54, // 24: parley.v1.ClientFrame.typing:type_name -> parley.v1.Typing
+	56, // 25: parley.v1.ClientFrame.subscribe_presence:type_name -> parley.v1.SubscribePresence
+	57, // 26: parley.v1.ClientFrame.unsubscribe_presence:type_name -> parley.v1.UnsubscribePresence
+	62, // 27: parley.v1.ClientFrame.friend_request:type_name -> parley.v1.FriendRequest
+	63, // 28: parley.v1.ClientFrame.respond_friend:type_name -> parley.v1.RespondFriend
+	64, // 29: parley.v1.ClientFrame.remove_friend:type_name -> parley.v1.RemoveFriend
+	65, // 30: parley.v1.ClientFrame.list_contacts:type_name -> parley.v1.ListContacts
+	68, // 31: parley.v1.ClientFrame.block:type_name -> parley.v1.Block
+	69, // 32: parley.v1.ClientFrame.unblock:type_name -> parley.v1.Unblock
+	70, // 33: parley.v1.ClientFrame.set_conversation:type_name -> parley.v1.SetConversation
+	73, // 34: parley.v1.ClientFrame.join_room:type_name -> parley.v1.JoinRoom
+	74, // 35: parley.v1.ClientFrame.leave_room:type_name -> parley.v1.LeaveRoom
+	75, // 36: parley.v1.ClientFrame.room_send:type_name -> parley.v1.RoomSend
+	77, // 37: parley.v1.ClientFrame.register_push:type_name -> parley.v1.RegisterPush
+	81, // 38: parley.v1.ClientFrame.unregister_push:type_name -> parley.v1.UnregisterPush
+	82, // 39: parley.v1.ClientFrame.file_url:type_name -> parley.v1.FileUrl
+	30, // 40: parley.v1.ClientFrame.report_message:type_name -> parley.v1.ReportMessage
+	11, // 41: parley.v1.ServerFrame.auth_ok:type_name -> parley.v1.AuthOk
+	13, // 42: parley.v1.ServerFrame.pong:type_name -> parley.v1.Pong
+	17, // 43: parley.v1.ServerFrame.send_ack:type_name -> parley.v1.SendAck
+	19, // 44: parley.v1.ServerFrame.message:type_name -> parley.v1.Message
+	22, // 45: parley.v1.ServerFrame.receipt:type_name -> parley.v1.Receipt
+	25, // 46: parley.v1.ServerFrame.conversations:type_name -> parley.v1.ConversationList
+	28, // 47: parley.v1.ServerFrame.messages:type_name -> parley.v1.MessagePage
+	29, // 48: parley.v1.ServerFrame.error:type_name -> parley.v1.Error
+	31, // 49: parley.v1.ServerFrame.disconnect:type_name -> parley.v1.Disconnect
+	14, // 50: parley.v1.ServerFrame.ok:type_name -> parley.v1.Ok
+	32, // 51: parley.v1.ServerFrame.group:type_name -> parley.v1.GroupInfo
+	46, // 52: parley.v1.ServerFrame.members:type_name -> parley.v1.MemberPage
+	53, // 53: parley.v1.ServerFrame.read_counts:type_name -> parley.v1.ReadCountList
+	55, // 54: parley.v1.ServerFrame.typing:type_name -> parley.v1.TypingEvent
+	59, // 55: parley.v1.ServerFrame.presence:type_name -> parley.v1.PresenceList
+	60, // 56: parley.v1.ServerFrame.presence_event:type_name -> parley.v1.PresenceEvent
+	66, // 57: parley.v1.ServerFrame.contacts:type_name -> parley.v1.ContactList
+	67, // 58: parley.v1.ServerFrame.contact_event:type_name -> parley.v1.ContactEvent
+	50, // 59: parley.v1.ServerFrame.hidden:type_name -> parley.v1.HiddenEvent
+	71, // 60: parley.v1.ServerFrame.conversation_event:type_name -> parley.v1.ConversationEvent
+	72, // 61: parley.v1.ServerFrame.push:type_name -> parley.v1.Push
+	76, // 62: parley.v1.ServerFrame.room:type_name -> parley.v1.RoomInfo
+	83, // 63: parley.v1.ServerFrame.file_url:type_name -> parley.v1.FileUrlResult
+	16, // 64: parley.v1.Send.attachments:type_name -> parley.v1.Attachment
+	4,  // 65: parley.v1.MessageEvent.role:type_name -> parley.v1.GroupRole
+	32, // 66: parley.v1.MessageEvent.group:type_name -> parley.v1.GroupInfo
+	0,  // 67: parley.v1.Message.kind:type_name -> parley.v1.MessageKind
+	18, // 68: parley.v1.Message.event:type_name -> parley.v1.MessageEvent
+	16, // 69: parley.v1.Message.attachments:type_name -> parley.v1.Attachment
+	1,  // 70: parley.v1.Conversation.type:type_name -> parley.v1.ConversationType
+	19, // 71: parley.v1.Conversation.last_message:type_name -> parley.v1.Message
+	32, // 72: parley.v1.Conversation.group:type_name -> parley.v1.GroupInfo
+	24, // 73: parley.v1.ConversationList.conversations:type_name -> parley.v1.Conversation
+	19, // 74: parley.v1.MessagePage.messages:type_name -> parley.v1.Message
+	2,  // 75: parley.v1.Error.code:type_name -> parley.v1.ErrorCode
+	3,  // 76: parley.v1.Disconnect.code:type_name -> parley.v1.DisconnectCode
+	5,  // 77: parley.v1.GroupInfo.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,  // 78: parley.v1.GroupInfo.history_visibility:type_name -> parley.v1.HistoryVisibility
+	5,  // 79: parley.v1.CreateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,  // 80: parley.v1.CreateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
+	5,  // 81: parley.v1.UpdateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,  // 82: parley.v1.UpdateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
+	4,  // 83: parley.v1.SetRole.role:type_name -> parley.v1.GroupRole
+	4,  // 84: parley.v1.Member.role:type_name -> parley.v1.GroupRole
+	45, // 85: parley.v1.MemberPage.members:type_name -> parley.v1.Member
+	52, // 86: parley.v1.ReadCountList.counts:type_name -> parley.v1.ReadCount
+	58, // 87: parley.v1.PresenceList.users:type_name -> parley.v1.Presence
+	58, // 88: parley.v1.PresenceEvent.presence:type_name -> parley.v1.Presence
+	7,  // 89: parley.v1.Contact.state:type_name -> parley.v1.ContactState
+	61, // 90: parley.v1.ContactList.contacts:type_name -> parley.v1.Contact
+	61, // 91: parley.v1.ContactEvent.contact:type_name -> parley.v1.Contact
+	78, // 92: parley.v1.RegisterPush.apns:type_name -> parley.v1.ApnsTarget
+	79, // 93: parley.v1.RegisterPush.fcm:type_name -> parley.v1.FcmTarget
+	80, // 94: parley.v1.RegisterPush.webpush:type_name -> parley.v1.WebPushTarget
+	95, // [95:95] is the sub-list for method output_type
+	95, // [95:95] is the sub-list for method input_type
+	95, // [95:95] is the sub-list for extension type_name
+	95, // [95:95] is the sub-list for extension extendee
+	0,  // [0:95] is the sub-list for field type_name
 }
 
 func init() { file_parley_v1_parley_proto_init() }
@@ -7123,6 +7262,7 @@ func file_parley_v1_parley_proto_init() {
 		(*ClientFrame_RegisterPush)(nil),
 		(*ClientFrame_UnregisterPush)(nil),
 		(*ClientFrame_FileUrl)(nil),
+		(*ClientFrame_ReportMessage)(nil),
 	}
 	file_parley_v1_parley_proto_msgTypes[1].OneofWrappers = []any{
 		(*ServerFrame_AuthOk)(nil),
@@ -7150,9 +7290,9 @@ func file_parley_v1_parley_proto_init() {
 		(*ServerFrame_FileUrl)(nil),
 	}
 	file_parley_v1_parley_proto_msgTypes[21].OneofWrappers = []any{}
-	file_parley_v1_parley_proto_msgTypes[25].OneofWrappers = []any{}
-	file_parley_v1_parley_proto_msgTypes[61].OneofWrappers = []any{}
-	file_parley_v1_parley_proto_msgTypes[68].OneofWrappers = []any{
+	file_parley_v1_parley_proto_msgTypes[26].OneofWrappers = []any{}
+	file_parley_v1_parley_proto_msgTypes[62].OneofWrappers = []any{}
+	file_parley_v1_parley_proto_msgTypes[69].OneofWrappers = []any{
 		(*RegisterPush_Apns)(nil),
 		(*RegisterPush_Fcm)(nil),
 		(*RegisterPush_Webpush)(nil),
@@ -7163,7 +7303,7 @@ func file_parley_v1_parley_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_parley_v1_parley_proto_rawDesc), len(file_parley_v1_parley_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   75,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -11,9 +11,9 @@
 //
 // # Request
 //
-// One event per request (no batching: each decision is on a sender's path
-// and would wait for a batch to fill, while keep-alive connections and, for
-// https, HTTP/2 make a request per event cheap):
+// One event per request by default (keep-alive connections and, for https,
+// HTTP/2 make a request per event cheap); see "Batches" below for the form
+// a hook with MaxBatch > 1 gets:
 //
 //	POST <hook URL>
 //	Content-Type: application/json
@@ -83,6 +83,20 @@
 // followed), a larger body, invalid JSON, an unknown action, a field out of
 // the rules above.
 //
+// # Batches
+//
+// A hook with MaxBatch > 1 gets every request in the batch form: a JSON
+// object {"events": [ … ]} holding 1 to MaxBatch event objects as above,
+// with the header X-Parley-Batch: <count> and no Idempotency-Key header
+// (each event carries its key as "idempotency_key", which single requests
+// carry too). It answers {"decisions": [ … ]}: one answer object as above
+// per event, in the same order. A wrong count is a malformed answer for
+// every event of the request; one malformed decision fails only its event.
+// MaxAnswerBytes applies per decision (the body may be MaxBatch times it).
+// Batches form only under load: a call that finds a request slot free is
+// sent at once, alone or with whatever queued while every slot was busy,
+// so no call waits for a batch to fill.
+//
 // # Failures, policy and circuit breaker
 //
 // A call fails when it times out (HookConfig.Timeout, 500 ms by default,
@@ -108,7 +122,8 @@
 // # Concurrency
 //
 // Decide runs on the caller's goroutine: the package starts none of its
-// own. At most HookConfig.MaxInFlight requests (256 by default) are in
+// own (in a batch, the caller that got the request slot sends the others'
+// events and hands them their decisions). At most HookConfig.MaxInFlight requests (256 by default) are in
 // flight per hook; a call that cannot get a slot within its timeout fails
 // as no_slot. Each hook has its own HTTP transport keeping up to
 // MaxInFlight idle connections to the hook, speaking HTTP/2 to https URLs.

@@ -140,6 +140,9 @@ type requestJSON struct {
 	Payload        *string         `json:"payload,omitempty"` // base64
 	Attachments    []Attachment    `json:"attachments,omitempty"`
 	Change         json.RawMessage `json:"change,omitempty"`
+	// IdempotencyKey is the Idempotency-Key header's value, in the body
+	// too: a batch carries several.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // encodeRequest renders ev as a request body. ev was validated by Decide
@@ -154,6 +157,7 @@ func encodeRequest(ev *Event) []byte {
 		ContentType:    ev.ContentType,
 		Attachments:    ev.Attachments,
 		Change:         ev.Change,
+		IdempotencyKey: idempotencyKey(ev),
 	}
 	if ev.MessageID != 0 {
 		j.MessageID = strconv.FormatUint(ev.MessageID, 10)

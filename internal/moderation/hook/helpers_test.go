@@ -36,6 +36,7 @@ type wireEvent struct {
 	Payload        *string          `json:"payload"`
 	Attachments    []wireAttachment `json:"attachments"`
 	Change         json.RawMessage  `json:"change"`
+	IdempotencyKey string           `json:"idempotency_key"`
 }
 
 type wireAttachment struct {
@@ -150,8 +151,8 @@ func (s *hookServer) verify(r *http.Request) (wireEvent, string, error) {
 		return ev, "", fmt.Errorf("body %q: text and payload", body)
 	}
 	key := r.Header.Get("Idempotency-Key")
-	if want := wantKey(ev.Sender, ev.ClientMsgID); key != want {
-		return ev, "", fmt.Errorf("Idempotency-Key %q, want %q", key, want)
+	if want := wantKey(ev.Sender, ev.ClientMsgID); key != want || ev.IdempotencyKey != want {
+		return ev, "", fmt.Errorf("Idempotency-Key %q, idempotency_key %q, want %q", key, ev.IdempotencyKey, want)
 	}
 	return ev, key, nil
 }

@@ -64,6 +64,12 @@ type HookConfig struct {
 	// MaxInFlight is the most requests in flight to the hook at once (and
 	// the idle connections kept to it). Default 256.
 	MaxInFlight int
+	// MaxBatch, above 1, lets one request carry up to this many events:
+	// calls that arrive while every request slot is busy are sent together
+	// when one frees (the batch form of the package doc), so a busy hook
+	// gets fewer, larger requests and no call waits for a batch to fill.
+	// Default 1: one event a request, the plain form.
+	MaxBatch int
 	// MaxAnswerBytes is the largest answer body accepted, in bytes; a
 	// replaced payload must fit in it (as base64: 3/4 of it). Default 64 KiB.
 	MaxAnswerBytes int64
@@ -253,6 +259,7 @@ type hook struct {
 
 	// slots holds a token per request in flight: its capacity is MaxInFlight.
 	slots   chan struct{}
+	batch   *batcher // nil: one event a request
 	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
 	c       counters
 }
@@ -293,6 +300,10 @@ func newHook(hc HookConfig, log *slog.Logger) (*hook, error) {
 	if k.maxAnswer <= 0 {
 		k.maxAnswer = 64 << 10
 	}
+	if hc.MaxBatch > 1 {
+		k.batch = &batcher{max: hc.MaxBatch}
+		k.maxAnswer *= int64(hc.MaxBatch) // MaxAnswerBytes is per decision
+	}
 	threshold := uint32(5)
 	if hc.FailureThreshold > 0 {
 		threshold = uint32(hc.FailureThreshold)
@@ -329,6 +340,9 @@ func (k *hook) call(ctx context.Context, ev *Event) (Decision, error) {
 	// An open breaker answers at once, without waiting for a slot.
 	if k.breaker.State() == gobreaker.StateOpen {
 		return k.fail(FailureBreakerOpen), nil
+	}
+	if k.batch != nil {
+		return k.callBatched(ctx, ev)
 	}
 	cctx, cancel := context.WithTimeout(ctx, k.timeout)
 	defer cancel()
