@@ -408,7 +408,7 @@ func TestWordFilter(t *testing.T) {
 	for i, c := range []struct{ in, out string }{
 		{"oh DARN it", "oh **** it"},
 		{"ｄａｒｎ", "****"},   // full width
-		{"d4rn", "****"},     // leet
+		{"d4rn", "****"},   // leet
 		{"你是笨蛋吗", "你是**吗"}, // CJK, no word boundaries
 		{"darning is fine", "****ing is fine"},
 	} {

@@ -68,7 +68,7 @@ type Config struct {
 	// Moderation serves reports, the word filter's lists and the audit
 	// log (docs/moderation.md). Required.
 	Moderation *moderation.Service
-	Logger *slog.Logger
+	Logger     *slog.Logger
 }
 
 // API serves the HTTP routes. Build with New; it is an http.Handler.

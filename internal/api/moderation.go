@@ -38,13 +38,13 @@ func (a *API) moderationRoutes() []route {
 // traffic rather than administration: minting tokens, sending messages and
 // pushes, acting as a user. Every other non-GET admin route is audited.
 var notAudited = map[string]bool{
-	"POST /v1/admin/tokens":          true,
-	"POST /v1/admin/messages":        true,
-	"POST /v1/admin/users/{id}/rpc":  true,
-	"POST /v1/admin/push/users":      true,
-	"POST /v1/admin/push/devices":    true,
-	"POST /v1/admin/push/room":       true,
-	"POST /v1/admin/push/all":        true,
+	"POST /v1/admin/tokens":               true,
+	"POST /v1/admin/messages":             true,
+	"POST /v1/admin/users/{id}/rpc":       true,
+	"POST /v1/admin/push/users":           true,
+	"POST /v1/admin/push/devices":         true,
+	"POST /v1/admin/push/room":            true,
+	"POST /v1/admin/push/all":             true,
 	"POST /v1/admin/users/{id}/push/test": true,
 }
 
