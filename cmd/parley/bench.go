@@ -34,6 +34,9 @@ func benchCmd(args []string) error {
 	if name == "worker" {
 		return benchWorker(args[1:])
 	}
+	if name == "hook-server" {
+		return benchHookServer(args[1:])
+	}
 	if !slices.Contains(bench.Scenarios(), name) {
 		benchUsage()
 		return fmt.Errorf("bench: unknown scenario %q", name)
@@ -409,6 +412,7 @@ func scenarioHelp(name string) string {
 func benchUsage() {
 	fmt.Fprintf(os.Stderr, `usage: parley bench <scenario> [flags]
        parley bench worker --listen ADDR | --stdio
+       parley bench hook-server --secret S [--listen ADDR] [--delay D]   (an allow-all before-send hook)
 
 scenarios:
 `)
@@ -421,4 +425,30 @@ common flags: -c N -t N -a HOST:PORT [--tcp HOST:PORT] [--transport ws|tcp] [--c
   [--workers HOST:PORT,...] [--source-ips IP,...] [--server-pid PID] [--json FILE] [--html FILE]
 Run 'parley bench <scenario> -h' for a scenario's flags.
 `)
+}
+
+// benchHookServer runs an allow-everything before-send hook in this process
+// until interrupted, for the hook figures of docs/benchmarks.md.
+func benchHookServer(args []string) error {
+	fs := flag.NewFlagSet("bench hook-server", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:9099", "address to serve the hook on (http://ADDR/)")
+	secret := fs.String("secret", "", "the hook's secret (moderation_hooks[].secret); required")
+	delay := fs.Duration("delay", 0, "add this to every answer")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *secret == "" {
+		return errors.New("bench hook-server: --secret is required")
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	h := &bench.HookServer{Secret: *secret, Delay: *delay}
+	fmt.Fprintf(os.Stderr, "hook-server: serving http://%s/\n", ln.Addr())
+	err = h.Serve(ctx, ln)
+	fmt.Println(h.Summary())
+	return err
 }

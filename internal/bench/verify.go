@@ -14,9 +14,19 @@ const payloadHeader = 24
 
 var payloadMagic = [4]byte{'p', 'b', 'n', 'c'}
 
+// payloadFiller fills a bench payload past its header.
+const payloadFiller = " Are we still meeting at the station at seven tonight? I will bring the tickets and some snacks for the ride."
+
 func makePayload(buf []byte, size int, stream uint32, k uint64) []byte {
 	if cap(buf) < size {
-		buf = make([]byte, size)
+		buf = make([]byte, 0, size)
+	}
+	if len(buf) != size {
+		// Text after the header, so that a server's word filter (told to
+		// read content type "bench") has words to look at.
+		buf = buf[:size]
+		for i := payloadHeader; i < size; i += copy(buf[i:], payloadFiller) {
+		}
 	}
 	buf = buf[:size]
 	binary.BigEndian.PutUint32(buf[0:], stream)

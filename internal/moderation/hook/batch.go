@@ -188,16 +188,19 @@ type batchAnswerJSON struct {
 // waiter's decision (or, for an answer of its own that is malformed, its
 // error). The error is the request's: every waiter fails with it.
 func (k *hook) postBatch(ctx context.Context, batch []*waiter) *callError {
-	var body bytes.Buffer
-	body.WriteString(`{"events":[`)
+	size := 16
+	for _, w := range batch {
+		size += 300 + len(w.ev.Payload)*4/3 // base64, or text with some escapes
+	}
+	body := append(make([]byte, 0, size), `{"events":[`...)
 	for i, w := range batch {
 		if i > 0 {
-			body.WriteByte(',')
+			body = append(body, ',')
 		}
-		body.Write(encodeRequest(w.ev))
+		body = appendRequest(body, w.ev)
 	}
-	body.WriteString(`]}`)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, k.url, bytes.NewReader(body.Bytes()))
+	body = append(body, `]}`...)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, k.url, bytes.NewReader(body))
 	if err != nil {
 		return &callError{FailureError, "request: " + err.Error()}
 	}
@@ -205,7 +208,7 @@ func (k *hook) postBatch(ctx context.Context, batch []*waiter) *callError {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "parley-hook/1")
 	req.Header.Set("X-Parley-Timestamp", ts)
-	req.Header.Set("X-Parley-Signature", "v1="+signature.Sign(k.secret, ts, body.Bytes()))
+	req.Header.Set("X-Parley-Signature", "v1="+signature.Sign(k.secret, ts, body))
 	req.Header.Set("X-Parley-Batch", strconv.Itoa(len(batch)))
 	resp, err := k.client.Do(req)
 	if err != nil {

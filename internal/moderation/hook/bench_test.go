@@ -5,6 +5,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -72,4 +75,41 @@ func BenchmarkDecide(b *testing.B) {
 			})
 		})
 	})
+}
+
+// BenchmarkDecideBatched is BenchmarkDecide's parallel case with 800
+// callers and a hook taking batches (MaxBatch 256, MaxInFlight 8), each
+// caller with its own client message id and the decision cache in front,
+// as the chat service calls it.
+func BenchmarkDecideBatched(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		n := strings.Count(string(body), `"type":`)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"decisions":[`+strings.Repeat(`{"action":"allow"},`, n-1)+`{"action":"allow"}]}`)
+	}))
+	defer srv.Close()
+	cfg := hookConfig(srv.URL, FailClosed)
+	cfg.Timeout, cfg.MaxBatch, cfg.MaxInFlight = 5*time.Second, 256, 8
+	h, err := New(Config{Hooks: []HookConfig{cfg}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close()
+	cache := NewDecisionCache(CacheConfig{})
+	var id atomic.Uint64
+	b.ReportAllocs()
+	b.SetParallelism(400)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			ev := textEvent("m-"+strconv.FormatUint(id.Add(1), 10), "hello, this is a message of 40 bytes...")
+			d, err := cache.Decide(context.Background(), ev, h.Decide)
+			if err != nil || d.Action != Allow || d.Failure != "" {
+				b.Errorf("Decide = %+v, %v", d, err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 }

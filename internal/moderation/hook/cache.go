@@ -1,7 +1,6 @@
 package hook
 
 import (
-	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -42,7 +41,7 @@ type DecisionCache struct {
 	entries map[cacheKey]*cacheEntry
 	// order holds the decided entries, oldest first: all have the same
 	// MaxAge, so the front expires first and is the first to go for room.
-	order *list.List
+	order fifo
 	bytes int64 // of the entries in order
 	stats CacheStats
 }
@@ -68,21 +67,56 @@ type cacheKey struct {
 }
 
 type cacheEntry struct {
-	digest  [sha256.Size]byte // of the content the decision is about
-	done    chan struct{}     // closed once dec and err are set
-	dec     Decision
-	err     error
-	kept    bool          // in order, counted in bytes
-	at      time.Time     // when decided
-	size    int64         // bytes, as MaxBytes counts them
-	element *list.Element // in order, when kept
+	key    cacheKey
+	digest [sha256.Size]byte // of the content the decision is about
+	done   chan struct{}     // closed once dec and err are set
+	dec    Decision
+	err    error
+	kept   bool      // in order, counted in bytes
+	at     time.Time // when decided
+	size   int64     // bytes, as MaxBytes counts them
+}
+
+// fifo is a growable ring of entries: only its front is ever removed, so a
+// slice does what a linked list would without an allocation per entry.
+type fifo struct {
+	ring    []*cacheEntry
+	head, n int
+}
+
+func (q *fifo) Len() int { return q.n }
+
+func (q *fifo) push(e *cacheEntry) {
+	if q.n == len(q.ring) {
+		grown := make([]*cacheEntry, max(16, 2*len(q.ring)))
+		for i := range q.n {
+			grown[i] = q.ring[(q.head+i)%len(q.ring)]
+		}
+		q.ring, q.head = grown, 0
+	}
+	q.ring[(q.head+q.n)%len(q.ring)] = e
+	q.n++
+}
+
+// front is the oldest entry; nil when empty.
+func (q *fifo) front() *cacheEntry {
+	if q.n == 0 {
+		return nil
+	}
+	return q.ring[q.head]
+}
+
+func (q *fifo) pop() {
+	q.ring[q.head] = nil
+	q.head = (q.head + 1) % len(q.ring)
+	q.n--
 }
 
 // NewDecisionCache returns an empty cache.
 func NewDecisionCache(cfg CacheConfig) *DecisionCache {
 	c := &DecisionCache{
 		maxEntries: cfg.MaxEntries, maxBytes: cfg.MaxBytes, maxAge: cfg.MaxAge, now: time.Now,
-		entries: make(map[cacheKey]*cacheEntry), order: list.New(),
+		entries: make(map[cacheKey]*cacheEntry),
 	}
 	if c.maxEntries <= 0 {
 		c.maxEntries = 100_000
@@ -115,7 +149,7 @@ func (c *DecisionCache) Decide(ctx context.Context, ev Event, decide func(contex
 		e := c.entries[key]
 		switch {
 		case e == nil:
-			e = &cacheEntry{digest: digest, done: make(chan struct{})}
+			e = &cacheEntry{key: key, digest: digest, done: make(chan struct{})}
 			c.entries[key] = e
 			c.stats.Misses++
 			c.mu.Unlock()
@@ -162,10 +196,10 @@ func (c *DecisionCache) lead(ctx context.Context, key cacheKey, e *cacheEntry, e
 		e.size = entrySize(key, d)
 		if err == nil && !d.Temporary() && e.size <= c.maxBytes {
 			e.kept, e.at = true, c.now()
-			e.element = c.order.PushBack(key)
+			c.order.push(e)
 			c.bytes += e.size
 			for c.order.Len() > c.maxEntries || c.bytes > c.maxBytes {
-				c.remove(c.order.Front())
+				c.removeFront()
 				c.stats.Evicted++
 			}
 		} else {
@@ -184,20 +218,17 @@ var errLeaderPanicked = errors.New("hook: the decision call panicked")
 // expire drops the entries older than MaxAge. c.mu is held.
 func (c *DecisionCache) expire() {
 	cutoff := c.now().Add(-c.maxAge)
-	for f := c.order.Front(); f != nil; f = c.order.Front() {
-		if c.entries[f.Value.(cacheKey)].at.After(cutoff) {
-			return
-		}
-		c.remove(f)
+	for e := c.order.front(); e != nil && !e.at.After(cutoff); e = c.order.front() {
+		c.removeFront()
 	}
 }
 
-// remove drops the kept entry at el. c.mu is held.
-func (c *DecisionCache) remove(el *list.Element) {
-	key := el.Value.(cacheKey)
-	c.bytes -= c.entries[key].size
-	c.order.Remove(el)
-	delete(c.entries, key)
+// removeFront drops the oldest kept entry. c.mu is held.
+func (c *DecisionCache) removeFront() {
+	e := c.order.front()
+	c.bytes -= e.size
+	c.order.pop()
+	delete(c.entries, e.key)
 }
 
 // Stats returns the cache's state and totals.

@@ -1,11 +1,9 @@
 package hook
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 )
 
 // EventType is what a hook is asked about.
@@ -125,61 +123,6 @@ type Decision struct {
 // Temporary reports whether d is a FailClosed hook's rejection: the sender
 // should be told to retry, and the decision not be remembered.
 func (d Decision) Temporary() bool { return d.Action == Reject && d.Failure != "" }
-
-// requestJSON is a request body (the package doc is its specification).
-type requestJSON struct {
-	Type           EventType       `json:"type"`
-	MessageID      string          `json:"message_id,omitempty"`
-	ClientMsgID    string          `json:"client_msg_id,omitempty"`
-	Sender         string          `json:"sender"`
-	ConversationID string          `json:"conversation_id,omitempty"`
-	Recipient      string          `json:"recipient,omitempty"`
-	TargetSeq      string          `json:"target_seq,omitempty"`
-	ContentType    string          `json:"content_type,omitempty"`
-	Text           *string         `json:"text,omitempty"`    // a pointer so that "" is sent
-	Payload        *string         `json:"payload,omitempty"` // base64
-	Attachments    []Attachment    `json:"attachments,omitempty"`
-	Change         json.RawMessage `json:"change,omitempty"`
-	// IdempotencyKey is the Idempotency-Key header's value, in the body
-	// too: a batch carries several.
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
-}
-
-// encodeRequest renders ev as a request body. ev was validated by Decide
-// (Change is valid JSON), so Marshal cannot fail.
-func encodeRequest(ev *Event) []byte {
-	j := requestJSON{
-		Type:           ev.Type,
-		ClientMsgID:    ev.ClientMsgID,
-		Sender:         ev.Sender,
-		ConversationID: ev.ConversationID,
-		Recipient:      ev.Recipient,
-		ContentType:    ev.ContentType,
-		Attachments:    ev.Attachments,
-		Change:         ev.Change,
-		IdempotencyKey: idempotencyKey(ev),
-	}
-	if ev.MessageID != 0 {
-		j.MessageID = strconv.FormatUint(ev.MessageID, 10)
-	}
-	if ev.TargetSeq != 0 {
-		j.TargetSeq = strconv.FormatUint(ev.TargetSeq, 10)
-	}
-	if ev.Type != EventGroupChange {
-		if isText(ev.ContentType) && utf8.Valid(ev.Payload) {
-			s := string(ev.Payload)
-			j.Text = &s
-		} else {
-			s := base64.StdEncoding.EncodeToString(ev.Payload)
-			j.Payload = &s
-		}
-	}
-	b, err := json.Marshal(&j)
-	if err != nil {
-		panic("hook: encoding a validated event: " + err.Error())
-	}
-	return b
-}
 
 func isText(contentType string) bool {
 	return contentType == "text" || strings.HasPrefix(contentType, "text/")

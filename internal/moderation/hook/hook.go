@@ -395,7 +395,7 @@ func (k *hook) fail(f Failure) Decision {
 
 // post sends one request and reads the answer.
 func (k *hook) post(ctx context.Context, ev *Event) (Decision, *callError) {
-	body := encodeRequest(ev)
+	body := appendRequest(make([]byte, 0, 300+len(ev.Payload)*4/3), ev)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, k.url, bytes.NewReader(body))
 	if err != nil {
 		return Decision{}, &callError{FailureError, "request: " + err.Error()}
