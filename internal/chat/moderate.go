@@ -2,7 +2,7 @@ package chat
 
 import (
 	"context"
-	"errors"
+	"sync"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -20,17 +20,18 @@ type Moderator interface {
 	Filter(contentType string, payload []byte) ([]byte, error)
 	// Hooked reports whether a before-send hook wants events of type t.
 	Hooked(t hook.EventType) bool
-	// Decide asks the before-send hooks about ev, blocking up to their
-	// timeouts (ctx may end it sooner): nil allows it, with ev's content
-	// replaced when a hook replaced it; an *Error refuses it (REJECTED, or
-	// UNAVAILABLE when a fail-closed hook could not decide).
-	Decide(ctx context.Context, ev *hook.Event) error
+	// Decide asks the before-send hooks about ev without blocking: done
+	// gets nil to allow it, with ev's content replaced when a hook
+	// replaced it, or an *Error refusing it (REJECTED, or UNAVAILABLE when a
+	// fail-closed hook could not decide); exactly once, on this goroutine
+	// or another, within the hooks' timeouts.
+	Decide(ev *hook.Event, done func(error))
 	// Report keeps uid's report of m, the message as stored now.
 	Report(ctx context.Context, uid string, m *pb.Message, reason, note string) error
 }
 
 // moderateSend runs the word filter on p's message, then, when a hook wants
-// it, asks the hooks off the caller's goroutine (decideThen), so a gateway
+// it, asks the hooks and queues p once they answer (decideThen): a gateway
 // worker never waits for the app.
 func (s *Service) moderateSend(ctx context.Context, sess *session.Session, p *pendingSend) error {
 	mod, msg := s.cfg.Moderator, p.msg
@@ -43,25 +44,21 @@ func (s *Service) moderateSend(ctx context.Context, sess *session.Session, p *pe
 	if isGroup(msg.ConversationId) {
 		t = hook.EventGroupSend
 	}
-	hooked := mod.Hooked(t)
-	if !hooked && !waiting(sess) {
-		if !s.submit(ctx, p) {
-			return errUnavail
+	var ask func(done func(error))
+	if mod.Hooked(t) {
+		ask = func(done func(error)) {
+			ev := &hook.Event{Type: t, ClientMsgID: msg.ClientMsgId, Sender: msg.From,
+				ConversationID: msg.ConversationId, Recipient: msg.To,
+				ContentType: msg.ContentType, Payload: msg.Payload, Attachments: hookAttachments(msg.Attachments)}
+			mod.Decide(ev, func(err error) {
+				if err == nil {
+					err = s.replaced(msg, ev)
+				}
+				done(err)
+			})
 		}
-		return nil
 	}
-	return s.decideThen(ctx, sess, p, func(ctx context.Context) error {
-		if !hooked {
-			return nil // only queued behind the session's earlier writes
-		}
-		ev := hook.Event{Type: t, ClientMsgID: msg.ClientMsgId, Sender: msg.From,
-			ConversationID: msg.ConversationId, Recipient: msg.To,
-			ContentType: msg.ContentType, Payload: msg.Payload, Attachments: hookAttachments(msg.Attachments)}
-		if err := mod.Decide(ctx, &ev); err != nil {
-			return err
-		}
-		return s.replaced(msg, &ev)
-	})
+	return s.decideThen(ctx, sess, p, ask)
 }
 
 // moderateEdit is moderateSend for an edit's new content (its event ev).
@@ -72,51 +69,40 @@ func (s *Service) moderateEdit(ctx context.Context, sess *session.Session, p *pe
 		return err
 	}
 	ev.Payload = payload
-	hooked := mod.Hooked(hook.EventEdit)
-	if !hooked && !waiting(sess) {
-		if !s.submit(ctx, p) {
-			return errUnavail
+	var ask func(done func(error))
+	if mod.Hooked(hook.EventEdit) {
+		ask = func(done func(error)) {
+			he := &hook.Event{Type: hook.EventEdit, ClientMsgID: ev.ClientMsgId, Sender: ev.From,
+				ConversationID: ev.ConversationId, Recipient: ev.To, TargetSeq: ev.GetEvent().GetTargetSeq(),
+				ContentType: ev.ContentType, Payload: ev.Payload}
+			mod.Decide(he, func(err error) {
+				if err == nil {
+					err = s.replaced(ev, he)
+				}
+				done(err)
+			})
 		}
-		return nil
 	}
-	return s.decideThen(ctx, sess, p, func(ctx context.Context) error {
-		if !hooked {
-			return nil
-		}
-		he := hook.Event{Type: hook.EventEdit, ClientMsgID: ev.ClientMsgId, Sender: ev.From,
-			ConversationID: ev.ConversationId, Recipient: ev.To, TargetSeq: ev.GetEvent().GetTargetSeq(),
-			ContentType: ev.ContentType, Payload: ev.Payload}
-		if err := mod.Decide(ctx, &he); err != nil {
-			return err
-		}
-		return s.replaced(ev, &he)
-	})
+	return s.decideThen(ctx, sess, p, ask)
 }
 
 // moderateGroupChange asks the hooks about a user's change of a group
 // (the admin API's changes are the operator's and are not asked about).
 func (s *Service) moderateGroupChange(ctx context.Context, sess *session.Session, p *pendingSend) error {
 	mod := s.cfg.Moderator
-	hooked := !sess.System && mod.Hooked(hook.EventGroupChange)
-	if !hooked && !waiting(sess) {
-		if !s.submit(ctx, p) {
-			return errUnavail
-		}
-		return nil
-	}
-	ev := p.change.Event
-	return s.decideThen(ctx, sess, p, func(ctx context.Context) error {
-		if !hooked {
-			return nil
-		}
+	var ask func(done func(error))
+	if !sess.System && mod.Hooked(hook.EventGroupChange) {
+		ev := p.change.Event
 		change, err := groupChangeJSON(ev)
 		if err != nil {
 			return err
 		}
-		he := hook.Event{Type: hook.EventGroupChange, ClientMsgID: ev.ClientMsgId, Sender: ev.From,
-			ConversationID: ev.ConversationId, Change: change}
-		return mod.Decide(ctx, &he)
-	})
+		ask = func(done func(error)) {
+			mod.Decide(&hook.Event{Type: hook.EventGroupChange, ClientMsgID: ev.ClientMsgId, Sender: ev.From,
+				ConversationID: ev.ConversationId, Change: change}, done)
+		}
+	}
+	return s.decideThen(ctx, sess, p, ask)
 }
 
 // replaced takes a hook's replaced content into msg, within a send's limits.
@@ -130,27 +116,51 @@ func (s *Service) replaced(msg *pb.Message, ev *hook.Event) error {
 	return nil
 }
 
-// waiting reports whether the session has a write still waiting for the hooks.
-func waiting(sess *session.Session) bool {
-	if sess.Moderating == nil {
-		return false
-	}
-	select {
-	case <-sess.Moderating:
-		sess.Moderating = nil
-		return false
-	default:
-		return true
-	}
+// heldWrites are a session's writes waiting for the hooks, in the order
+// the session sent them: a write is queued for storage only once every
+// write before it was, so the hooks' answers, which come in any order,
+// never reorder a session's messages.
+type heldWrites struct {
+	mu       sync.Mutex
+	writes   []*heldWrite
+	flushing bool // a goroutine is queueing the decided front
 }
 
-// decideThen runs decide on a goroutine of its own (at most
-// Config.MaxModerating at once on the node), then queues p for storage, or
-// answers the client decide's error. A session's writes are queued in the
-// order it sent them: each waits for the one before it, so the hooks'
-// answers for one session are awaited concurrently but never reorder its
-// messages.
-func (s *Service) decideThen(ctx context.Context, sess *session.Session, p *pendingSend, decide func(context.Context) error) error {
+type heldWrite struct {
+	ctx     context.Context
+	p       *pendingSend
+	decided bool
+	err     error
+}
+
+// held returns the session's held writes, made on first use. Only the
+// session's frame handler (one frame at a time) calls it.
+func held(sess *session.Session) *heldWrites {
+	if h, ok := sess.Moderating.(*heldWrites); ok {
+		return h
+	}
+	h := &heldWrites{}
+	sess.Moderating = h
+	return h
+}
+
+// decideThen queues p for storage once ask (nil: nothing to ask) has
+// answered nil and every write the session held before it is queued, or
+// answers the client ask's error. Nothing waits on a goroutine of its own:
+// ask's answer arrives on a goroutine of the hooks' senders.
+func (s *Service) decideThen(ctx context.Context, sess *session.Session, p *pendingSend, ask func(done func(error))) error {
+	h := held(sess)
+	h.mu.Lock()
+	empty := len(h.writes) == 0
+	h.mu.Unlock()
+	if ask == nil && empty {
+		if !s.submit(ctx, p) {
+			return errUnavail
+		}
+		return nil
+	}
+	// A bounded number of writes held on the node: past it the session's
+	// frames wait here, as when the committer's queue is full.
 	select {
 	case s.moderating <- struct{}{}:
 	default:
@@ -162,30 +172,57 @@ func (s *Service) decideThen(ctx context.Context, sess *session.Session, p *pend
 			return errUnavail
 		}
 	}
-	prev, done := sess.Moderating, make(chan struct{})
-	sess.Moderating = done
 	s.moderators.Add(1)
-	go func() {
-		defer s.moderators.Done()
-		defer func() { <-s.moderating }()
-		defer close(done)
-		err := decide(ctx)
-		if prev != nil {
-			<-prev
+	w := &heldWrite{ctx: ctx, p: p}
+	h.mu.Lock()
+	h.writes = append(h.writes, w)
+	h.mu.Unlock()
+	if ask == nil {
+		s.decided(h, w, nil)
+		return nil
+	}
+	ask(func(err error) { s.decided(h, w, err) })
+	return nil
+}
+
+// decided records w's answer and queues (or refuses) the decided writes at
+// the front, in order; one goroutine at a time does that for a session.
+func (s *Service) decided(h *heldWrites, w *heldWrite, err error) {
+	h.mu.Lock()
+	w.decided, w.err = true, err
+	if h.flushing {
+		h.mu.Unlock()
+		return // the goroutine flushing takes it if it is at the front
+	}
+	h.flushing = true
+	for {
+		n := 0
+		for n < len(h.writes) && h.writes[n].decided {
+			n++
 		}
-		if err == nil {
-			if !s.submit(ctx, p) {
+		if n == 0 {
+			h.flushing = false
+			h.mu.Unlock()
+			return
+		}
+		front := append([]*heldWrite(nil), h.writes[:n]...)
+		rest := copy(h.writes, h.writes[n:])
+		clear(h.writes[rest:])
+		h.writes = h.writes[:rest]
+		h.mu.Unlock()
+		for _, w := range front {
+			err := w.err
+			if err == nil && !s.submit(w.ctx, w.p) {
 				err = errUnavail
 			}
-		}
-		if err != nil {
-			if errors.Is(err, ctx.Err()) {
-				err = errUnavail // the client has gone; the answer goes nowhere
+			if err != nil {
+				s.replyErr(w.p.conn, w.p.reqID, err)
 			}
-			s.replyErr(p.conn, p.reqID, err)
+			<-s.moderating
+			s.moderators.Done()
 		}
-	}()
-	return nil
+		h.mu.Lock()
+	}
 }
 
 func hookAttachments(atts []*pb.Attachment) []hook.Attachment {

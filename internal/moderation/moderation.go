@@ -162,22 +162,26 @@ const RejectWordFilter = "word_filter"
 func (s *Service) Hooked(t hook.EventType) bool { return s.hooks.Wants(t) }
 
 // Decide implements chat.Moderator: the hooks' decision, or the first one
-// for a retried send (the decision cache).
-func (s *Service) Decide(ctx context.Context, ev *hook.Event) error {
-	d, err := s.cache.Decide(ctx, *ev, s.hooks.Decide)
-	if err != nil {
-		return reqerr.Unavail // the client went away, or the server is stopping
-	}
-	switch d.Action {
-	case hook.Reject:
-		if d.Temporary() {
-			return reqerr.Unavail // a fail-closed hook could not decide: retry
+// for a retried send (the decision cache). done gets nil to allow (with
+// ev's content replaced when a hook replaced it) or the error for the
+// sender, exactly once, on this goroutine or on one sending the hook's
+// requests.
+func (s *Service) Decide(ev *hook.Event, done func(error)) {
+	s.cache.DecideAsync(*ev, s.hooks.DecideAsync, func(d hook.Decision, err error) {
+		switch {
+		case err != nil:
+			done(reqerr.Unavail) // the server is stopping
+		case d.Action == hook.Reject && d.Temporary():
+			done(reqerr.Unavail) // a fail-closed hook could not decide: retry
+		case d.Action == hook.Reject:
+			done(reqerr.Rejected(d.Code, d.Reason))
+		case d.Action == hook.Replace:
+			ev.ContentType, ev.Payload = d.ContentType, d.Payload
+			done(nil)
+		default:
+			done(nil)
 		}
-		return reqerr.Rejected(d.Code, d.Reason)
-	case hook.Replace:
-		ev.ContentType, ev.Payload = d.ContentType, d.Payload
-	}
-	return nil
+	})
 }
 
 // Stats are moderation's figures for /metrics.

@@ -58,11 +58,10 @@ type Session struct {
 	// System marks the admin API acting for the operator (never a
 	// connection): it has a group owner's rights in every group.
 	System bool
-	// Moderating is the chat service's: closed once the session's latest
-	// write held for the app's before-send hook has been queued for
-	// storage, so later writes queue behind it. Only the session's frame
-	// handler (one frame at a time) reads and sets it.
-	Moderating chan struct{}
+	// Moderating is the chat service's: the session's writes held for the
+	// app's before-send hooks (set by the session's frame handler, one
+	// frame at a time, on first use).
+	Moderating any
 }
 
 const shardCount = 64

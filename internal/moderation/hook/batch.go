@@ -9,174 +9,155 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/parleyim/parley/internal/webhook/signature"
 )
 
-// batcher queues the calls of a hook with MaxBatch > 1. No goroutine of its
-// own: a call that gets a request slot sends, in one request, every call
-// queued then (up to MaxBatch; its own may already be in another's), so
-// batches form only while all slots are busy and no call waits for one to
-// fill.
-type batcher struct {
-	max   int
-	mu    sync.Mutex
-	queue []*waiter
+// queue holds a hook's calls waiting for a request. No goroutine waits per
+// call: a call that finds fewer than `senders` goroutines sending starts
+// one, and each sender takes what is queued — up to max calls, sent in one
+// request (the batch form when the hook has MaxBatch > 1) — until the queue
+// is empty. So requests carry several calls only while every sender is
+// busy, and no call waits for a batch to fill.
+type queue struct {
+	max     int // calls per request
+	senders int // goroutines sending at most (MaxInFlight)
+
+	mu     sync.Mutex
+	calls  []*waiter
+	active int // senders running
+
+	inFlight atomic.Int64 // requests being sent now
 }
 
-// waiter is one call waiting in a batcher.
+// waiter is one call in a queue.
 type waiter struct {
 	ev       *Event
 	deadline time.Time
-	done     chan struct{} // closed when d or err is set
+	gaveUp   *atomic.Bool // the caller left (nil: it never does)
+	done     func(Decision, error)
 	d        Decision
 	err      *callError
-	taken    bool // a sender took it (guarded by batcher.mu)
 }
 
-func (b *batcher) push(w *waiter) {
-	b.mu.Lock()
-	b.queue = append(b.queue, w)
-	b.mu.Unlock()
+func (q *queue) push(k *hook, w *waiter) {
+	q.mu.Lock()
+	q.calls = append(q.calls, w)
+	start := q.active < q.senders
+	if start {
+		q.active++
+	}
+	q.mu.Unlock()
+	if start {
+		go k.sendLoop()
+	}
 }
 
-// take removes up to max waiters from the queue's front.
-func (b *batcher) take() []*waiter {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := min(len(b.queue), b.max)
+// take removes up to max calls from the front; nil when there are none, and
+// then the sender leaves (counted out under the same lock as push counts
+// senders in, so no call is left without one).
+func (q *queue) take() []*waiter {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := min(len(q.calls), q.max)
 	if n == 0 {
+		q.active--
 		return nil
 	}
 	out := make([]*waiter, n)
-	copy(out, b.queue)
-	for _, w := range out {
-		w.taken = true
+	copy(out, q.calls)
+	rest := copy(q.calls, q.calls[n:])
+	clear(q.calls[rest:])
+	q.calls = q.calls[:rest]
+	if rest == 0 && cap(q.calls) > 1024 {
+		q.calls = nil // a burst's backlog is not kept
 	}
-	rest := copy(b.queue, b.queue[n:])
-	clear(b.queue[rest:])
-	b.queue = b.queue[:rest]
 	return out
 }
 
-func (b *batcher) isTaken(w *waiter) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return w.taken
-}
+// errCaller ends the chain of a call whose caller left before it was sent.
+var errCaller = errors.New("hook: the caller gave up")
 
-// withdraw removes w if no sender took it; false when one did (its answer
-// is on its way, within the sender's deadline).
-func (b *batcher) withdraw(w *waiter) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if w.taken {
-		return false
-	}
-	for i, q := range b.queue {
-		if q == w {
-			b.queue = append(b.queue[:i], b.queue[i+1:]...)
-			return true
-		}
-	}
-	return false
-}
-
-// callBatched is call for a hook with a batcher.
-func (k *hook) callBatched(ctx context.Context, ev *Event) (Decision, error) {
-	w := &waiter{ev: ev, deadline: time.Now().Add(k.timeout), done: make(chan struct{})}
-	k.batch.push(w)
-	timer := time.NewTimer(k.timeout)
-	defer timer.Stop()
-	for {
-		select {
-		case <-w.done:
-			return k.settle(ctx, w)
-		case k.slots <- struct{}{}:
-			if batch := k.batch.take(); len(batch) > 0 {
-				k.send(batch)
-			}
-			<-k.slots
-			if k.batch.isTaken(w) {
-				// In this batch or another sender's: answered by its
-				// deadline, which is no later than ours.
-				<-w.done
-				return k.settle(ctx, w)
-			}
-			// Still queued (a full batch went before it): try again.
-		case <-timer.C:
-			if k.batch.withdraw(w) {
-				return k.fail(FailureNoSlot), nil
-			}
-			<-w.done // a sender has it; its request ends by its deadline
-			return k.settle(ctx, w)
-		case <-ctx.Done():
-			if k.batch.withdraw(w) {
-				k.c.canceled.Add(1)
-				return Decision{}, ctx.Err()
-			}
-			<-w.done
-			return k.settle(ctx, w)
-		}
+// sendLoop sends what the queue holds, one request at a time, until it is empty.
+func (k *hook) sendLoop() {
+	for batch := k.q.take(); batch != nil; batch = k.q.take() {
+		k.send(batch)
 	}
 }
 
-// settle turns a waiter's outcome into call's answer.
-func (k *hook) settle(ctx context.Context, w *waiter) (Decision, error) {
-	if w.err == nil {
-		k.c.answered(w.d.Action)
-		if w.d.Action == Reject {
-			w.d.Hook = k.name
-		}
-		return w.d, nil
-	}
-	if ctx.Err() != nil {
-		k.c.canceled.Add(1)
-		return Decision{}, ctx.Err()
-	}
-	return k.fail(w.err.failure), nil
-}
-
-// send posts batch as one request (holding a slot) and answers its waiters.
+// send makes one request of the calls in batch (those that are still
+// wanted and in time) and answers each of them.
 func (k *hook) send(batch []*waiter) {
-	finish := func(err *callError) {
-		for _, w := range batch {
-			if w.err == nil && err != nil {
-				w.err = err
-			}
-			close(w.done)
+	now := time.Now()
+	live := batch[:0]
+	for _, w := range batch {
+		switch {
+		case w.gaveUp != nil && w.gaveUp.Load():
+			w.done(Decision{}, errCaller) // nobody reads it; the chain ends
+		case !now.Before(w.deadline):
+			// Queued for its whole timeout: every sender was busy.
+			w.done(k.fail(FailureNoSlot), nil)
+		default:
+			live = append(live, w)
 		}
 	}
-	done, err := k.breaker.Allow()
-	if err != nil {
-		finish(&callError{FailureBreakerOpen, "breaker open"})
+	if len(live) == 0 {
 		return
 	}
-	deadline := batch[0].deadline
-	for _, w := range batch[1:] {
+	allowed, err := k.breaker.Allow()
+	if err != nil { // opened meanwhile, or half-open with its probe out
+		for _, w := range live {
+			w.done(k.fail(FailureBreakerOpen), nil)
+		}
+		return
+	}
+	deadline := live[0].deadline
+	for _, w := range live[1:] {
 		if w.deadline.Before(deadline) {
 			deadline = w.deadline
 		}
 	}
-	// Not any caller's context: a caller who gives up must not end the
-	// request that carries the others' events.
+	// Not any caller's context: one that gives up must not end the request
+	// that carries the others' calls.
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
+	k.q.inFlight.Add(1)
 	start := time.Now()
-	cerr := k.postBatch(ctx, batch)
+	var cerr *callError
+	if k.batched {
+		cerr = k.postBatch(ctx, live)
+	} else {
+		live[0].d, cerr = k.post(ctx, live[0].ev)
+	}
 	k.c.latency.Observe(time.Since(start))
+	k.q.inFlight.Add(-1)
 	if cerr != nil {
 		if ctx.Err() != nil && cerr.failure == FailureError {
-			cerr.failure = FailureTimeout
+			cerr.failure = FailureTimeout // the transport's error was our deadline
 		}
 		k.c.setLastFailure(cerr.Error())
-		done(cerr)
-		finish(cerr)
+		allowed(cerr)
+		for _, w := range live {
+			w.done(k.fail(cerr.failure), nil)
+		}
 		return
 	}
-	done(nil)
-	finish(nil)
+	allowed(nil)
+	for _, w := range live {
+		if w.err != nil { // its own decision in a batch answer was malformed
+			k.c.setLastFailure(w.err.Error())
+			w.done(k.fail(w.err.failure), nil)
+			continue
+		}
+		d := w.d
+		k.c.answered(d.Action)
+		if d.Action == Reject {
+			d.Hook = k.name
+		}
+		w.done(d, nil)
+	}
 }
 
 // batchAnswerJSON is a batch answer: one decision per event, in order.
@@ -231,7 +212,7 @@ func (k *hook) postBatch(ctx context.Context, batch []*waiter) *callError {
 		return &callError{FailureMalformed, "not a JSON object: " + err.Error()}
 	}
 	if len(a.Decisions) != len(batch) {
-		return &callError{FailureMalformed, errors.New("decisions: " + strconv.Itoa(len(a.Decisions)) + " for " + strconv.Itoa(len(batch)) + " events").Error()}
+		return &callError{FailureMalformed, "decisions: " + strconv.Itoa(len(a.Decisions)) + " for " + strconv.Itoa(len(batch)) + " events"}
 	}
 	for i, w := range batch {
 		d, err := parseAnswer(a.Decisions[i], w.ev)

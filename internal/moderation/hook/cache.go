@@ -2,10 +2,8 @@ package hook
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
+	"hash/maphash"
 	"errors"
-	"hash"
 	"sync"
 	"time"
 )
@@ -35,6 +33,7 @@ type DecisionCache struct {
 	maxBytes   int64
 	maxAge     time.Duration
 	now        func() time.Time // time.Now; tests of age move it
+	seeds      [2]maphash.Seed  // of contentDigest
 
 	mu sync.Mutex
 	// entries holds the decided entries and the ones being decided.
@@ -68,13 +67,15 @@ type cacheKey struct {
 
 type cacheEntry struct {
 	key    cacheKey
-	digest [sha256.Size]byte // of the content the decision is about
+	digest digest // of the content the decision is about
 	done   chan struct{}     // closed once dec and err are set
 	dec    Decision
 	err    error
 	kept   bool      // in order, counted in bytes
 	at     time.Time // when decided
 	size   int64     // bytes, as MaxBytes counts them
+	// waiters are DecideAsync's calls waiting for the decision in progress.
+	waiters []func(Decision, error)
 }
 
 // fifo is a growable ring of entries: only its front is ever removed, so a
@@ -116,6 +117,7 @@ func (q *fifo) pop() {
 func NewDecisionCache(cfg CacheConfig) *DecisionCache {
 	c := &DecisionCache{
 		maxEntries: cfg.MaxEntries, maxBytes: cfg.MaxBytes, maxAge: cfg.MaxAge, now: time.Now,
+		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		entries: make(map[cacheKey]*cacheEntry),
 	}
 	if c.maxEntries <= 0 {
@@ -142,7 +144,7 @@ func (c *DecisionCache) Decide(ctx context.Context, ev Event, decide func(contex
 		return decide(ctx, ev)
 	}
 	key := cacheKey{ev.Type, ev.Sender, ev.ClientMsgID}
-	digest := contentDigest(&ev)
+	digest := c.contentDigest(&ev)
 	for {
 		c.mu.Lock()
 		c.expire()
@@ -191,22 +193,7 @@ func (c *DecisionCache) lead(ctx context.Context, key cacheKey, e *cacheEntry, e
 		if !finished { // decide panicked: let the waiters go, and keep nothing
 			err = errLeaderPanicked
 		}
-		c.mu.Lock()
-		e.dec, e.err = d, err
-		e.size = entrySize(key, d)
-		if err == nil && !d.Temporary() && e.size <= c.maxBytes {
-			e.kept, e.at = true, c.now()
-			c.order.push(e)
-			c.bytes += e.size
-			for c.order.Len() > c.maxEntries || c.bytes > c.maxBytes {
-				c.removeFront()
-				c.stats.Evicted++
-			}
-		} else {
-			delete(c.entries, key)
-		}
-		close(e.done)
-		c.mu.Unlock()
+		c.complete(key, e, d, err)
 	}()
 	d, err = decide(ctx, ev)
 	finished = true
@@ -214,6 +201,72 @@ func (c *DecisionCache) lead(ctx context.Context, key cacheKey, e *cacheEntry, e
 }
 
 var errLeaderPanicked = errors.New("hook: the decision call panicked")
+
+// complete records the decision for e, keeps it or drops it, and lets the
+// waiters go.
+func (c *DecisionCache) complete(key cacheKey, e *cacheEntry, d Decision, err error) {
+	c.mu.Lock()
+	e.dec, e.err = d, err
+	e.size = entrySize(key, d)
+	if err == nil && !d.Temporary() && e.size <= c.maxBytes {
+		e.kept, e.at = true, c.now()
+		c.order.push(e)
+		c.bytes += e.size
+		for c.order.Len() > c.maxEntries || c.bytes > c.maxBytes {
+			c.removeFront()
+			c.stats.Evicted++
+		}
+	} else {
+		delete(c.entries, key)
+	}
+	close(e.done)
+	waiters := e.waiters
+	e.waiters = nil
+	c.mu.Unlock()
+	for _, w := range waiters {
+		w(d, err)
+	}
+}
+
+// DecideAsync is Decide for a caller that does not wait: done gets the
+// decision exactly once, at once when it is kept, else when decide calls
+// back (decide is typically Hooks.DecideAsync). A call for a key being
+// decided joins it, whether that call waits (Decide) or not.
+func (c *DecisionCache) DecideAsync(ev Event, decide func(Event, func(Decision, error)), done func(Decision, error)) {
+	if ev.ClientMsgID == "" {
+		decide(ev, done)
+		return
+	}
+	key := cacheKey{ev.Type, ev.Sender, ev.ClientMsgID}
+	digest := c.contentDigest(&ev)
+	c.mu.Lock()
+	c.expire()
+	e := c.entries[key]
+	switch {
+	case e == nil:
+		e = &cacheEntry{key: key, digest: digest, done: make(chan struct{})}
+		c.entries[key] = e
+		c.stats.Misses++
+		c.mu.Unlock()
+		decide(ev, func(d Decision, err error) {
+			c.complete(key, e, d, err)
+			done(d, err)
+		})
+	case e.digest != digest:
+		c.stats.Mismatches++
+		c.mu.Unlock()
+		decide(ev, done)
+	case e.kept:
+		c.stats.Hits++
+		d := e.dec
+		c.mu.Unlock()
+		done(d, nil)
+	default:
+		c.stats.Shared++
+		e.waiters = append(e.waiters, done)
+		c.mu.Unlock()
+	}
+}
 
 // expire drops the entries older than MaxAge. c.mu is held.
 func (c *DecisionCache) expire() {
@@ -245,42 +298,37 @@ func entrySize(k cacheKey, d Decision) int64 {
 		len(d.Code) + len(d.Reason) + len(d.ContentType) + len(d.Payload) + len(d.Hook))
 }
 
+// digest is a content's hash: two 64-bit hashes with seeds chosen at
+// random per cache, so that no client can make two contents collide on
+// purpose (it would let a retry carry content the hooks never saw).
+type digest [2]uint64
+
 // contentDigest hashes what a decision is about besides its key: every
 // field but the key's and MessageID (a retry may get a new one), each
 // length-prefixed so that no two events hash alike by shifting bytes.
-func contentDigest(ev *Event) [sha256.Size]byte {
-	h := sha256.New()
-	var n [8]byte
-	num := func(v uint64) {
-		binary.BigEndian.PutUint64(n[:], v)
-		h.Write(n[:])
+func (c *DecisionCache) contentDigest(ev *Event) digest {
+	var out digest
+	for i, seed := range c.seeds {
+		var h maphash.Hash
+		h.SetSeed(seed)
+		num := func(v uint64) { maphash.WriteComparable(&h, v) }
+		str := func(s string) { num(uint64(len(s))); h.WriteString(s) }
+		str(ev.ConversationID)
+		str(ev.Recipient)
+		num(ev.TargetSeq)
+		str(ev.ContentType)
+		num(uint64(len(ev.Payload)))
+		h.Write(ev.Payload)
+		num(uint64(len(ev.Attachments)))
+		for _, a := range ev.Attachments {
+			str(a.ID)
+			str(a.Name)
+			num(uint64(a.Size))
+			str(a.ContentType)
+		}
+		num(uint64(len(ev.Change)))
+		h.Write(ev.Change)
+		out[i] = h.Sum64()
 	}
-	str := func(s string) { num(uint64(len(s))); writeString(h, s) }
-	str(ev.ConversationID)
-	str(ev.Recipient)
-	num(ev.TargetSeq)
-	str(ev.ContentType)
-	num(uint64(len(ev.Payload)))
-	h.Write(ev.Payload)
-	num(uint64(len(ev.Attachments)))
-	for _, a := range ev.Attachments {
-		str(a.ID)
-		str(a.Name)
-		num(uint64(a.Size))
-		str(a.ContentType)
-	}
-	num(uint64(len(ev.Change)))
-	h.Write(ev.Change)
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-	return sum
-}
-
-func writeString(h hash.Hash, s string) {
-	// sha256's digest implements io.StringWriter: no copy of s.
-	if sw, ok := h.(interface{ WriteString(string) (int, error) }); ok {
-		sw.WriteString(s)
-		return
-	}
-	h.Write([]byte(s))
+	return out
 }

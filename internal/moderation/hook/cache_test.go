@@ -310,3 +310,45 @@ func TestCacheSingleFlight(t *testing.T) {
 		t.Errorf("cache stats %+v", st)
 	}
 }
+
+// Calls that do not wait join the decision in progress for their key and
+// all get it; later ones get the kept decision at once; the hooks are
+// asked once.
+func TestCacheAsyncSingleFlight(t *testing.T) {
+	c := NewDecisionCache(CacheConfig{})
+	var asked int
+	var pending []func(Decision, error)
+	decide := func(ev Event, cb func(Decision, error)) { asked++; pending = append(pending, cb) }
+	ev := textEvent("m-1", "hi")
+	got := make([]Decision, 3)
+	for i := range 3 {
+		c.DecideAsync(ev, decide, func(d Decision, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = d
+		})
+	}
+	if asked != 1 {
+		t.Fatalf("asked %d times, want 1", asked)
+	}
+	pending[0](Decision{Action: Reject, Code: "spam"}, nil)
+	for i, d := range got {
+		if d.Action != Reject || d.Code != "spam" {
+			t.Errorf("call %d got %+v", i, d)
+		}
+	}
+	var later Decision
+	c.DecideAsync(ev, decide, func(d Decision, _ error) { later = d })
+	if asked != 1 || later.Code != "spam" {
+		t.Errorf("a later retry: asked %d, got %+v", asked, later)
+	}
+	if st := c.Stats(); st.Misses != 1 || st.Shared != 2 || st.Hits != 1 || st.Entries != 1 {
+		t.Errorf("stats %+v", st)
+	}
+	// Other content under the same key is decided afresh.
+	c.DecideAsync(textEvent("m-1", "other"), decide, func(Decision, error) {})
+	if asked != 2 {
+		t.Errorf("other content: asked %d times, want 2", asked)
+	}
+}

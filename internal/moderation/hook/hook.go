@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -194,46 +195,111 @@ func (h *Hooks) Wants(t EventType) bool { return len(h.byType[t]) > 0 }
 // Decide asks the hooks registered for ev.Type, in order, and returns
 // their decision: Allow when none is registered. The error is non-nil only
 // when ev is invalid (unknown type, Change not JSON), after Close, or when
-// ctx ended first (its error): then there is no decision.
+// ctx ended first (its error): then there is no decision (the call goes on
+// without the caller, or is dropped if its request has not been sent).
 func (h *Hooks) Decide(ctx context.Context, ev Event) (Decision, error) {
+	type result struct {
+		d   Decision
+		err error
+	}
+	ch := make(chan result, 1)
+	var gaveUp atomic.Bool
+	h.decide(ev, &gaveUp, func(d Decision, err error) { ch <- result{d, err} })
+	select {
+	case r := <-ch:
+		return r.d, r.err
+	case <-ctx.Done():
+		gaveUp.Store(true)
+		if chain := h.byType[ev.Type]; len(chain) > 0 {
+			chain[0].c.canceled.Add(1)
+		}
+		return Decision{}, ctx.Err()
+	}
+}
+
+// DecideAsync is Decide without a caller waiting: done gets the decision
+// (or the error for an invalid event or after Close) exactly once, on this
+// goroutine when it is known at once (no hook for the type, an open
+// breaker) or else on one of the goroutines sending the hook's requests:
+// done must not block for long. No goroutine waits per call: calls queue
+// per hook and at most MaxInFlight goroutines per hook send them.
+func (h *Hooks) DecideAsync(ev Event, done func(Decision, error)) { h.decide(ev, nil, done) }
+
+// decide runs the chain for ev; gaveUp, when set, drops the calls not yet
+// sent.
+func (h *Hooks) decide(ev Event, gaveUp *atomic.Bool, done func(Decision, error)) {
 	if !ev.Type.valid() {
-		return Decision{}, fmt.Errorf("hook: unknown event type %q", ev.Type)
+		done(Decision{}, fmt.Errorf("hook: unknown event type %q", ev.Type))
+		return
 	}
 	if ev.Change != nil && !json.Valid(ev.Change) {
-		return Decision{}, errors.New("hook: Change is not valid JSON")
+		done(Decision{}, errors.New("hook: Change is not valid JSON"))
+		return
 	}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		return Decision{}, ErrClosed
+		done(Decision{}, ErrClosed)
+		return
+	}
+	chain := h.byType[ev.Type]
+	if len(chain) == 0 {
+		h.mu.Unlock()
+		done(Decision{Action: Allow}, nil)
+		return
 	}
 	h.calls.Add(1)
 	h.mu.Unlock()
-	defer h.calls.Done()
-	chain := h.byType[ev.Type]
-	if len(chain) == 0 {
-		return Decision{Action: Allow}, nil
-	}
+	c := &chainCall{h: h, chain: chain, ev: ev, gaveUp: gaveUp, out: Decision{Action: Allow}, done: done}
+	c.next()
+}
 
-	out := Decision{Action: Allow}
-	for _, k := range chain {
-		d, err := k.call(ctx, &ev)
-		if err != nil {
-			return Decision{}, err
-		}
-		switch d.Action {
-		case Reject:
-			return d, nil
-		case Replace:
-			// The next hook is asked about the new content (ev is our copy).
-			ev.ContentType, ev.Payload = d.ContentType, d.Payload
-			out.Action, out.ContentType, out.Payload = Replace, d.ContentType, d.Payload
-		}
-		if d.Failure != "" && out.Failure == "" {
-			out.Failure, out.Hook = d.Failure, d.Hook
-		}
+// chainCall is one Decide going through its hooks.
+type chainCall struct {
+	h      *Hooks
+	chain  []*hook
+	i      int
+	ev     Event // the content as the hooks so far left it
+	gaveUp *atomic.Bool
+	out    Decision
+	done   func(Decision, error)
+}
+
+// next asks the next hook, or ends the chain.
+func (c *chainCall) next() {
+	if c.i == len(c.chain) {
+		c.finish(c.out, nil)
+		return
 	}
-	return out, nil
+	k := c.chain[c.i]
+	c.i++
+	k.call(&c.ev, c.gaveUp, c.answered)
+}
+
+// answered takes one hook's decision.
+func (c *chainCall) answered(d Decision, err error) {
+	if err != nil {
+		c.finish(Decision{}, err)
+		return
+	}
+	switch d.Action {
+	case Reject:
+		c.finish(d, nil)
+		return
+	case Replace:
+		// The next hook is asked about the new content.
+		c.ev.ContentType, c.ev.Payload = d.ContentType, d.Payload
+		c.out.Action, c.out.ContentType, c.out.Payload = Replace, d.ContentType, d.Payload
+	}
+	if d.Failure != "" && c.out.Failure == "" {
+		c.out.Failure, c.out.Hook = d.Failure, d.Hook
+	}
+	c.next()
+}
+
+func (c *chainCall) finish(d Decision, err error) {
+	c.done(d, err)
+	c.h.calls.Done()
 }
 
 // Close waits for the calls in flight (each bounded by its hook's Timeout)
@@ -257,15 +323,14 @@ type hook struct {
 	client            *http.Client
 	log               *slog.Logger
 
-	// slots holds a token per request in flight: its capacity is MaxInFlight.
-	slots   chan struct{}
-	batch   *batcher // nil: one event a request
+	// q holds the calls waiting for a request; at most MaxInFlight
+	// goroutines send them, each one request at a time.
+	q       queue
+	batched bool // MaxBatch > 1: requests in the batch form
 	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
 	c       counters
 }
 
-// errCanceled tells the breaker that the caller gave up: not the hook's fault.
-var errCanceled = errors.New("caller gave up")
 
 // callError is a failed call, as the breaker is told of it.
 type callError struct {
@@ -289,7 +354,7 @@ func newHook(hc HookConfig, log *slog.Logger) (*hook, error) {
 	k := &hook{
 		name: hc.Name, url: hc.URL, secret: hc.Secret, policy: hc.Policy,
 		timeout: hc.Timeout, maxAnswer: hc.MaxAnswerBytes, log: log,
-		slots: make(chan struct{}, maxInFlight(hc)),
+		q: queue{max: 1, senders: maxInFlight(hc)},
 	}
 	if k.name == "" {
 		k.name = redactURL(u)
@@ -301,7 +366,7 @@ func newHook(hc HookConfig, log *slog.Logger) (*hook, error) {
 		k.maxAnswer = 64 << 10
 	}
 	if hc.MaxBatch > 1 {
-		k.batch = &batcher{max: hc.MaxBatch}
+		k.q.max, k.batched = hc.MaxBatch, true
 		k.maxAnswer *= int64(hc.MaxBatch) // MaxAnswerBytes is per decision
 	}
 	threshold := uint32(5)
@@ -318,7 +383,6 @@ func newHook(hc HookConfig, log *slog.Logger) (*hook, error) {
 		MaxRequests: 1, // one probe when half-open
 		Timeout:     cooldown,
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= threshold },
-		IsExcluded:  func(err error) bool { return errors.Is(err, errCanceled) },
 		// Called under the breaker's lock, once per change.
 		OnStateChange: func(name string, from, to gobreaker.State) {
 			switch {
@@ -335,53 +399,15 @@ func newHook(hc HookConfig, log *slog.Logger) (*hook, error) {
 	return k, nil
 }
 
-// call asks k about ev. The error is non-nil only when ctx ended first.
-func (k *hook) call(ctx context.Context, ev *Event) (Decision, error) {
-	// An open breaker answers at once, without waiting for a slot.
+// call asks k about ev: done gets the decision, or errGaveUp when the
+// caller gave up before the request was sent.
+func (k *hook) call(ev *Event, gaveUp *atomic.Bool, done func(Decision, error)) {
+	// An open breaker answers at once, without queueing.
 	if k.breaker.State() == gobreaker.StateOpen {
-		return k.fail(FailureBreakerOpen), nil
+		done(k.fail(FailureBreakerOpen), nil)
+		return
 	}
-	if k.batch != nil {
-		return k.callBatched(ctx, ev)
-	}
-	cctx, cancel := context.WithTimeout(ctx, k.timeout)
-	defer cancel()
-	select {
-	case k.slots <- struct{}{}:
-	case <-cctx.Done():
-		if err := ctx.Err(); err != nil {
-			k.c.canceled.Add(1)
-			return Decision{}, err
-		}
-		return k.fail(FailureNoSlot), nil
-	}
-	defer func() { <-k.slots }()
-	done, err := k.breaker.Allow()
-	if err != nil { // opened meanwhile, or half-open with its probe out
-		return k.fail(FailureBreakerOpen), nil
-	}
-	start := time.Now()
-	d, cerr := k.post(cctx, ev)
-	k.c.latency.Observe(time.Since(start))
-	if cerr == nil {
-		done(nil)
-		k.c.answered(d.Action)
-		if d.Action == Reject {
-			d.Hook = k.name
-		}
-		return d, nil
-	}
-	if err := ctx.Err(); err != nil {
-		done(errCanceled)
-		k.c.canceled.Add(1)
-		return Decision{}, err
-	}
-	if cctx.Err() != nil && cerr.failure == FailureError {
-		cerr.failure = FailureTimeout // the transport's error was our deadline
-	}
-	k.c.setLastFailure(cerr.Error())
-	done(cerr)
-	return k.fail(cerr.failure), nil
+	k.q.push(k, &waiter{ev: ev, deadline: time.Now().Add(k.timeout), gaveUp: gaveUp, done: done})
 }
 
 // fail counts f and returns the Policy's decision.

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -241,24 +242,39 @@ func TestTimeoutAppliesThePolicy(t *testing.T) {
 }
 
 func TestCallerGivesUp(t *testing.T) {
-	s := newHookServer(t, hang)
+	release := make(chan struct{})
+	s := newHookServer(t, func(w http.ResponseWriter, r *http.Request, ev wireEvent) {
+		<-release
+		reply(`{"action":"allow"}`)(w, r, ev)
+	})
 	cfg := hookConfig(s.url(), FailClosed)
-	cfg.FailureThreshold = 1
+	cfg.MaxInFlight = 1
+	cfg.Timeout = 5 * time.Second
 	h := newHooks(t, Config{Hooks: []HookConfig{cfg}})
+	first := make(chan Decision, 1)
+	go func() {
+		d, _ := h.Decide(context.Background(), textEvent("m0", "x"))
+		first <- d
+	}()
+	waitFor(t, "the first request", func() bool { return s.requests.Load() == 1 })
+	// The second caller gives up while its call waits behind the first.
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		for s.requests.Load() == 0 {
-			time.Sleep(time.Millisecond)
-		}
+		time.Sleep(20 * time.Millisecond)
 		cancel()
 	}()
 	d, err := h.Decide(ctx, textEvent("m1", "x"))
 	if !errors.Is(err, context.Canceled) || !reflect.DeepEqual(d, Decision{}) {
 		t.Fatalf("Decide = %+v, %v; want no decision and the caller's error", d, err)
 	}
+	close(release)
+	if d := <-first; d.Action != Allow || d.Failure != "" {
+		t.Errorf("first: %+v", d)
+	}
+	h.Close() // waits for every call, the dropped one too
 	st := h.Stats().Hooks[0]
-	if st.Canceled != 1 || st.PolicyApplied != 0 || st.Breaker != "closed" {
-		t.Errorf("stats %+v: a caller that gives up is not the hook's failure", st)
+	if st.Canceled != 1 || st.PolicyApplied != 0 || st.Breaker != "closed" || s.requests.Load() != 1 {
+		t.Errorf("stats %+v, %d requests: a call whose caller left before it was sent is dropped, and is not the hook's failure", st, s.requests.Load())
 	}
 }
 
@@ -454,25 +470,40 @@ func TestMaxInFlight(t *testing.T) {
 
 // A call that finds every slot taken for its whole timeout gets the policy.
 func TestNoSlot(t *testing.T) {
-	s := newHookServer(t, nil)
+	s := newHookServer(t, func(w http.ResponseWriter, r *http.Request, ev wireEvent) {
+		time.Sleep(20 * time.Millisecond)
+		reply(`{"action":"allow"}`)(w, r, ev)
+	})
 	cfg := hookConfig(s.url(), FailOpen)
-	cfg.MaxInFlight = 2
+	cfg.MaxInFlight = 1
 	cfg.Timeout = 50 * time.Millisecond
+	cfg.FailureThreshold = 1000 // the timeouts below must not open the breaker
 	h := newHooks(t, Config{Hooks: []HookConfig{cfg}})
-	k := h.hooks[0]
-	k.slots <- struct{}{} // two requests in flight, as far as the hook knows
-	k.slots <- struct{}{}
-	d, err := h.Decide(context.Background(), textEvent("m", "x"))
-	if err != nil || d.Action != Allow || d.Failure != FailureNoSlot || s.requests.Load() != 0 {
-		t.Errorf("Decide = %+v, %v, %d requests", d, err, s.requests.Load())
+	const calls = 10
+	ds := make([]Decision, calls)
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Go(func() {
+			d, err := h.Decide(context.Background(), textEvent(fmt.Sprint("m", i), "x"))
+			if err != nil || d.Action != Allow {
+				t.Errorf("Decide = %+v, %v; want allow (answered or fail open)", d, err)
+			}
+			ds[i] = d
+		})
 	}
-	if st := h.Stats().Hooks[0]; st.NoSlot != 1 || st.PolicyApplied != 1 || st.InFlight != 2 || st.Breaker != "closed" {
-		t.Errorf("stats %+v", st)
+	wg.Wait()
+	// One request at a time, 20 ms each: the calls queued past their 50 ms
+	// are answered by the policy without a request.
+	noSlot := 0
+	for _, d := range ds {
+		if d.Failure == FailureNoSlot {
+			noSlot++
+		}
 	}
-	<-k.slots
-	// (Only "not no_slot": the request itself has the short timeout too.)
-	if d, _ := h.Decide(context.Background(), textEvent("m", "x")); d.Failure == FailureNoSlot {
-		t.Errorf("with a slot free: %+v", d)
+	st := h.Stats().Hooks[0]
+	if noSlot == 0 || st.NoSlot != uint64(noSlot) || s.requests.Load() != int64(calls-noSlot) || s.maxSeen.Load() != 1 {
+		t.Errorf("%d no_slot decisions, stats %+v, %d requests (at most %d at once); want some no_slot, the others sent one at a time",
+			noSlot, st, s.requests.Load(), s.maxSeen.Load())
 	}
 }
 

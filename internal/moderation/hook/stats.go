@@ -42,7 +42,7 @@ func (h *Hooks) Stats() Stats {
 		st.Hooks[i] = HookStats{
 			Name:          k.name,
 			Breaker:       k.breaker.State().String(),
-			InFlight:      len(k.slots),
+			InFlight:      int(k.q.inFlight.Load()),
 			Allow:         c.allow.Load(),
 			Reject:        c.reject.Load(),
 			Replace:       c.replace.Load(),
