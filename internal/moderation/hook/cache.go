@@ -2,8 +2,8 @@ package hook
 
 import (
 	"context"
-	"hash/maphash"
 	"errors"
+	"hash/maphash"
 	"sync"
 	"time"
 )
@@ -67,8 +67,8 @@ type cacheKey struct {
 
 type cacheEntry struct {
 	key    cacheKey
-	digest digest // of the content the decision is about
-	done   chan struct{}     // closed once dec and err are set
+	digest digest        // of the content the decision is about
+	done   chan struct{} // closed once dec and err are set
 	dec    Decision
 	err    error
 	kept   bool      // in order, counted in bytes
@@ -117,7 +117,7 @@ func (q *fifo) pop() {
 func NewDecisionCache(cfg CacheConfig) *DecisionCache {
 	c := &DecisionCache{
 		maxEntries: cfg.MaxEntries, maxBytes: cfg.MaxBytes, maxAge: cfg.MaxAge, now: time.Now,
-		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
+		seeds:   [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		entries: make(map[cacheKey]*cacheEntry),
 	}
 	if c.maxEntries <= 0 {

@@ -331,7 +331,6 @@ type hook struct {
 	c       counters
 }
 
-
 // callError is a failed call, as the breaker is told of it.
 type callError struct {
 	failure Failure
