@@ -92,6 +92,8 @@ function conv(id) {
       hasOlder: true,
       loadingOlder: false,
       readCounts: new Map(), // seq -> count (groups)
+      removed: new Set(), // seqs of messages the app's moderators deleted (a RECALL marked moderated)
+      reported: new Set(), // seqs of messages this tab reported
       drafts: [], // files attached in the composer, uploading or uploaded (see "files")
     };
     if (!c.group) c.peer = peerOf(id);
@@ -131,12 +133,17 @@ function summary(m) {
     case 'MESSAGE_KIND_GROUP_DISSOLVED':
       return `${who} dissolved the group`;
     case 'MESSAGE_KIND_RECALL':
-      return `${who} recalled a message`;
+      return m.event?.moderated ? 'A moderator removed a message' : `${who} recalled a message`;
     case 'MESSAGE_KIND_EDIT':
       return bodyText(m); // the new content
   }
-  if (m.recalled) return 'Message recalled';
+  if (m.recalled) return recalledText(m);
   return bodyText(m) || attachmentsSummary(m.attachments);
+}
+
+/** What a recalled message shows: recalled by its sender, or removed by the app's moderators. */
+function recalledText(m) {
+  return m.moderated ? 'Removed by a moderator' : 'Message recalled';
 }
 
 function bodyText(m) {
@@ -170,10 +177,14 @@ function apply(m, live) {
         t.recalled = true;
         t.payload = undefined;
         t.attachments = undefined;
+        if (m.event?.moderated) t.moderated = true;
       }
     }
+    // A message deleted by a moderator may load later than the event (history pages go backwards).
+    if (kind === 'MESSAGE_KIND_RECALL' && m.event?.moderated) c.removed.add(m.event.targetSeq);
     if (c.last && c.last.seq === m.event?.targetSeq && t) c.last = t;
   }
+  if (m.recalled && c.removed.has(m.seq)) m.moderated = true;
   if (kind === 'MESSAGE_KIND_GROUP_CREATED' || kind === 'MESSAGE_KIND_GROUP_UPDATED') {
     if (m.event?.group) c.info = { ...(c.info || {}), ...m.event.group };
   }
@@ -370,19 +381,23 @@ function renderChat() {
       continue;
     }
     const mine = m.from === me;
-    const li = el('li', 'msg' + (mine ? ' mine' : '') + (m.recalled ? ' recalled' : ''));
+    const li = el('li', 'msg' + (mine ? ' mine' : '') + (m.recalled ? ' recalled' : '') + (m.recalled && m.moderated ? ' moderated' : ''));
     li.dataset.seq = seq;
     li.dataset.from = m.from;
     if (c.group && !mine) li.append(el('div', 'from', m.from));
     const atts = !m.recalled && m.attachments?.length ? attachmentsNode(c, m) : null;
     if (atts) li.append(atts);
-    const body = m.recalled ? 'Message recalled' : bodyText(m);
+    const body = m.recalled ? recalledText(m) : bodyText(m);
     if (body || !atts) li.append(el('div', 'body', body));
     const meta = el('div', 'meta', fmtTime(m.serverTime) + (m.editedAt && !m.recalled ? ' · edited' : ''));
     if (mine && !m.recalled) {
       const [st, label] = stateOf(c, m);
       li.dataset.state = st;
       meta.append(' ', el('span', 'state ' + st, label));
+    }
+    if (c.reported.has(m.seq)) {
+      li.dataset.reported = 'true';
+      meta.append(' · ', el('span', 'reported', 'Reported'));
     }
     li.append(meta);
     const acts = el('div', 'msg-actions');
@@ -407,6 +422,16 @@ function renderChat() {
       };
       acts.append(e, r);
     }
+    if (!mine && !m.recalled && !c.reported.has(m.seq)) {
+      const rp = el('button', 'secondary', 'Report');
+      rp.dataset.action = 'report';
+      rp.onclick = (ev) => {
+        ev.stopPropagation();
+        li.classList.remove('open');
+        openReport(c, m);
+      };
+      acts.append(rp);
+    }
     const d = el('button', 'secondary', 'Delete for me');
     d.dataset.action = 'delete';
     d.onclick = (ev) => {
@@ -427,10 +452,17 @@ function renderChat() {
   for (const [id, p] of c.pending) {
     const li = el('li', 'msg mine pending');
     li.dataset.clientMsgId = id;
-    li.dataset.state = p.failed ? 'failed' : 'pending';
+    li.dataset.state = p.rejected ? 'rejected' : p.failed ? 'failed' : 'pending';
+    if (p.rejected) li.classList.add('rejected');
     if (p.atts?.length) li.append(el('div', 'atts-pending', p.atts.map((a) => a.name || 'file').join(', ')));
     if (p.text || !p.atts?.length) li.append(el('div', 'body', p.text));
-    li.append(el('div', 'meta', p.failed ? `Not sent: ${p.failed}` : '🕓 Sending…'));
+    if (p.failed) {
+      // A refusal by the app's moderation says why, in the app's words.
+      const meta = el('div', 'meta', 'Not sent: ');
+      meta.append(el('span', 'why', p.failed));
+      if (p.rejected) meta.setAttribute('role', 'alert');
+      li.append(meta);
+    } else li.append(el('div', 'meta', '🕓 Sending…'));
     nodes.push(li);
   }
   $('msg-list').replaceChildren(...nodes);
@@ -473,9 +505,18 @@ function rerender(convId) {
   if (convId === openId) renderChat();
 }
 
-/** An error as a few words: its code ("permission denied"), else its message. */
+/** An error as a few words: its code ("permission denied"), else its message. A refusal by the
+ *  app's moderation gives the app's reason instead. */
 function errText(err) {
+  if (isCode(err, 'ERROR_CODE_REJECTED')) return rejectedText(err);
   return err?.code ? String(err.code).replace('ERROR_CODE_', '').toLowerCase().replaceAll('_', ' ') : String(err?.message || err);
+}
+
+/** Why the app's moderation refused a message: the reason it gave (its own words, shown as text),
+ *  else a sentence for the rule (the word filter gives no reason). */
+function rejectedText(err) {
+  if (err?.reason) return err.reason;
+  return err?.rejectCode === 'word_filter' ? 'it contains words that are not allowed here' : 'refused by moderation';
 }
 
 function alertError(err) {
@@ -593,7 +634,10 @@ function send(textValue, atts = []) {
     },
     (err) => {
       const p = c.pending.get(clientMsgId);
-      if (p) p.failed = err?.code ? String(err.code).replace('ERROR_CODE_', '').toLowerCase().replaceAll('_', ' ') : 'closed';
+      if (p) {
+        p.failed = err?.code ? errText(err) : 'closed';
+        p.rejected = isCode(err, 'ERROR_CODE_REJECTED');
+      }
       if (openId === c.id) renderChat();
     },
   );
@@ -605,6 +649,50 @@ function startEdit(c, m) {
   const input = $('composer-input');
   input.value = bodyText(m);
   input.focus();
+}
+
+// ---- reporting a message to the app's moderators ----
+
+let reporting = null; // {conversationId, seq} of the message in the report dialog
+
+function openReport(c, m) {
+  reporting = { conversationId: c.id, seq: m.seq };
+  const quote = bodyText(m) || attachmentsSummary(m.attachments);
+  $('report-quote').textContent = (m.from ? m.from + ': ' : '') + (quote.length > 140 ? quote.slice(0, 140) + '…' : quote);
+  $('report-reason').value = 'spam';
+  $('report-note').value = '';
+  $('report-error').textContent = '';
+  $('report-ok').disabled = false;
+  $('report-dialog').showModal();
+}
+
+async function submitReport() {
+  const target = reporting;
+  if (!target || !client) return;
+  const reason = $('report-reason').value;
+  const note = $('report-note').value.trim();
+  if (new TextEncoder().encode(note).length > 1000) {
+    $('report-error').textContent = 'The note is too long (at most 1000 bytes).';
+    return;
+  }
+  $('report-error').textContent = '';
+  $('report-ok').disabled = true;
+  try {
+    await client.reportMessage(target.conversationId, target.seq, reason, note || undefined);
+  } catch (err) {
+    if (reporting !== target) return;
+    $('report-ok').disabled = false;
+    $('report-error').textContent = isCode(err, 'ERROR_CODE_PERMISSION_DENIED')
+      ? 'This message can no longer be reported.'
+      : 'Could not send the report: ' + errText(err);
+    return;
+  }
+  conv(target.conversationId).reported.add(target.seq);
+  if (reporting === target) {
+    reporting = null;
+    $('report-dialog').close();
+  }
+  rerender(target.conversationId);
 }
 
 // ---- files: attaching, uploading, showing ----
@@ -1552,6 +1640,13 @@ function wire() {
       $('group-error').textContent = err?.code === 'ERROR_CODE_PERMISSION_DENIED' ? 'Not allowed.' : String(err?.code || err?.message || err);
     }
   });
+
+  $('report-form').addEventListener('submit', (ev) => {
+    if (ev.submitter?.value !== 'ok') return;
+    ev.preventDefault(); // the dialog stays open until the server has the report
+    submitReport();
+  });
+  $('report-dialog').addEventListener('close', () => (reporting = null));
 
   $('notify-toggle').addEventListener('change', toggleNotifications);
   // From the service worker: a notification of this conversation was clicked.

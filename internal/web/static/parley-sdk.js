@@ -514,8 +514,12 @@ function decodeFrame(data) {
 
 // src/errors.ts
 var ParleyError = class extends Error {
-  constructor(code, message, temporary, status) {
-    super(`parley: ${code}${message ? ": " + message : ""}`);
+  constructor(code, message, temporary, status, details = {}) {
+    const reason = details.reason ?? "";
+    const rejectCode = details.rejectCode ?? "";
+    super(
+      reason || rejectCode ? `parley: ${code}${rejectCode ? " (" + rejectCode + ")" : ""}${reason ? ": " + reason : ""}` : `parley: ${code}${message ? ": " + message : ""}`
+    );
     __publicField(this, "code");
     /**
      * Whether the same request may succeed later, as the server said
@@ -525,10 +529,24 @@ var ParleyError = class extends Error {
     __publicField(this, "temporary");
     /** The HTTP status of an HTTP answer (uploads, accounts, rpc); undefined for socket frames. */
     __publicField(this, "status");
+    /**
+     * For ERROR_CODE_REJECTED (`rejected` over HTTP): the text the app's
+     * moderation wants the sender to see; '' when it gave none (the word
+     * filter gives none). Show it rather than a generic failure.
+     */
+    __publicField(this, "reason");
+    /**
+     * For ERROR_CODE_REJECTED: the app's code for the rule that refused the
+     * message ("word_filter" for the built-in word filter, the hook's own code
+     * otherwise); '' for other errors.
+     */
+    __publicField(this, "rejectCode");
     this.name = "ParleyError";
     this.code = code;
     this.temporary = temporary;
     this.status = status;
+    this.reason = reason;
+    this.rejectCode = rejectCode;
   }
 };
 var temporaryCodes = /* @__PURE__ */ new Set([
@@ -692,7 +710,8 @@ var Connection = class _Connection {
       if (!p) return;
       this.pending.delete(f.id);
       clearTimeout(p.timer);
-      if (f.error) p.reject(new ParleyError(f.error.code, f.error.message, f.error.temporary));
+      const e = f.error;
+      if (e) p.reject(new ParleyError(e.code, e.message, e.temporary, void 0, { reason: e.reason, rejectCode: e.rejectCode }));
       else p.resolve(f);
       return;
     }
@@ -771,14 +790,17 @@ async function call(o, path, init) {
     let code = `http_${res.status}`;
     let message = res.statusText;
     let temporary;
+    const details = {};
     try {
       const body = await res.json();
       if (body.error?.code) code = body.error.code;
       if (body.error?.message) message = body.error.message;
       if (typeof body.error?.temporary === "boolean") temporary = body.error.temporary;
+      if (typeof body.error?.reason === "string") details.reason = body.error.reason;
+      if (typeof body.error?.reject_code === "string") details.rejectCode = body.error.reject_code;
     } catch {
     }
-    throw new ParleyError(code, message, temporary, res.status);
+    throw new ParleyError(code, message, temporary, res.status, details);
   }
   return res;
 }
@@ -2722,7 +2744,9 @@ var ParleyClient = class extends Emitter {
    * Sends a message and resolves with its ack once it is stored. While
    * disconnected the send waits; after each reconnect it is resent under the
    * same clientMsgId, so it is stored exactly once. Rejects when the server
-   * refuses it for good (ParleyError) or the client is closed.
+   * refuses it for good (ParleyError) or the client is closed. A refusal by
+   * the app's moderation is ERROR_CODE_REJECTED, with the text to show the
+   * sender in `reason` and the rule in `rejectCode`.
    */
   send(input) {
     if (this.closedErr) return Promise.reject(this.closedErr);
@@ -2961,6 +2985,19 @@ var ParleyClient = class extends Emitter {
   /** Pins or mutes a conversation for this user. */
   setConversation(conversationId, settings) {
     return this.ok("setConversation", { conversationId, ...settings }, true);
+  }
+  // Moderation
+  /**
+   * Reports message seq of a conversation this user can read to the app's
+   * moderators, with a reason code (1-32 bytes of a-z, 0-9 and "_": "spam",
+   * "abuse", "other") and an optional note (at most 1000 bytes). The report
+   * keeps the message as it is now. Reporting it again changes nothing, so
+   * it is retried across reconnects. A bad reason, a note too long or one's
+   * own message is ERROR_CODE_BAD_REQUEST; a message the user cannot read
+   * ERROR_CODE_PERMISSION_DENIED.
+   */
+  reportMessage(conversationId, seq, reason, note) {
+    return this.ok("reportMessage", note ? { conversationId, seq, reason, note } : { conversationId, seq, reason }, true);
   }
   // Rooms (not stored: a push reaches the sessions in the room at that moment)
   /** Joins a room (rejoined after every reconnect). */

@@ -546,7 +546,9 @@ export class ParleyClient extends Emitter<ClientEvents> {
    * Sends a message and resolves with its ack once it is stored. While
    * disconnected the send waits; after each reconnect it is resent under the
    * same clientMsgId, so it is stored exactly once. Rejects when the server
-   * refuses it for good (ParleyError) or the client is closed.
+   * refuses it for good (ParleyError) or the client is closed. A refusal by
+   * the app's moderation is ERROR_CODE_REJECTED, with the text to show the
+   * sender in `reason` and the rule in `rejectCode`.
    */
   send(input: SendInput): Promise<SendAck> {
     if (this.closedErr) return Promise.reject(this.closedErr);
@@ -810,6 +812,21 @@ export class ParleyClient extends Emitter<ClientEvents> {
   /** Pins or mutes a conversation for this user. */
   setConversation(conversationId: string, settings: { pinned?: boolean; muted?: boolean }): Promise<void> {
     return this.ok('setConversation', { conversationId, ...settings }, true);
+  }
+
+  // Moderation
+
+  /**
+   * Reports message seq of a conversation this user can read to the app's
+   * moderators, with a reason code (1-32 bytes of a-z, 0-9 and "_": "spam",
+   * "abuse", "other") and an optional note (at most 1000 bytes). The report
+   * keeps the message as it is now. Reporting it again changes nothing, so
+   * it is retried across reconnects. A bad reason, a note too long or one's
+   * own message is ERROR_CODE_BAD_REQUEST; a message the user cannot read
+   * ERROR_CODE_PERMISSION_DENIED.
+   */
+  reportMessage(conversationId: string, seq: number, reason: string, note?: string): Promise<void> {
+    return this.ok('reportMessage', note ? { conversationId, seq, reason, note } : { conversationId, seq, reason }, true);
   }
 
   // Rooms (not stored: a push reaches the sessions in the room at that moment)

@@ -170,7 +170,8 @@ export class Connection {
       if (!p) return; // a reply that timed out
       this.pending.delete(f.id);
       clearTimeout(p.timer);
-      if (f.error) p.reject(new ParleyError(f.error.code, f.error.message, f.error.temporary));
+      const e = f.error;
+      if (e) p.reject(new ParleyError(e.code, e.message, e.temporary, undefined, { reason: e.reason, rejectCode: e.rejectCode }));
       else p.resolve(f);
       return;
     }

@@ -1,5 +1,13 @@
 import type { DisconnectCode, ErrorCode } from './types.js';
 
+/** What an error frame or body says besides its code and message. */
+export interface ErrorDetails {
+  /** ERROR_CODE_REJECTED: the text the app's moderation wants the sender to see. */
+  reason?: string;
+  /** ERROR_CODE_REJECTED: the rule that refused it ("word_filter" for the built-in filter). */
+  rejectCode?: string;
+}
+
 /** The server refused a request (an `error` frame, or an HTTP error body). */
 export class ParleyError extends Error {
   readonly code: ErrorCode | string;
@@ -11,12 +19,32 @@ export class ParleyError extends Error {
   readonly temporary: boolean | undefined;
   /** The HTTP status of an HTTP answer (uploads, accounts, rpc); undefined for socket frames. */
   readonly status: number | undefined;
-  constructor(code: ErrorCode | string, message?: string, temporary?: boolean, status?: number) {
-    super(`parley: ${code}${message ? ': ' + message : ''}`);
+  /**
+   * For ERROR_CODE_REJECTED (`rejected` over HTTP): the text the app's
+   * moderation wants the sender to see; '' when it gave none (the word
+   * filter gives none). Show it rather than a generic failure.
+   */
+  readonly reason: string;
+  /**
+   * For ERROR_CODE_REJECTED: the app's code for the rule that refused the
+   * message ("word_filter" for the built-in word filter, the hook's own code
+   * otherwise); '' for other errors.
+   */
+  readonly rejectCode: string;
+  constructor(code: ErrorCode | string, message?: string, temporary?: boolean, status?: number, details: ErrorDetails = {}) {
+    const reason = details.reason ?? '';
+    const rejectCode = details.rejectCode ?? '';
+    super(
+      reason || rejectCode
+        ? `parley: ${code}${rejectCode ? ' (' + rejectCode + ')' : ''}${reason ? ': ' + reason : ''}`
+        : `parley: ${code}${message ? ': ' + message : ''}`,
+    );
     this.name = 'ParleyError';
     this.code = code;
     this.temporary = temporary;
     this.status = status;
+    this.reason = reason;
+    this.rejectCode = rejectCode;
   }
 }
 

@@ -1,6 +1,6 @@
 // The HTTP side of Parley: accounts and tokens, and any request over POST /v1/rpc.
 import { decodeFrame, encodeFrame } from './codec.js';
-import { ParleyError } from './errors.js';
+import { ParleyError, type ErrorDetails } from './errors.js';
 import type { ClientBodies, ClientBodyName, ServerFrame } from './types.js';
 
 export interface TokenResponse {
@@ -22,15 +22,21 @@ async function call(o: HttpOptions, path: string, init: RequestInit): Promise<Re
     let code = `http_${res.status}`;
     let message = res.statusText;
     let temporary: boolean | undefined;
+    const details: ErrorDetails = {};
     try {
-      const body = (await res.json()) as { error?: { code?: string; message?: string; temporary?: boolean } };
+      const body = (await res.json()) as {
+        error?: { code?: string; message?: string; temporary?: boolean; reason?: string; reject_code?: string };
+      };
       if (body.error?.code) code = body.error.code;
       if (body.error?.message) message = body.error.message;
       if (typeof body.error?.temporary === 'boolean') temporary = body.error.temporary;
+      // A `rejected` answer (the app's moderation): what to show, and the rule.
+      if (typeof body.error?.reason === 'string') details.reason = body.error.reason;
+      if (typeof body.error?.reject_code === 'string') details.rejectCode = body.error.reject_code;
     } catch {
       /* not JSON */
     }
-    throw new ParleyError(code, message, temporary, res.status);
+    throw new ParleyError(code, message, temporary, res.status, details);
   }
   return res;
 }

@@ -3,6 +3,7 @@ export type { ClientOptions, ClientEvents, ClientState, SendInput } from './clie
 export { Connection } from './connection.js';
 export type { ConnectionOptions, WebSocketLike, WebSocketConstructor } from './connection.js';
 export { ParleyError, DisconnectError, ClosedError, TimeoutError, isCode, isTemporary } from './errors.js';
+export type { ErrorDetails } from './errors.js';
 export { encodeFrame, decodeFrame, toBase64, toBase64Url, fromBase64, utf8, text } from './codec.js';
 export { register, login, logout, changePassword, rpc, webPushKey } from './http.js';
 export { pushTargetBody, webPushTarget } from './push.js';

@@ -57,7 +57,10 @@ export type ErrorCode =
   | 'ERROR_CODE_GROUP_FULL'
   | 'ERROR_CODE_CONFLICT'
   | 'ERROR_CODE_QUOTA_EXCEEDED'
-  | 'ERROR_CODE_UNSUPPORTED_MEDIA_TYPE';
+  | 'ERROR_CODE_UNSUPPORTED_MEDIA_TYPE'
+  /** The app's moderation refused the message (its before-send hook or the
+   *  word filter): see ErrorBody.reason and rejectCode. Not temporary. */
+  | 'ERROR_CODE_REJECTED';
 
 export type DisconnectCode =
   | 'DISCONNECT_CODE_UNSPECIFIED'
@@ -111,6 +114,9 @@ export interface MessageEvent {
   role?: GroupRole;
   mutedUntil?: number;
   group?: GroupInfo;
+  /** On a RECALL: the message was removed by the app's moderators (an admin
+   *  deleting it for everyone), not recalled by its sender. */
+  moderated?: boolean;
 }
 
 /**
@@ -212,6 +218,11 @@ export interface ErrorBody {
   message?: string;
   /** Whether the same request may succeed later; absent from older servers. */
   temporary?: boolean;
+  /** With ERROR_CODE_REJECTED: the text the app wants the sender to see (may be absent). */
+  reason?: string;
+  /** With ERROR_CODE_REJECTED: the app's code for the rule that refused it
+   *  ("word_filter" for the built-in word filter). */
+  rejectCode?: string;
 }
 
 export interface Disconnect {
@@ -460,6 +471,10 @@ export interface ClientBodies {
   unregisterPush: { deviceId?: string };
   /** A file carried by message (conversationId, seq), or one this user uploaded (no conversation). */
   fileUrl: { fileId: string; conversationId?: string; seq?: number; thumbnail?: boolean };
+  /** Reports message seq of a conversation to the app's moderators: reason a
+   *  short code (1-32 bytes of a-z, 0-9 and "_": "spam", "abuse", "other"),
+   *  note the reporter's words (at most 1000 bytes). Answered with ok. */
+  reportMessage: { conversationId: string; seq: number; reason: string; note?: string };
 }
 
 export type ClientBodyName = keyof ClientBodies;
