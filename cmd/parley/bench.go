@@ -98,6 +98,7 @@ func benchCmd(args []string) error {
 		fs.Float64Var(&cfg.Online, "p", cfg.Online, "share of receivers online, 0..1")
 		fs.BoolVar(&cfg.Attach, "attach", false, "each send carries an attachment (a 1 KiB file each sender uploads before the run)")
 		fs.IntVar(&cfg.Pipeline, "pipeline", cfg.Pipeline, "sends in flight per sender, each its own ordered stream (1: one at a time, as kimbench)")
+		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "messages per second of all senders together, each stream paced evenly (0: as fast as acks come); a stream whose ack comes later than its next send is due falls behind")
 	case "soak":
 		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "messages per second per user (0: as fast as acks come)")
 	case "order":

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -67,49 +68,56 @@ func noteAudit(r *http.Request, key string, value any) {
 	}
 }
 
-// statusWriter records the status a handler answered with.
-type statusWriter struct {
+// heldWriter keeps a handler's answer until the audit entry of what it did
+// is written: a client that has the answer finds the action in the log.
+// Audited answers are small (no listing is audited).
+type heldWriter struct {
 	http.ResponseWriter
 	status int
+	body   bytes.Buffer
 }
 
-func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
+func (h *heldWriter) WriteHeader(code int) {
+	if h.status == 0 {
+		h.status = code
 	}
-	s.ResponseWriter.WriteHeader(code)
 }
 
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
+func (h *heldWriter) Write(b []byte) (int, error) {
+	if h.status == 0 {
+		h.status = http.StatusOK
 	}
-	return s.ResponseWriter.Write(b)
+	return h.body.Write(b)
 }
 
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+func (h *heldWriter) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 
 // audit runs h and, when it succeeded, appends who did what to the audit
-// log: the API key's name, the route, the path it acted on, and what the
-// handler noted. A failure to append is logged: the action is done.
+// log before the answer goes out: the API key's name, the route, the path
+// it acted on, and what the handler noted. A failure to append is logged:
+// the action is done.
 func (a *API) audit(w http.ResponseWriter, r *http.Request, keyName string, h http.HandlerFunc) {
 	note := &auditNote{}
 	r = r.WithContext(context.WithValue(r.Context(), auditKey{}, note))
-	sw := &statusWriter{ResponseWriter: w}
-	h(sw, r)
-	if sw.status < 200 || sw.status > 299 {
-		return
+	hw := &heldWriter{ResponseWriter: w}
+	h(hw, r)
+	if hw.status == 0 {
+		hw.status = http.StatusOK
 	}
-	var detail any
-	if note.detail != nil {
-		detail = note.detail
+	if hw.status >= 200 && hw.status <= 299 {
+		var detail any
+		if note.detail != nil {
+			detail = note.detail
+		}
+		// Not the request's context: the client may have gone, the action is done.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := a.cfg.Moderation.Audit(ctx, keyName, r.Pattern, r.URL.Path, detail); err != nil {
+			a.log.Error("audit log append failed", "action", r.Pattern, "target", r.URL.Path, "key", keyName, "err", err)
+		}
+		cancel()
 	}
-	// Not the request's context: the client may have gone, the action is done.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := a.cfg.Moderation.Audit(ctx, keyName, r.Pattern, r.URL.Path, detail); err != nil {
-		a.log.Error("audit log append failed", "action", r.Pattern, "target", r.URL.Path, "key", keyName, "err", err)
-	}
+	w.WriteHeader(hw.status)
+	_, _ = w.Write(hw.body.Bytes())
 }
 
 // reportJSON is a report as the admin API shows it.

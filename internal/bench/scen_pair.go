@@ -142,8 +142,11 @@ func (s *pairScenario) Run(ctx context.Context, e *Env) error {
 // for its ack; paced at --rate in soak.
 func (s *pairScenario) send(ctx context.Context, e *Env, u *pairUser, st *stream) {
 	var interval time.Duration
-	if s.soak && e.Cfg.Rate > 0 {
+	switch {
+	case s.soak && e.Cfg.Rate > 0: // per user
 		interval = time.Duration(float64(time.Second) / e.Cfg.Rate)
+	case e.Cfg.Rate > 0: // user: of all streams together
+		interval = time.Duration(float64(time.Second) * float64(len(s.streams)) / e.Cfg.Rate)
 	}
 	next := time.Now()
 	if interval > 0 {

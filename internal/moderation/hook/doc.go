@@ -30,6 +30,8 @@
 // every byte outside A-Z a-z 0-9 "-" "." "_" "~" written as %XX (upper-case
 // hex), joined by ":". A client's retry of a send carries the same key, so
 // the app can answer it from its own record; so does every hook of a chain.
+// The body carries the same value as "idempotency_key" (batches carry one
+// per event and no header).
 //
 // The body is one JSON object:
 //
@@ -100,12 +102,16 @@
 // # Failures, policy and circuit breaker
 //
 // A call fails when it times out (HookConfig.Timeout, 500 ms by default,
-// counted from the start of the call, including the wait for a free request
-// slot), the request fails (connection refused, reset, TLS), or the answer
-// is malformed. The hook's Policy then decides for it: FailOpen allows (the
-// chain goes on), FailClosed rejects with CodeUnavailable, which the caller
-// reports to the sender as a temporary error to retry. Decision.Failure
-// names what went wrong; every failure is counted in Stats.
+// counted from the start of the call: a request carries the earliest
+// deadline of its calls), when it waited in its hook's queue for its whole
+// timeout without a request being free for it (no_slot: it is then
+// answered when a sender next looks at the queue, so at worst about one
+// timeout late), when the request fails (connection refused, reset, TLS),
+// or when the answer is malformed. The hook's Policy then decides for it:
+// FailOpen allows (the chain goes on), FailClosed rejects with
+// CodeUnavailable, which the caller reports to the sender as a temporary
+// error to retry. Decision.Failure names what went wrong; every failure is
+// counted in Stats.
 //
 // Each hook has a circuit breaker (github.com/sony/gobreaker/v2): after
 // FailureThreshold consecutive failures (5 by default) it opens and calls
@@ -115,18 +121,23 @@
 // is logged at warn level with the last failure, closing at info level;
 // the half-open probes in between at debug level only.
 //
-// When the caller's ctx ends first, Decide returns its error and no
-// decision: the caller is gone, and the hook is not blamed (neither a
-// failure for the breaker nor the Policy's decision; counted as canceled).
+// When the caller of Decide gives up first (its ctx ends), Decide returns
+// its error and no decision; its call is dropped if no request has carried
+// it yet (counted as canceled), else the answer is discarded. A request
+// is never cut short for a caller that left: it carries other calls.
 //
 // # Concurrency
 //
-// Decide runs on the caller's goroutine: the package starts none of its
-// own (in a batch, the caller that got the request slot sends the others'
-// events and hands them their decisions). At most HookConfig.MaxInFlight requests (256 by default) are in
-// flight per hook; a call that cannot get a slot within its timeout fails
-// as no_slot. Each hook has its own HTTP transport keeping up to
-// MaxInFlight idle connections to the hook, speaking HTTP/2 to https URLs.
+// No goroutine waits per call. Each hook queues its calls; a call that
+// finds fewer than MaxInFlight (256 by default) goroutines sending that
+// hook's requests starts one, and each sender takes what is queued — one
+// call, or with MaxBatch > 1 up to MaxBatch calls in one request — sends
+// it, answers its calls, and goes on until the queue is empty. So at most
+// MaxInFlight requests are in flight per hook, requests carry several
+// calls only while every sender is busy, and DecideAsync's callbacks run
+// on the senders (Decide is DecideAsync and a wait). Each hook has its own
+// HTTP transport keeping up to MaxInFlight idle connections to the hook,
+// speaking HTTP/2 to https URLs.
 //
 // # Retries
 //
