@@ -133,6 +133,12 @@ type heldWrite struct {
 	err     error
 }
 
+func (h *heldWrites) empty() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.writes) == 0
+}
+
 // held returns the session's held writes, made on first use. Only the
 // session's frame handler (one frame at a time) calls it.
 func held(sess *session.Session) *heldWrites {
@@ -149,16 +155,16 @@ func held(sess *session.Session) *heldWrites {
 // answers the client ask's error. Nothing waits on a goroutine of its own:
 // ask's answer arrives on a goroutine of the hooks' senders.
 func (s *Service) decideThen(ctx context.Context, sess *session.Session, p *pendingSend, ask func(done func(error))) error {
-	h := held(sess)
-	h.mu.Lock()
-	empty := len(h.writes) == 0
-	h.mu.Unlock()
-	if ask == nil && empty {
-		if !s.submit(ctx, p) {
-			return errUnavail
+	if ask == nil {
+		h, _ := sess.Moderating.(*heldWrites)
+		if h == nil || h.empty() {
+			if !s.submit(ctx, p) {
+				return errUnavail
+			}
+			return nil
 		}
-		return nil
 	}
+	h := held(sess)
 	// A bounded number of writes held on the node: past it the session's
 	// frames wait here, as when the committer's queue is full.
 	select {
