@@ -9,7 +9,9 @@
 #  - the word filter off and on with 10,000 entries (two-word phrases in a
 #    mask list read from a words file; the server told to read content type
 #    "bench" as text), at the default 64-byte payload and at 200 bytes.
-# ONLY=filter runs the last part alone, appending to the report.
+#  - the latency a hook adds without fsync waits (no_sync: true), closed loop
+#    at 2 in flight per sender.
+# ONLY=hook, ONLY=nosync or ONLY=filter runs one part, appending to the report.
 # Per-user rate limits are off. Reports go to docs/bench/moderation.txt.
 # Usage: docs/bench/run-moderation.sh   (from the repository root; ~6 minutes)
 set -u
@@ -32,6 +34,7 @@ PY
 base='user_send_rate: -1
 user_request_rate: -1'
 printf '%s\n' "$base" > "$tmp/off.yaml"
+printf 'no_sync: true\n%s\n' "$base" > "$tmp/off-nosync.yaml"
 hook() { # hook NAME EXTRA
   printf '%s\nmoderation_hooks:\n  - name: bench\n    url: http://127.0.0.1:19099/\n    secret: bench-hook-secret\n    events: [message.direct, message.group]\n    policy: fail_open\n%s' "$base" "$2" > "$tmp/$1.yaml"
 }
@@ -39,6 +42,7 @@ hook batch '    max_batch: 256
     max_in_flight: 8
 '
 hook plain ''
+{ echo 'no_sync: true'; cat "$tmp/batch.yaml"; } > "$tmp/batch-nosync.yaml"
 printf '%s\nword_filter_content_types: [bench]\nword_filter_lists:\n  - name: bench\n    action: mask\n    words_file: %s\n' "$base" "$tmp/words.txt" > "$tmp/filter.yaml"
 "$P" bench hook-server --secret bench-hook-secret --listen 127.0.0.1:19099 > "$tmp/hook.log" 2>&1 & hk=$!
 srv=
@@ -51,24 +55,33 @@ run() { # run CONFIG BENCH-ARGS...
   "$P" bench user "$@" --transport tcp --tcp 127.0.0.1:17070 -a 127.0.0.1:18080 --data "$tmp/data" --quiet >> "$out" 2>&1
   kill "$srv"; wait "$srv" 2>/dev/null
 }
-if [ "${ONLY:-}" != filter ]; then
-: > "$out"
-for round in 1 2 3; do
-  run off   -c 100000 -t 100 --pipeline 16
-  run batch -c 100000 -t 100 --pipeline 16
-  run plain -c 50000 -t 100 --pipeline 16
-done
-for round in 1 2 3; do
-  run off   -c 270000 -t 100 --pipeline 16 --rate 18000
-  run batch -c 270000 -t 100 --pipeline 16 --rate 18000
-done
+part() { [ -z "${ONLY:-}" ] || [ "$ONLY" = "$1" ]; }
+if [ -z "${ONLY:-}" ]; then : > "$out"; fi
+if part hook; then
+  for round in 1 2 3; do
+    run off   -c 100000 -t 100 --pipeline 16
+    run batch -c 100000 -t 100 --pipeline 16
+    run plain -c 50000 -t 100 --pipeline 16
+  done
+  for round in 1 2 3; do
+    run off   -c 270000 -t 100 --pipeline 16 --rate 18000
+    run batch -c 270000 -t 100 --pipeline 16 --rate 18000
+  done
 fi
-for round in 1 2 3; do
-  run off    -c 100000 -t 100 --pipeline 16
-  run filter -c 100000 -t 100 --pipeline 16
-  run off    -c 100000 -t 100 --pipeline 16 --size 200
-  run filter -c 100000 -t 100 --pipeline 16 --size 200
-done
+if part nosync; then
+  for round in 1 2 3; do
+    run off-nosync   -c 60000 -t 100 --pipeline 2
+    run batch-nosync -c 60000 -t 100 --pipeline 2
+  done
+fi
+if part filter; then
+  for round in 1 2 3; do
+    run off    -c 100000 -t 100 --pipeline 16
+    run filter -c 100000 -t 100 --pipeline 16
+    run off    -c 100000 -t 100 --pipeline 16 --size 200
+    run filter -c 100000 -t 100 --pipeline 16 --size 200
+  done
+fi
 kill "$hk"; wait "$hk" 2>/dev/null
 cat "$tmp/hook.log" >> "$out"
 rm -rf "$tmp"
