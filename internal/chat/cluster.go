@@ -322,6 +322,7 @@ func (s *Service) CloseUserSessions(uid string, code pb.DisconnectCode, reason, 
 }
 
 func (s *Service) closeLocal(uid string, code pb.DisconnectCode, reason, sessionID, tokenID string) int {
+	s.closes.note(uid)
 	var match func(*session.Session) bool
 	if sessionID != "" || tokenID != "" {
 		match = func(x *session.Session) bool {
@@ -622,4 +623,42 @@ func (s *Service) publishFrame(t route.Topic, key string, out *wire.Outbound) {
 func sessionNode(id string) string {
 	node, _, _ := strings.Cut(id, "-")
 	return node
+}
+
+// recentCloses remembers, for a few seconds, when each user's sessions were
+// last closed on this node (by the admin API or a close from another node),
+// so that a login that read its token's standing before such a close and
+// registered after it checks again (handleAuth).
+type recentCloses struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+// closeMemory is how long a close is remembered: far longer than a login
+// takes from its token check to its registration.
+const closeMemory = 10 * time.Second
+
+func (r *recentCloses) note(uid string) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.at == nil {
+		r.at = make(map[string]time.Time)
+	}
+	if len(r.at) >= 1024 {
+		for u, t := range r.at {
+			if now.Sub(t) > closeMemory {
+				delete(r.at, u)
+			}
+		}
+	}
+	r.at[uid] = now
+}
+
+// since reports whether uid's sessions were closed at or after t.
+func (r *recentCloses) since(uid string, t time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.at[uid]
+	return ok && !at.Before(t)
 }

@@ -238,6 +238,7 @@ type Service struct {
 	wg      sync.WaitGroup
 	stopped sync.Once
 
+	closes      recentCloses // users whose sessions were closed lately (handleAuth)
 	groups      groupCache
 	changeLocks keyLocks    // settings read-modify-write locks (changes.go); logins under MaxUserSessions
 	online      onlineIndex // which group members are online here (online.go)
@@ -605,6 +606,7 @@ func (s *Service) handleAuth(c *gateway.Conn, id uint64, a *pb.Auth) {
 		fail(pb.ErrorCode_ERROR_CODE_BAD_REQUEST)
 		return
 	}
+	authStart := time.Now()
 	claims, err := s.Authenticate(c.Context(), a.Token)
 	if err != nil {
 		var ce *Error
@@ -667,6 +669,14 @@ func (s *Service) handleAuth(c *gateway.Conn, id uint64, a *pb.Auth) {
 		s.deviceKicked(old, sess.DeviceID)
 	}
 	s.clusterKick(sess)
+	if s.closes.since(sess.UserID, authStart) {
+		// The user's sessions were closed (a ban, revoked tokens) after
+		// this login read its token's standing and before it registered:
+		// that close could not see it. Check again.
+		if _, err := s.Authenticate(c.Context(), a.Token); err != nil {
+			c.Close(pb.DisconnectCode_DISCONNECT_CODE_TOKEN_REVOKED, "account changed")
+		}
+	}
 	s.online.onOpen(sess.UserID)
 	s.sessionOpened(sess)
 }
