@@ -501,9 +501,11 @@ func TestNoSlot(t *testing.T) {
 		}
 	}
 	st := h.Stats().Hooks[0]
-	if noSlot == 0 || st.NoSlot != uint64(noSlot) || s.requests.Load() != int64(calls-noSlot) || s.maxSeen.Load() != 1 {
-		t.Errorf("%d no_slot decisions, stats %+v, %d requests (at most %d at once); want some no_slot, the others sent one at a time",
-			noSlot, st, s.requests.Load(), s.maxSeen.Load())
+	// (Not "one at a time at the hook": a request the client gave up on at
+	// its timeout may still be in the hook's handler when the next arrives.)
+	if noSlot == 0 || st.NoSlot != uint64(noSlot) || s.requests.Load() != int64(calls-noSlot) {
+		t.Errorf("%d no_slot decisions, stats %+v, %d requests; want some no_slot, and a request for each of the others",
+			noSlot, st, s.requests.Load())
 	}
 }
 
