@@ -409,6 +409,12 @@ type Store interface {
 	// unset); PutSetting replaces it. Values are small (at most a few MiB).
 	GetSetting(ctx context.Context, key string) ([]byte, error)
 	PutSetting(ctx context.Context, key string, value []byte) error
+	// SwapSetting replaces key's value with value if it is still old (old
+	// nil: only if key is unset; a set key with an empty value matches an
+	// empty non-nil old), atomically, across nodes where the store is
+	// shared. swapped is false, and nothing is written, when another write
+	// came first. A nil value is stored as empty, like PutSetting's.
+	SwapSetting(ctx context.Context, key string, old, value []byte) (swapped bool, err error)
 
 	// Ping reports whether the store can serve reads and writes (readiness).
 	Ping(ctx context.Context) error

@@ -1,6 +1,7 @@
 package pebblestore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -365,7 +366,8 @@ func (s *Store) GetSetting(ctx context.Context, key string) ([]byte, error) {
 	return body, nil
 }
 
-// PutSetting implements store.Store.
+// PutSetting implements store.Store, under settingMu so that it cannot land
+// between a SwapSetting's compare and its write.
 func (s *Store) PutSetting(ctx context.Context, key string, value []byte) error {
 	if err := s.enter(ctx); err != nil {
 		return err
@@ -374,5 +376,33 @@ func (s *Store) PutSetting(ctx context.Context, key string, value []byte) error 
 	if key == "" {
 		return errEmptyID
 	}
+	s.settingMu.Lock()
+	defer s.settingMu.Unlock()
 	return s.put(settingKey(key), value, bulk)
+}
+
+// SwapSetting implements store.Store: the compare and the write under
+// settingMu (one process owns the directory), the write like PutSetting's.
+func (s *Store) SwapSetting(ctx context.Context, key string, old, value []byte) (bool, error) {
+	if err := s.enter(ctx); err != nil {
+		return false, err
+	}
+	defer s.closeMu.RUnlock()
+	if key == "" {
+		return false, errEmptyID
+	}
+	s.settingMu.Lock()
+	defer s.settingMu.Unlock()
+	sk := settingKey(key)
+	cur, found, err := s.getBody(sk)
+	if err != nil {
+		return false, err
+	}
+	if found != (old != nil) || !bytes.Equal(cur, old) {
+		return false, nil
+	}
+	if err := s.put(sk, value, bulk); err != nil {
+		return false, err
+	}
+	return true, nil
 }

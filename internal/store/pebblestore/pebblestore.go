@@ -176,6 +176,7 @@ type Store struct {
 	pushMu    sync.Mutex // makes DeletePushTarget's token check atomic with the delete
 	fileMu    sync.Mutex // serializes file writes: existence checks and usage counts are read-modify-write
 	reportMu  sync.Mutex // serializes report writes: the one-report-per-message check and status moves are read-modify-write
+	settingMu sync.Mutex // serializes setting writes: SwapSetting's compare is read-modify-write
 	tokenMu   sync.Mutex // serializes RevokeToken; guards lastPurge
 	lastPurge time.Time
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"google.golang.org/protobuf/proto"
 
@@ -242,4 +243,30 @@ func (s *Store) PutSetting(ctx context.Context, key string, value []byte) error 
 	}
 	_, err = s.pool.Exec(ctx, s.q.putSetting, key, value)
 	return mapErr("put setting", err)
+}
+
+// SwapSetting implements store.Store in one statement: an insert of an
+// unset key (old nil) or an update conditional on the old value.
+func (s *Store) SwapSetting(ctx context.Context, key string, old, value []byte) (bool, error) {
+	ctx, done, err := s.enter(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer done()
+	if key == "" {
+		return false, errEmptyID
+	}
+	if value == nil {
+		value = []byte{} // NOT NULL
+	}
+	var tag pgconn.CommandTag
+	if old == nil {
+		tag, err = s.pool.Exec(ctx, s.q.addSetting, key, value)
+	} else {
+		tag, err = s.pool.Exec(ctx, s.q.swapSetting, key, value, old)
+	}
+	if err != nil {
+		return false, mapErr("swap setting", err)
+	}
+	return tag.RowsAffected() == 1, nil
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/parleyim/parley/internal/store"
 )
 
@@ -66,6 +68,79 @@ func TestPGReportRaceAcrossNodes(t *testing.T) {
 				t.Fatalf("Reports = %+v, %v; want only %s", rs, err, want.id)
 			}
 		})
+	}
+}
+
+// TestPGSwapSettingRaceAcrossNodes: node B's swap of a setting (an insert
+// of an unset key, or an update from its value) sits in an uncommitted
+// transaction while node A swaps from the same old value; A waits for the
+// row and then loses (B committed) or wins (B rolled back).
+func TestPGSwapSettingRaceAcrossNodes(t *testing.T) {
+	url := testURL(t)
+	for _, from := range []string{"unset", "set"} {
+		for _, outcome := range []string{"COMMIT", "ROLLBACK"} {
+			t.Run(from+"/"+outcome, func(t *testing.T) {
+				schema := freshSchema(t, url)
+				a, b := openSchema(t, url, schema), openSchema(t, url, schema)
+				t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+				ctx := context.Background()
+				var old []byte
+				if from == "set" {
+					old = []byte("v0")
+					if err := b.PutSetting(ctx, "k", old); err != nil {
+						t.Fatal(err)
+					}
+				}
+
+				conn, err := b.pool.Acquire(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Release()
+				if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+					t.Fatal(err)
+				}
+				var tag pgconn.CommandTag
+				if old == nil {
+					tag, err = conn.Exec(ctx, b.q.addSetting, "k", []byte("vB"))
+				} else {
+					tag, err = conn.Exec(ctx, b.q.swapSetting, "k", []byte("vB"), old)
+				}
+				if err != nil || tag.RowsAffected() != 1 {
+					t.Fatalf("node B's swap: %v, %v", tag, err)
+				}
+
+				type result struct {
+					swapped bool
+					err     error
+				}
+				done := make(chan result, 1)
+				go func() {
+					swapped, err := a.SwapSetting(ctx, "k", old, []byte("vA"))
+					done <- result{swapped, err}
+				}()
+				waitForLockWait(t, url, schema)
+				if _, err := conn.Exec(ctx, outcome); err != nil {
+					t.Fatal(err)
+				}
+				var r result
+				select {
+				case r = <-done:
+				case <-time.After(10 * time.Second):
+					t.Fatal("SwapSetting still waiting after the other node finished")
+				}
+				want, wantV := result{}, "vB"
+				if outcome == "ROLLBACK" {
+					want, wantV = result{swapped: true}, "vA"
+				}
+				if r != want {
+					t.Fatalf("racing SwapSetting = %+v, want %+v", r, want)
+				}
+				if v, err := a.GetSetting(ctx, "k"); err != nil || string(v) != wantV {
+					t.Fatalf("GetSetting = %q, %v; want %s", v, err, wantV)
+				}
+			})
+		}
 	}
 }
 

@@ -26,7 +26,7 @@ type queries struct {
 	unattachedFiles, mediaUsage                               string
 	putReport, reportOf, getReport, reportsAfter              string
 	reportsByStatus, closeReport, appendAudit, auditLog       string
-	getSetting, putSetting                                    string
+	getSetting, putSetting, addSetting, swapSetting           string
 }
 
 func newQueries(schema string) queries {
@@ -177,6 +177,12 @@ func newQueries(schema string) queries {
 		getSetting: q(`SELECT value FROM {s}.settings WHERE key = $1`),
 		putSetting: q(`INSERT INTO {s}.settings (key, value) VALUES ($1, $2)
 			ON CONFLICT (key) DO UPDATE SET value = excluded.value`),
+		// SwapSetting's two forms. Under READ COMMITTED a concurrent
+		// insert of the key waits for the first and then does nothing, and
+		// a concurrent update waits for the row and re-checks its value: of
+		// swaps from one old value exactly one affects a row.
+		addSetting:  q(`INSERT INTO {s}.settings (key, value) VALUES ($1, $2) ON CONFLICT DO NOTHING`),
+		swapSetting: q(`UPDATE {s}.settings SET value = $2 WHERE key = $1 AND value = $3`),
 
 		block:     q(`INSERT INTO {s}.blocks (owner_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`),
 		unblock:   q(`DELETE FROM {s}.blocks WHERE owner_id = $1 AND user_id = $2`),

@@ -446,6 +446,109 @@ func testSettings(t *testing.T, s store.Store) {
 	}
 }
 
+// testSwapSetting: old nil swaps only an unset key; a set key swaps only
+// from its current value, and a stale old leaves it; an empty value and an
+// unset key are told apart.
+func testSwapSetting(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	swap := func(key string, old, v []byte, want bool) {
+		t.Helper()
+		got, err := s.SwapSetting(ctx, key, old, v)
+		if err != nil {
+			t.Fatalf("SwapSetting(%s, %q, %q): %v", key, old, v, err)
+		}
+		if got != want {
+			t.Fatalf("SwapSetting(%s, %q, %q) = %v, want %v", key, old, v, got, want)
+		}
+	}
+	check := func(key, want string) {
+		t.Helper()
+		if v, err := s.GetSetting(ctx, key); err != nil || string(v) != want {
+			t.Fatalf("GetSetting(%s) = %q, %v; want %q", key, v, err, want)
+		}
+	}
+	unset := func(key string) {
+		t.Helper()
+		if v, err := s.GetSetting(ctx, key); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("GetSetting(%s) = %q, %v; want ErrNotFound", key, v, err)
+		}
+	}
+
+	swap("motd", []byte("x"), []byte("a"), false) // unset matches only old nil
+	swap("motd", []byte{}, []byte("a"), false)
+	unset("motd")
+	swap("motd", nil, []byte("a"), true)
+	check("motd", "a")
+	swap("motd", nil, []byte("b"), false)
+	check("motd", "a")
+	swap("motd", []byte("a"), []byte("b"), true)
+	check("motd", "b")
+	swap("motd", []byte("a"), []byte("c"), false) // stale
+	check("motd", "b")
+	if err := s.PutSetting(ctx, "motd", []byte("d")); err != nil {
+		t.Fatal(err)
+	}
+	swap("motd", []byte("b"), []byte("e"), false) // a put came first
+	check("motd", "d")
+
+	// Empty is set: it matches an empty non-nil old, never nil.
+	swap("empty", nil, nil, true)
+	check("empty", "")
+	swap("empty", nil, []byte("x"), false)
+	swap("empty", []byte{}, []byte("x"), true)
+	check("empty", "x")
+	swap("empty", []byte("x"), []byte{}, true)
+	check("empty", "")
+	if err := s.PutSetting(ctx, "empty2", nil); err != nil {
+		t.Fatal(err)
+	}
+	swap("empty2", nil, []byte("y"), false)
+	swap("empty2", []byte{}, []byte("y"), true)
+	check("empty2", "y")
+	unset("other")
+}
+
+// testConcurrentSwapSetting: of concurrent swaps from one old value (unset
+// included) exactly one wins, and its value is the one stored.
+func testConcurrentSwapSetting(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const n = 16
+	var old []byte
+	for round := range 4 {
+		swapped := make([]bool, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				swapped[i], errs[i] = s.SwapSetting(ctx, "k", old, fmt.Appendf(nil, "r%d-%02d", round, i))
+			}()
+		}
+		wg.Wait()
+		winner := -1
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("round %d: SwapSetting %d: %v", round, i, errs[i])
+			}
+			if swapped[i] {
+				if winner >= 0 {
+					t.Fatalf("round %d: swaps %d and %d both won", round, winner, i)
+				}
+				winner = i
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("round %d: no swap won", round)
+		}
+		want := fmt.Appendf(nil, "r%d-%02d", round, winner)
+		if got, err := s.GetSetting(ctx, "k"); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("round %d: GetSetting = %q, %v; want the winner's %q", round, got, err, want)
+		}
+		old = want
+	}
+}
+
 // testRestartModeration: reports, the audit log, settings and shadow muting
 // survive a restart, and audit ids continue after it, never reused.
 func testRestartModeration(t *testing.T, open func() store.Store) {

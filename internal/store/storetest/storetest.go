@@ -73,6 +73,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentReports", testConcurrentReports},
 		{"AuditLog", testAuditLog},
 		{"Settings", testSettings},
+		{"SwapSetting", testSwapSetting},
+		{"ConcurrentSwapSetting", testConcurrentSwapSetting},
 		{"ConcurrentAppend", testConcurrentAppend},
 		{"ConcurrentApplyAndAppend", testConcurrentApplyAndAppend},
 		{"ConcurrentResends", testConcurrentResends},
@@ -876,6 +878,7 @@ func testClose(t *testing.T, s store.Store) {
 			return s.PutPushTarget(ctx, store.PushTarget{UserID: "alice", DeviceID: "d", Kind: "fcm", Token: "t"})
 		},
 		"PushTargets": func() error { _, err := s.PushTargets(ctx, "alice"); return err },
+		"SwapSetting": func() error { _, err := s.SwapSetting(ctx, "motd", nil, []byte("x")); return err },
 		"DeletePushTarget": func() error {
 			_, err := s.DeletePushTarget(ctx, "alice", "d", "")
 			return err
