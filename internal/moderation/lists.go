@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"os"
 	"time"
 
@@ -123,36 +124,67 @@ func (s *Service) DeleteFilterList(ctx context.Context, name string) error {
 }
 
 // changeLists applies change to the stored lists, checks that the filter
-// builds, stores them and then a new version, and uses them at once here.
-// Two nodes changing lists at the same instant: the later write wins.
+// builds, stores them with a compare-and-swap (a change made meanwhile
+// through another node is read again and change applied on top of it, so
+// neither is lost), then a new version, and uses them at once here.
 func (s *Service) changeLists(ctx context.Context, change func([]FilterList) ([]FilterList, error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	lists, err := s.readAdminLists(ctx)
-	if err != nil {
-		return err
+	for attempt := range maxListSwaps {
+		if attempt > 0 { // another node is changing them too: let it finish
+			select {
+			case <-time.After(time.Duration(attempt) * time.Duration(1+mrand.IntN(5)) * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		old, err := s.store.GetSetting(ctx, listsKey)
+		if errors.Is(err, store.ErrNotFound) {
+			old, err = nil, nil
+		}
+		if err != nil {
+			return err
+		}
+		var lists []FilterList
+		if old != nil {
+			if err := json.Unmarshal(old, &lists); err != nil {
+				return fmt.Errorf("moderation: stored word lists: %w", err)
+			}
+		}
+		if lists, err = change(lists); err != nil {
+			return err
+		}
+		f, err := s.build(s.configLists(), lists)
+		if err != nil {
+			return &ErrInvalidList{err.Error()}
+		}
+		b, err := json.Marshal(lists)
+		if err != nil {
+			return err
+		}
+		swapped, err := s.store.SwapSetting(ctx, listsKey, old, b)
+		if err != nil {
+			return err
+		}
+		if !swapped {
+			continue // another node changed the lists since we read them
+		}
+		if err := s.store.PutSetting(ctx, versionKey, []byte(rand.Text())); err != nil {
+			return err
+		}
+		s.stored = b
+		s.filter.Store(f)
+		return nil
 	}
-	if lists, err = change(lists); err != nil {
-		return err
-	}
-	f, err := s.build(s.configLists(), lists)
-	if err != nil {
-		return &ErrInvalidList{err.Error()}
-	}
-	b, err := json.Marshal(lists)
-	if err != nil {
-		return err
-	}
-	if err := s.store.PutSetting(ctx, listsKey, b); err != nil {
-		return err
-	}
-	if err := s.store.PutSetting(ctx, versionKey, []byte(rand.Text())); err != nil {
-		return err
-	}
-	s.stored = b
-	s.filter.Store(f)
-	return nil
+	return ErrBusy
 }
+
+// maxListSwaps bounds changeLists' attempts while other nodes keep
+// changing the lists.
+const maxListSwaps = 20
+
+// ErrBusy: the lists kept changing through other nodes; try again.
+var ErrBusy = errors.New("moderation: the word lists are being changed elsewhere; try again")
 
 func (s *Service) readAdminLists(ctx context.Context) ([]FilterList, error) {
 	b, err := s.store.GetSetting(ctx, listsKey)
