@@ -68,8 +68,9 @@ type User struct {
 	// TokenEpoch invalidates every token issued with a lower epoch (password change, "log out everywhere").
 	TokenEpoch uint64
 	Disabled   bool
-	// ShadowMuted: their messages reach only themselves: stored and shown
-	// to them, hidden from everyone else.
+	// ShadowMuted is kept for shadow muting (their messages reaching only
+	// themselves), which the chat service does not apply yet: nothing sets
+	// it but the store's own tests.
 	ShadowMuted bool
 	CreatedAt   time.Time
 }
