@@ -133,10 +133,13 @@ type heldWrite struct {
 	err     error
 }
 
+// empty: nothing held, and nothing being queued by a flushing goroutine
+// (which has taken its writes off the list but may not have queued them
+// yet: a write sent straight to the committer now could pass them).
 func (h *heldWrites) empty() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.writes) == 0
+	return len(h.writes) == 0 && !h.flushing
 }
 
 // held returns the session's held writes, made on first use. Only the
