@@ -37,7 +37,9 @@ type User struct {
 	CreatedAt   time.Time `json:"created_at"`
 	Disabled    bool      `json:"disabled"`
 	HasPassword bool      `json:"has_password"`
-	Sessions    int       `json:"sessions"`
+	// ShadowMuted: what the user sends reaches only themselves.
+	ShadowMuted bool `json:"shadow_muted"`
+	Sessions    int  `json:"sessions"`
 }
 
 // CreateUser creates a user; password may be empty (token-only users).

@@ -168,3 +168,9 @@ func (a *Admin) AuditLog(ctx context.Context, before uint64, limit int) (entries
 	}
 	return out.Entries, next, nil
 }
+
+// SetShadowMuted shadow-mutes a user (what they send then reaches only
+// themselves) or lifts it; their sessions reconnect to take it up.
+func (a *Admin) SetShadowMuted(ctx context.Context, userID string, muted bool) error {
+	return a.do(ctx, http.MethodPut, "/v1/admin/users/"+url.PathEscape(userID)+"/shadow-mute", map[string]bool{"muted": muted}, nil)
+}

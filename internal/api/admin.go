@@ -35,10 +35,12 @@ type adminUser struct {
 	HasPassword bool      `json:"has_password"`
 	// Sessions is the number of the user's sessions online on this node.
 	Sessions int `json:"sessions"`
+	// ShadowMuted: what the user sends reaches only themselves.
+	ShadowMuted bool `json:"shadow_muted,omitempty"`
 }
 
 func (a *API) userJSON(u store.User) adminUser {
-	return adminUser{UserID: u.ID, CreatedAt: u.CreatedAt, Disabled: u.Disabled, HasPassword: u.PasswordHash != "",
+	return adminUser{UserID: u.ID, CreatedAt: u.CreatedAt, Disabled: u.Disabled, HasPassword: u.PasswordHash != "", ShadowMuted: u.ShadowMuted,
 		Sessions: len(a.cfg.Chat.Sessions().Sessions(u.ID))}
 }
 

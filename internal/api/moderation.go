@@ -27,6 +27,7 @@ func (a *API) moderationRoutes() []route {
 		{"POST /v1/admin/reports/{id}/dismiss", a.admin(a.adminCloseReport)},
 		{"POST /v1/admin/users/{id}/ban", a.admin(a.adminBan)},
 		{"POST /v1/admin/users/{id}/unban", a.admin(a.adminUnban)},
+		{"PUT /v1/admin/users/{id}/shadow-mute", a.admin(a.adminShadowMute)},
 		{"DELETE /v1/admin/conversations/{id}/messages/{seq}", a.admin(a.adminRecall)},
 		{"GET /v1/admin/word-lists", a.admin(a.adminWordLists)},
 		{"PUT /v1/admin/word-lists/{name}", a.admin(a.adminPutWordList)},
@@ -336,6 +337,36 @@ func (a *API) adminUnban(w http.ResponseWriter, r *http.Request) {
 		writeCode(w, codeUnavailable, "try again")
 		return
 	}
+	writeJSON(w, http.StatusOK, a.userJSON(u))
+}
+
+// adminShadowMute: PUT /v1/admin/users/{id}/shadow-mute {"muted": bool}:
+// from now on what the user sends reaches only themselves (or, muted false,
+// everyone again; what they sent while muted stays theirs alone). Their
+// sessions reconnect (closed as for a server restart) to take it up.
+func (a *API) adminShadowMute(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Muted *bool `json:"muted"`
+	}
+	if !decodeBody(w, r, &body) {
+		return
+	}
+	if body.Muted == nil {
+		writeCode(w, codeBadRequest, "muted (true or false) is required")
+		return
+	}
+	u, ok := a.loadUser(w, r)
+	if !ok {
+		return
+	}
+	noteAudit(r, "muted", *body.Muted)
+	u.ShadowMuted = *body.Muted
+	if err := a.cfg.Store.UpdateUser(r.Context(), u); err != nil {
+		writeCode(w, codeUnavailable, "try again")
+		return
+	}
+	// A neutral close: the clients reconnect with the same token.
+	a.cfg.Chat.CloseUserSessions(u.ID, pb.DisconnectCode_DISCONNECT_CODE_SERVER_SHUTDOWN, "please reconnect", "", "")
 	writeJSON(w, http.StatusOK, a.userJSON(u))
 }
 

@@ -24,6 +24,9 @@ type Claims struct {
 	TokenID   string // jti; empty for app-minted tokens without one
 	Epoch     uint64 // the user's token epoch at issue time
 	ExpiresAt time.Time
+	// ShadowMuted is not the token's: the chat service sets it from the
+	// user's record when it authenticates the token.
+	ShadowMuted bool
 }
 
 type jwtClaims struct {

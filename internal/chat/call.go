@@ -40,6 +40,7 @@ func (s *Service) Call(ctx context.Context, claims auth.Claims, f *pb.ClientFram
 	sess := &session.Session{
 		ID:     fmt.Sprintf("%d-http-%d", s.cfg.NodeID, s.nextSession.Add(1)),
 		UserID: claims.UserID, DeviceID: "http", DeviceType: "http", TokenID: claims.TokenID,
+		ShadowMuted: claims.ShadowMuted,
 	}
 	if err := s.dispatch(ctx, rep, sess, f); err != nil {
 		s.replyErr(rep, f.Id, err)

@@ -157,9 +157,13 @@ func (s *Service) recall(ctx context.Context, c Replier, sess *session.Session, 
 	ev := &pb.Message{ConversationId: conv, From: uid, To: peer, ClientMsgId: r.ClientMsgId,
 		Kind: pb.MessageKind_MESSAGE_KIND_RECALL, Event: &pb.MessageEvent{TargetSeq: r.Seq}}
 	return s.commitChange(ctx, c, sess, id, ev, func(m *pb.Message) error {
+		if m.SenderOnly && m.From != uid {
+			return errDenied // nobody but its sender knows of it
+		}
 		if err := s.checkRecall(g, uid, m); err != nil {
 			return err
 		}
+		ev.SenderOnly = m.SenderOnly // the recall of a sender-only message is one too
 		// Its files go with it: FileUrl refuses a recalled message's.
 		m.Recalled, m.Payload, m.ContentType, m.Attachments = true, nil, "", nil
 		return nil
@@ -217,7 +221,11 @@ func (s *Service) edit(ctx context.Context, c Replier, sess *session.Session, id
 			return errDenied
 		case m.Kind != pb.MessageKind_MESSAGE_KIND_NORMAL || m.Recalled:
 			return errConflict
+		case sess.ShadowMuted && !m.SenderOnly:
+			// Its new content would reach everyone who has the message.
+			return errConflict
 		}
+		ev.SenderOnly = m.SenderOnly
 		// ev's content: the word filter or a hook may have replaced the client's.
 		m.ContentType, m.Payload, m.EditedAt = ev.ContentType, ev.Payload, time.Now().UnixMilli()
 		return nil

@@ -77,7 +77,7 @@ func (s *Service) readableMessage(ctx context.Context, uid, conv string, seq uin
 		return nil, errDenied
 	}
 	m, err := s.store.GetMessage(ctx, conv, seq)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && m.SenderOnly && m.From != uid) {
 		return nil, errDenied
 	}
 	if err != nil {

@@ -74,7 +74,10 @@ func (s *Service) page(ctx context.Context, uid, conv string, after, before uint
 	defer release()
 	msgs, more, err := s.readPage(ctx, pageSpec{
 		conv: conv, forward: forward, after: after, upTo: upTo, before: before, floor: cleared, n: n,
-		visible: func(raw []*pb.Message) ([]*pb.Message, error) { return s.dropHidden(ctx, uid, conv, raw) },
+		visible: func(raw []*pb.Message) ([]*pb.Message, error) {
+			msgs, err := s.dropHidden(ctx, uid, conv, raw)
+			return viewFor(uid, msgs), err
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -138,7 +141,7 @@ func (s *Service) ConversationList(ctx context.Context, uid string, limit uint32
 			if err != nil {
 				return nil, storeErr(err)
 			}
-			if len(full) == 1 && full[0].Seq == m.Seq {
+			if full = viewFor(uid, full); len(full) == 1 && full[0].Seq == m.Seq {
 				c.LastMessage = full[0]
 			}
 		}
@@ -183,9 +186,16 @@ func (s *Service) conversation(ctx context.Context, uid, id string) (*pb.Convers
 	if upTo > 0 {
 		before = upTo + 1
 	}
-	last, err := s.store.History(ctx, id, before, 1)
+	lastMsg, onlyOthersHidden, err := s.lastVisible(ctx, uid, id, before)
 	if err != nil {
 		return nil, storeErr(err)
+	}
+	if onlyOthersHidden {
+		return nil, nil // nothing in it uid may see (a shadow-muted user's first messages)
+	}
+	var last []*pb.Message
+	if lastMsg != nil {
+		last = []*pb.Message{lastMsg}
 	}
 	mine, err := s.store.GetCursor(ctx, id, uid)
 	if err != nil {
@@ -240,7 +250,7 @@ func (s *Service) unreadMemo(ctx context.Context, uid, conv string, read, last u
 		if h.Seq > last {
 			return n, nil
 		}
-		if h.Kind == pb.MessageKind_MESSAGE_KIND_NORMAL && h.From != uid && !h.Recalled {
+		if h.Kind == pb.MessageKind_MESSAGE_KIND_NORMAL && h.From != uid && !h.Recalled && !h.SenderOnly {
 			n++
 		}
 		scanned = h.Seq

@@ -624,6 +624,7 @@ func (s *Service) handleAuth(c *gateway.Conn, id uint64, a *pb.Auth) {
 		DeviceType:   a.DeviceType,
 		TokenID:      claims.TokenID,
 		TokenExpires: claims.ExpiresAt,
+		ShadowMuted:  claims.ShadowMuted,
 		Conn:         c,
 		Started:      time.Now(),
 	}
@@ -709,6 +710,8 @@ func (s *Service) Authenticate(ctx context.Context, token string) (auth.Claims, 
 		return auth.Claims{}, errUnavail
 	case u.Disabled || claims.Epoch < u.TokenEpoch:
 		return auth.Claims{}, errUnauth
+	default:
+		claims.ShadowMuted = u.ShadowMuted
 	}
 	return claims, nil
 }
@@ -732,6 +735,7 @@ func (s *Service) handleSend(ctx context.Context, c Replier, sess *session.Sessi
 	if err := s.checkQuota(ctx, sess.UserID, len(m.Payload)); err != nil {
 		return err
 	}
+	msg.SenderOnly = sess.ShadowMuted
 	p := &pendingSend{conn: c, sessID: sess.ID, reqID: reqID, msg: msg, start: time.Now().UnixNano()}
 	if s.cfg.Moderator != nil {
 		return s.moderateSend(ctx, sess, p)
@@ -969,7 +973,9 @@ func (s *Service) deliverMessage(ctx context.Context, m *pb.Message, exceptSessi
 // deliverHeld is deliverMessage with flushes deferred to hold.
 func (s *Service) deliverHeld(ctx context.Context, m *pb.Message, exceptSession string, hold *wire.Hold) {
 	var err error
-	if isGroup(m.ConversationId) {
+	if m.SenderOnly {
+		err = s.router.DeliverToUsers(ctx, []string{m.From}, newMessageOutbound(senderView(m)), exceptSession, hold)
+	} else if isGroup(m.ConversationId) {
 		local, joined := s.groupDelivery(m.ConversationId)
 		err = s.router.DeliverGroup(ctx, m.ConversationId, local, joined, newMessageOutbound(m), exceptSession, hold)
 	} else {
@@ -1044,9 +1050,11 @@ func (s *Service) deliverLoop() {
 				s.stats.duplicate.Add(1)
 			} else {
 				s.stats.accepted.Add(1)
-				s.emitStored(r.Msg)
-				if s.cfg.Notifier != nil {
-					s.cfg.Notifier.Stored(r.Msg)
+				if !r.Msg.SenderOnly { // nobody else is told of it, nor notified
+					s.emitStored(r.Msg)
+					if s.cfg.Notifier != nil {
+						s.cfg.Notifier.Stored(r.Msg)
+					}
 				}
 			}
 			if p.start != 0 {

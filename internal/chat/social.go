@@ -165,6 +165,10 @@ func (s *Service) typing(ctx context.Context, c Replier, sess *session.Session, 
 	if upTo != 0 {
 		return errDenied // a former member: may read, not take part
 	}
+	if sess.ShadowMuted {
+		s.replyOK(c, id) // shown to nobody, like what they send
+		return nil
+	}
 	var users []string
 	if isGroup(conv) {
 		err = s.maySendToGroup(ctx, uid, conv)

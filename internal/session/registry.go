@@ -58,6 +58,8 @@ type Session struct {
 	// System marks the admin API acting for the operator (never a
 	// connection): it has a group owner's rights in every group.
 	System bool
+	// ShadowMuted: what the user sends reaches only themselves.
+	ShadowMuted bool
 	// Moderating is the chat service's: the session's writes held for the
 	// app's before-send hooks (set by the session's frame handler, one
 	// frame at a time, on first use).

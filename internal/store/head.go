@@ -17,6 +17,8 @@ type MessageHead struct {
 	From     string
 	Kind     pb.MessageKind
 	Recalled bool
+	// SenderOnly: a shadow-muted sender's message, for nobody but them.
+	SenderOnly bool
 }
 
 // Field numbers of pb.Message that DecodeHead reads.
@@ -24,6 +26,7 @@ const (
 	headFieldFrom     = 4
 	headFieldKind     = 10
 	headFieldRecalled = 12
+	headFieldSender   = 15 // sender_only
 )
 
 var errBadHead = errors.New("malformed message encoding")
@@ -53,6 +56,13 @@ func DecodeHead(body []byte) (MessageHead, error) {
 				return h, errBadHead
 			}
 			h.Kind = pb.MessageKind(int32(v))
+			body = body[n:]
+		case num == headFieldSender && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(body)
+			if n < 0 {
+				return h, errBadHead
+			}
+			h.SenderOnly = v != 0
 			body = body[n:]
 		case num == headFieldRecalled && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(body)

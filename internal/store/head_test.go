@@ -15,13 +15,14 @@ func TestDecodeHead(t *testing.T) {
 		{From: "bob", Kind: pb.MessageKind_MESSAGE_KIND_MEMBERS_ADDED, Event: &pb.MessageEvent{UserIds: []string{"a", "b", "c"}}},
 		{From: "carol", Kind: pb.MessageKind_MESSAGE_KIND_NORMAL, Recalled: true, EditedAt: 12345},
 		{From: "dave", Kind: pb.MessageKind(-3)},
+		{From: "erin", Kind: pb.MessageKind_MESSAGE_KIND_NORMAL, SenderOnly: true, Payload: []byte("x")},
 	} {
 		body, err := proto.Marshal(m)
 		if err != nil {
 			t.Fatal(err)
 		}
 		h, err := DecodeHead(body)
-		want := MessageHead{From: m.From, Kind: m.Kind, Recalled: m.Recalled}
+		want := MessageHead{From: m.From, Kind: m.Kind, Recalled: m.Recalled, SenderOnly: m.SenderOnly}
 		if err != nil || h != want {
 			t.Fatalf("DecodeHead(%v) = %+v, %v; want %+v", m, h, err, want)
 		}
@@ -45,7 +46,7 @@ func FuzzDecodeHead(f *testing.F) {
 		h, err := DecodeHead(body)
 		var m pb.Message
 		if perr := proto.Unmarshal(body, &m); perr == nil && err == nil {
-			if h.Kind != m.Kind || h.Recalled != m.Recalled {
+			if h.Kind != m.Kind || h.Recalled != m.Recalled || h.SenderOnly != m.SenderOnly {
 				t.Fatalf("DecodeHead = %+v, proto.Unmarshal = %v", h, &m)
 			}
 		}

@@ -68,9 +68,8 @@ type User struct {
 	// TokenEpoch invalidates every token issued with a lower epoch (password change, "log out everywhere").
 	TokenEpoch uint64
 	Disabled   bool
-	// ShadowMuted is kept for shadow muting (their messages reaching only
-	// themselves), which the chat service does not apply yet: nothing sets
-	// it but the store's own tests.
+	// ShadowMuted: what the user sends reaches only themselves
+	// (docs/moderation.md).
 	ShadowMuted bool
 	CreatedAt   time.Time
 }

@@ -2416,7 +2416,11 @@ type Message struct {
 	// The message was edited; payload is the latest version. Unix ms of the last edit.
 	EditedAt int64 `protobuf:"varint,13,opt,name=edited_at,json=editedAt,proto3" json:"edited_at,omitempty"`
 	// Files carried by the message (gone once it is recalled).
-	Attachments   []*Attachment `protobuf:"bytes,14,rep,name=attachments,proto3" json:"attachments,omitempty"`
+	Attachments []*Attachment `protobuf:"bytes,14,rep,name=attachments,proto3" json:"attachments,omitempty"`
+	// Kept by the server on what a shadow-muted user sends: such a message
+	// reaches only its sender. Clients never see this field (the admin API
+	// does).
+	SenderOnly    bool `protobuf:"varint,15,opt,name=sender_only,json=senderOnly,proto3" json:"sender_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2547,6 +2551,13 @@ func (x *Message) GetAttachments() []*Attachment {
 		return x.Attachments
 	}
 	return nil
+}
+
+func (x *Message) GetSenderOnly() bool {
+	if x != nil {
+		return x.SenderOnly
+	}
+	return false
 }
 
 // DeliveredAck tells the server this device has received every message of the
@@ -6639,7 +6650,7 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\vmuted_until\x18\x04 \x01(\x03R\n" +
 	"mutedUntil\x12*\n" +
 	"\x05group\x18\x05 \x01(\v2\x14.parley.v1.GroupInfoR\x05group\x12\x1c\n" +
-	"\tmoderated\x18\x06 \x01(\bR\tmoderated\"\xd6\x03\n" +
+	"\tmoderated\x18\x06 \x01(\bR\tmoderated\"\xf7\x03\n" +
 	"\aMessage\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x1d\n" +
@@ -6657,7 +6668,9 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x05event\x18\v \x01(\v2\x17.parley.v1.MessageEventR\x05event\x12\x1a\n" +
 	"\brecalled\x18\f \x01(\bR\brecalled\x12\x1b\n" +
 	"\tedited_at\x18\r \x01(\x03R\beditedAt\x127\n" +
-	"\vattachments\x18\x0e \x03(\v2\x15.parley.v1.AttachmentR\vattachments\"I\n" +
+	"\vattachments\x18\x0e \x03(\v2\x15.parley.v1.AttachmentR\vattachments\x12\x1f\n" +
+	"\vsender_only\x18\x0f \x01(\bR\n" +
+	"senderOnly\"I\n" +
 	"\fDeliveredAck\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\"D\n" +
