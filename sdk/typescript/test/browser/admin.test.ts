@@ -129,7 +129,7 @@ describe('admin page in Chromium', () => {
     await act(acks[4]!.seq, 'ban');
     const banStatus = row(acks[4]!.seq).locator('[data-field=status]');
     await banStatus.filter({ hasText: 'banned' }).waitFor();
-    expect(await banStatus.textContent()).toMatch(new RegExp(`^banned ${spammer.id}: 1 session\\(s\\) closed, 51 message\\(s\\) deleted$`));
+    expect(await banStatus.textContent()).toMatch(new RegExp(`^banned ${spammer.id}: 1 session\\(s\\) closed on this node, the others on theirs, 51 message\\(s\\) deleted$`));
     await waitFor(() => spammerClosed, 10000, 'the banned user is signed out');
     expect((spammerClosed as Error | null)?.message).toMatch(/TOKEN_REVOKED/);
 
