@@ -129,8 +129,23 @@ type heldWrites struct {
 type heldWrite struct {
 	ctx     context.Context
 	p       *pendingSend
+	weight  int64 // of moderatingBytes
 	decided bool
 	err     error
+}
+
+// moderatingBytesMax bounds the bytes of the writes held for the hooks on
+// a node (beside their count, Config.MaxModerating: one write may carry a
+// frame's worth of payload).
+const moderatingBytesMax = 64 << 20
+
+// heldWeight is what a held write counts against moderatingBytesMax.
+func heldWeight(p *pendingSend) int64 {
+	m := p.msg
+	if p.change != nil {
+		m = p.change.Event
+	}
+	return int64(len(m.Payload)) + 512 // the message's other fields and ours
 }
 
 // empty: nothing held, and nothing being queued by a flushing goroutine
@@ -181,8 +196,14 @@ func (s *Service) decideThen(ctx context.Context, sess *session.Session, p *pend
 			return errUnavail
 		}
 	}
+	w := &heldWrite{ctx: ctx, p: p, weight: heldWeight(p)}
+	if !s.moderatingBytes.TryAcquire(w.weight) {
+		if err := s.moderatingBytes.Acquire(ctx, w.weight); err != nil {
+			<-s.moderating
+			return errUnavail
+		}
+	}
 	s.moderators.Add(1)
-	w := &heldWrite{ctx: ctx, p: p}
 	h.mu.Lock()
 	h.writes = append(h.writes, w)
 	h.mu.Unlock()
@@ -227,6 +248,7 @@ func (s *Service) decided(h *heldWrites, w *heldWrite, err error) {
 			if err != nil {
 				s.replyErr(w.p.conn, w.p.reqID, err)
 			}
+			s.moderatingBytes.Release(w.weight)
 			<-s.moderating
 			s.moderators.Done()
 		}

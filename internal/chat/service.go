@@ -255,6 +255,7 @@ type Service struct {
 	commitLatency           *metrics.Histogram
 	reads                   *semaphore.Weighted // Config.ReadMemoryBytes, shared by page reads
 	moderating              chan struct{}       // a token per write waiting for the hooks (Config.MaxModerating)
+	moderatingBytes         *semaphore.Weighted // their bytes (moderatingBytesMax)
 	moderators              sync.WaitGroup      // the goroutines waiting for the hooks
 
 	stats struct {
@@ -305,6 +306,7 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 	s.life, s.endLife = context.WithCancel(context.Background())
 	s.reads = semaphore.NewWeighted(cfg.ReadMemoryBytes)
 	s.moderating = make(chan struct{}, cfg.MaxModerating)
+	s.moderatingBytes = semaphore.NewWeighted(moderatingBytesMax)
 	s.ids.node = uint64(cfg.NodeID & 1023)
 	s.nodeID = strconv.Itoa(int(cfg.NodeID))
 	s.nextSession.Store(uint64(time.Now().UnixMicro()))

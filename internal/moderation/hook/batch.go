@@ -66,6 +66,15 @@ func (q *queue) take() []*waiter {
 		q.active--
 		return nil
 	}
+	// By bytes too: a request of max calls with large payloads would be
+	// max times the largest message.
+	size := 0
+	for i, w := range q.calls[:n] {
+		if size += len(w.ev.Payload); i > 0 && size > maxBatchBytes {
+			n = i
+			break
+		}
+	}
 	out := make([]*waiter, n)
 	copy(out, q.calls)
 	rest := copy(q.calls, q.calls[n:])
@@ -76,6 +85,10 @@ func (q *queue) take() []*waiter {
 	}
 	return out
 }
+
+// maxBatchBytes bounds the payload bytes of one batch request (one call
+// larger than it still goes, alone).
+const maxBatchBytes = 1 << 20
 
 // errCaller ends the chain of a call whose caller left before it was sent.
 var errCaller = errors.New("hook: the caller gave up")

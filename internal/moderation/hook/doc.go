@@ -88,7 +88,8 @@
 // # Batches
 //
 // A hook with MaxBatch > 1 gets every request in the batch form: a JSON
-// object {"events": [ … ]} holding 1 to MaxBatch event objects as above,
+// object {"events": [ … ]} holding 1 to MaxBatch event objects as above
+// (fewer when their payloads pass 1 MiB),
 // with the header X-Parley-Batch: <count> and no Idempotency-Key header
 // (each event carries its key as "idempotency_key", which single requests
 // carry too). It answers {"decisions": [ … ]}: one answer object as above

@@ -2,7 +2,6 @@ package hook
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"strconv"
 	"unicode/utf8"
 )
@@ -40,12 +39,22 @@ func appendRequest(dst []byte, ev *Event) []byte {
 		}
 	}
 	if len(ev.Attachments) > 0 {
-		b, err := json.Marshal(ev.Attachments)
-		if err != nil {
-			panic("hook: encoding attachments: " + err.Error())
+		dst = append(dst, `,"attachments":[`...)
+		for i, a := range ev.Attachments {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"id":`...)
+			dst = appendJSONString(dst, a.ID)
+			dst = append(dst, `,"name":`...)
+			dst = appendJSONString(dst, a.Name)
+			dst = append(dst, `,"size":`...)
+			dst = strconv.AppendInt(dst, a.Size, 10)
+			dst = append(dst, `,"content_type":`...)
+			dst = appendJSONString(dst, a.ContentType)
+			dst = append(dst, '}')
 		}
-		dst = append(dst, `,"attachments":`...)
-		dst = append(dst, b...)
+		dst = append(dst, ']')
 	}
 	if len(ev.Change) > 0 {
 		dst = append(dst, `,"change":`...)
