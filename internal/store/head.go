@@ -19,6 +19,11 @@ type MessageHead struct {
 	Recalled bool
 	// SenderOnly: a shadow-muted sender's message, for nobody but them.
 	SenderOnly bool
+	// ThreadRoot: the message is a reply in that root's thread.
+	ThreadRoot uint64
+	// Mentions and MentionAll: who the message mentions.
+	Mentions   []string
+	MentionAll bool
 }
 
 // Field numbers of pb.Message that DecodeHead reads.
@@ -27,6 +32,9 @@ const (
 	headFieldKind     = 10
 	headFieldRecalled = 12
 	headFieldSender   = 15 // sender_only
+	headFieldMentions = 17
+	headFieldAll      = 18 // mention_all
+	headFieldThread   = 19 // thread_root
 )
 
 var errBadHead = errors.New("malformed message encoding")
@@ -49,6 +57,24 @@ func DecodeHead(body []byte) (MessageHead, error) {
 				return h, errBadHead
 			}
 			h.From = string(v)
+			body = body[n:]
+		case num == headFieldMentions && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(body)
+			if n < 0 {
+				return h, errBadHead
+			}
+			h.Mentions = append(h.Mentions, string(v))
+			body = body[n:]
+		case (num == headFieldAll || num == headFieldThread) && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(body)
+			if n < 0 {
+				return h, errBadHead
+			}
+			if num == headFieldAll {
+				h.MentionAll = v != 0
+			} else {
+				h.ThreadRoot = v
+			}
 			body = body[n:]
 		case num == headFieldKind && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(body)

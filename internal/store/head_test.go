@@ -1,6 +1,8 @@
 package store
 
 import (
+	"reflect"
+	"slices"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -16,14 +18,16 @@ func TestDecodeHead(t *testing.T) {
 		{From: "carol", Kind: pb.MessageKind_MESSAGE_KIND_NORMAL, Recalled: true, EditedAt: 12345},
 		{From: "dave", Kind: pb.MessageKind(-3)},
 		{From: "erin", Kind: pb.MessageKind_MESSAGE_KIND_NORMAL, SenderOnly: true, Payload: []byte("x")},
+		{From: "fred", Kind: pb.MessageKind_MESSAGE_KIND_NORMAL, ThreadRoot: 9, Mentions: []string{"a", "bé"}, MentionAll: true, ReplyTo: 3},
 	} {
 		body, err := proto.Marshal(m)
 		if err != nil {
 			t.Fatal(err)
 		}
 		h, err := DecodeHead(body)
-		want := MessageHead{From: m.From, Kind: m.Kind, Recalled: m.Recalled, SenderOnly: m.SenderOnly}
-		if err != nil || h != want {
+		want := MessageHead{From: m.From, Kind: m.Kind, Recalled: m.Recalled, SenderOnly: m.SenderOnly,
+			ThreadRoot: m.ThreadRoot, Mentions: m.Mentions, MentionAll: m.MentionAll}
+		if err != nil || !reflect.DeepEqual(h, want) {
 			t.Fatalf("DecodeHead(%v) = %+v, %v; want %+v", m, h, err, want)
 		}
 		// Every cut short of the whole is malformed or a shorter message,
@@ -46,7 +50,8 @@ func FuzzDecodeHead(f *testing.F) {
 		h, err := DecodeHead(body)
 		var m pb.Message
 		if perr := proto.Unmarshal(body, &m); perr == nil && err == nil {
-			if h.Kind != m.Kind || h.Recalled != m.Recalled || h.SenderOnly != m.SenderOnly {
+			if h.Kind != m.Kind || h.Recalled != m.Recalled || h.SenderOnly != m.SenderOnly ||
+				h.ThreadRoot != m.ThreadRoot || h.MentionAll != m.MentionAll || !slices.Equal(h.Mentions, m.Mentions) {
 				t.Fatalf("DecodeHead = %+v, proto.Unmarshal = %v", h, &m)
 			}
 		}

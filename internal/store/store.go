@@ -30,6 +30,9 @@ var (
 	// Update names a message that is already recalled, CloseReport a report
 	// that is not open. Nothing is written.
 	ErrConflict = errors.New("store: conflicting state")
+	// ErrTooMany: a reaction would give a message more distinct emojis than
+	// ReactionOp.MaxDistinct allows. Nothing is written.
+	ErrTooMany = errors.New("store: too many")
 )
 
 // AppendResult is the outcome of one message of an Append batch.
@@ -71,7 +74,9 @@ type User struct {
 	// ShadowMuted: what the user sends reaches only themselves
 	// (docs/moderation.md).
 	ShadowMuted bool
-	CreatedAt   time.Time
+	// Bot: the user may stream messages (docs/rich-messages.md).
+	Bot       bool
+	CreatedAt time.Time
 }
 
 // Group is a group's settings. Its conversation id is "g:" + an id.
@@ -91,6 +96,9 @@ type Group struct {
 	// HistoryVisibility: what new and re-added members read; UNSPECIFIED
 	// means since their join.
 	HistoryVisibility pb.HistoryVisibility
+	// MembersMentionAll: every member may mention everyone; else only the
+	// owner and admins.
+	MembersMentionAll bool
 }
 
 // Member is one user's membership of a group, current or past.
@@ -131,6 +139,76 @@ type Change struct {
 	// check and the write are one atomic step, so a change prepared from an
 	// older copy of the message (by another node) cannot undo a recall.
 	Update *pb.Message
+	// Pin, when set, pins or unpins a message of Event's conversation,
+	// atomically with Event.
+	Pin *PinChange
+}
+
+// PinChange pins (or unpins) the message Seq: a pin records By and At; an
+// unpin removes the pin (none: nothing to remove, no error).
+type PinChange struct {
+	Seq   uint64
+	Unpin bool
+	By    string
+	At    time.Time
+}
+
+// Pin is one pinned message of a conversation.
+type Pin struct {
+	Seq uint64
+	By  string
+	At  time.Time
+}
+
+// ReactionOp adds (or removes) UserID's Emoji reaction to the message Seq
+// of ConversationID.
+type ReactionOp struct {
+	ConversationID string
+	Seq            uint64
+	UserID         string
+	Emoji          string
+	Remove         bool
+	// MaxDistinct: adding an emoji the message does not have yet, when it
+	// already has this many, fails with ErrTooMany. 0: no limit.
+	MaxDistinct int
+}
+
+// ReactionResult is the outcome of one ReactionOp.
+type ReactionResult struct {
+	// Err is the op's own failure (ErrNotFound: no such message;
+	// ErrTooMany); nothing of it was written. The other ops of the batch
+	// are not affected.
+	Err error
+	// Changed is false when the reaction was already in the state asked
+	// for (added twice, removed when absent): nothing was written.
+	Changed bool
+	// Reactions is the message's counts after the op, Me for op.UserID,
+	// in the order each emoji was first added (an emoji whose count fell to
+	// zero and came back goes last).
+	Reactions []*pb.Reaction
+	// Version is the message's reaction version after the op: a change
+	// takes the conversation's reaction version + 1 (unchanged: the
+	// message's current version, 0 if it never had a reaction).
+	Version uint64
+}
+
+// ReactionSet is one message's reactions as one reader sees them.
+type ReactionSet struct {
+	Reactions []*pb.Reaction // as ReactionResult.Reactions, Me for the reader
+	Version   uint64
+}
+
+// ReactionChange names a message whose reactions last changed at Version.
+type ReactionChange struct {
+	Seq     uint64
+	Version uint64
+}
+
+// ThreadSummary is the state of the thread under a root message.
+type ThreadSummary struct {
+	ReplyCount   uint32
+	LastReplySeq uint64
+	LastReplyAt  int64 // unix ms: the last reply's ServerTime
 }
 
 // ConversationSettings are one user's settings of one conversation.
@@ -415,6 +493,51 @@ type Store interface {
 	// shared. swapped is false, and nothing is written, when another write
 	// came first. A nil value is stored as empty, like PutSetting's.
 	SwapSetting(ctx context.Context, key string, old, value []byte) (swapped bool, err error)
+
+	// Rich messages
+	//
+	// Append (and Apply, for its Event) also index what a message names:
+	//   - a message with ThreadRoot set is a reply in that thread: it is
+	//     listed by ThreadMessages and ThreadHistory; unless SenderOnly, the
+	//     root's ThreadSummary counts it (ReplyCount + 1, LastReplySeq and
+	//     LastReplyAt its own) and its From takes part in the thread
+	//     (InThread);
+	//   - a message of kind NORMAL, not SenderOnly, with Mentions or
+	//     MentionAll is listed by Mentions for each mentioned user but its
+	//     sender (MentionAll: every user but its sender).
+	// Apply with an Update that recalls the message (Recalled set) takes it
+	// out of Mentions.
+
+	// React applies ops in order as one atomic, durable write; results
+	// align with ops. An op fails alone (ReactionResult.Err); the returned
+	// error is for the batch as a whole (nothing of it is stored).
+	React(ctx context.Context, ops []ReactionOp) ([]ReactionResult, error)
+	// Reactions returns the reactions of the given messages of a
+	// conversation, Me for userID; messages without reactions are absent.
+	Reactions(ctx context.Context, conversationID string, seqs []uint64, userID string) (map[uint64]ReactionSet, error)
+	// ReactionChanges lists the messages whose reactions last changed at a
+	// version above after, by version, at most limit.
+	ReactionChanges(ctx context.Context, conversationID string, after uint64, limit int) ([]ReactionChange, error)
+	// ReactionVersion is the conversation's newest reaction version (0: none).
+	ReactionVersion(ctx context.Context, conversationID string) (uint64, error)
+
+	// Pins lists a conversation's pinned messages, oldest pin first.
+	Pins(ctx context.Context, conversationID string) ([]Pin, error)
+
+	// Threads returns the summaries of the given roots that have replies.
+	Threads(ctx context.Context, conversationID string, roots []uint64) (map[uint64]ThreadSummary, error)
+	// ThreadMessages returns up to limit replies in root's thread with seq
+	// > after, ascending.
+	ThreadMessages(ctx context.Context, conversationID string, root, after uint64, limit int) ([]*pb.Message, error)
+	// ThreadHistory returns up to limit replies in root's thread with seq <
+	// before (0: from the newest), ascending.
+	ThreadHistory(ctx context.Context, conversationID string, root, before uint64, limit int) ([]*pb.Message, error)
+	// InThread reports whether userID replied in root's thread.
+	InThread(ctx context.Context, conversationID string, root uint64, userID string) (bool, error)
+
+	// Mentions returns up to limit seqs of messages of the conversation
+	// after seq after that mention userID (by name or everyone), ascending.
+	Mentions(ctx context.Context, userID, conversationID string, after uint64, limit int) ([]uint64, error)
 
 	// Ping reports whether the store can serve reads and writes (readiness).
 	Ping(ctx context.Context) error

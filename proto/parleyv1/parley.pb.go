@@ -58,6 +58,10 @@ const (
 	MessageKind_MESSAGE_KIND_OWNER_CHANGED MessageKind = 16
 	// The group was dissolved; nothing more can be sent to it.
 	MessageKind_MESSAGE_KIND_GROUP_DISSOLVED MessageKind = 17
+	// event.target_seq was pinned by `from` (Conversation.pins lists the pins).
+	MessageKind_MESSAGE_KIND_PINNED MessageKind = 4
+	// event.target_seq was unpinned by `from`.
+	MessageKind_MESSAGE_KIND_UNPINNED MessageKind = 5
 )
 
 // Enum value maps for MessageKind.
@@ -75,6 +79,8 @@ var (
 		15: "MESSAGE_KIND_GROUP_UPDATED",
 		16: "MESSAGE_KIND_OWNER_CHANGED",
 		17: "MESSAGE_KIND_GROUP_DISSOLVED",
+		4:  "MESSAGE_KIND_PINNED",
+		5:  "MESSAGE_KIND_UNPINNED",
 	}
 	MessageKind_value = map[string]int32{
 		"MESSAGE_KIND_UNSPECIFIED":     0,
@@ -89,6 +95,8 @@ var (
 		"MESSAGE_KIND_GROUP_UPDATED":   15,
 		"MESSAGE_KIND_OWNER_CHANGED":   16,
 		"MESSAGE_KIND_GROUP_DISSOLVED": 17,
+		"MESSAGE_KIND_PINNED":          4,
+		"MESSAGE_KIND_UNPINNED":        5,
 	}
 )
 
@@ -639,6 +647,13 @@ type ClientFrame struct {
 	//	*ClientFrame_UnregisterPush
 	//	*ClientFrame_FileUrl
 	//	*ClientFrame_ReportMessage
+	//	*ClientFrame_React
+	//	*ClientFrame_SyncReactions
+	//	*ClientFrame_Pin
+	//	*ClientFrame_ThreadHistory
+	//	*ClientFrame_StreamOpen
+	//	*ClientFrame_StreamAppend
+	//	*ClientFrame_StreamFinish
 	Body          isClientFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1057,6 +1072,69 @@ func (x *ClientFrame) GetReportMessage() *ReportMessage {
 	return nil
 }
 
+func (x *ClientFrame) GetReact() *React {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_React); ok {
+			return x.React
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetSyncReactions() *SyncReactions {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_SyncReactions); ok {
+			return x.SyncReactions
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetPin() *Pin {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_Pin); ok {
+			return x.Pin
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetThreadHistory() *ThreadHistory {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_ThreadHistory); ok {
+			return x.ThreadHistory
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetStreamOpen() *StreamOpen {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_StreamOpen); ok {
+			return x.StreamOpen
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetStreamAppend() *StreamAppend {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_StreamAppend); ok {
+			return x.StreamAppend
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetStreamFinish() *StreamFinish {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_StreamFinish); ok {
+			return x.StreamFinish
+		}
+	}
+	return nil
+}
+
 type isClientFrame_Body interface {
 	isClientFrame_Body()
 }
@@ -1234,6 +1312,35 @@ type ClientFrame_ReportMessage struct {
 	ReportMessage *ReportMessage `protobuf:"bytes,110,opt,name=report_message,json=reportMessage,proto3,oneof"`
 }
 
+type ClientFrame_React struct {
+	// Rich messages (docs/rich-messages.md)
+	React *React `protobuf:"bytes,43,opt,name=react,proto3,oneof"`
+}
+
+type ClientFrame_SyncReactions struct {
+	SyncReactions *SyncReactions `protobuf:"bytes,44,opt,name=sync_reactions,json=syncReactions,proto3,oneof"`
+}
+
+type ClientFrame_Pin struct {
+	Pin *Pin `protobuf:"bytes,45,opt,name=pin,proto3,oneof"`
+}
+
+type ClientFrame_ThreadHistory struct {
+	ThreadHistory *ThreadHistory `protobuf:"bytes,46,opt,name=thread_history,json=threadHistory,proto3,oneof"`
+}
+
+type ClientFrame_StreamOpen struct {
+	StreamOpen *StreamOpen `protobuf:"bytes,120,opt,name=stream_open,json=streamOpen,proto3,oneof"`
+}
+
+type ClientFrame_StreamAppend struct {
+	StreamAppend *StreamAppend `protobuf:"bytes,121,opt,name=stream_append,json=streamAppend,proto3,oneof"`
+}
+
+type ClientFrame_StreamFinish struct {
+	StreamFinish *StreamFinish `protobuf:"bytes,122,opt,name=stream_finish,json=streamFinish,proto3,oneof"`
+}
+
 func (*ClientFrame_Auth) isClientFrame_Body() {}
 
 func (*ClientFrame_Ping) isClientFrame_Body() {}
@@ -1316,6 +1423,20 @@ func (*ClientFrame_FileUrl) isClientFrame_Body() {}
 
 func (*ClientFrame_ReportMessage) isClientFrame_Body() {}
 
+func (*ClientFrame_React) isClientFrame_Body() {}
+
+func (*ClientFrame_SyncReactions) isClientFrame_Body() {}
+
+func (*ClientFrame_Pin) isClientFrame_Body() {}
+
+func (*ClientFrame_ThreadHistory) isClientFrame_Body() {}
+
+func (*ClientFrame_StreamOpen) isClientFrame_Body() {}
+
+func (*ClientFrame_StreamAppend) isClientFrame_Body() {}
+
+func (*ClientFrame_StreamFinish) isClientFrame_Body() {}
+
 // ServerFrame is everything the server can send.
 type ServerFrame struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1346,6 +1467,10 @@ type ServerFrame struct {
 	//	*ServerFrame_Push
 	//	*ServerFrame_Room
 	//	*ServerFrame_FileUrl
+	//	*ServerFrame_Reaction
+	//	*ServerFrame_Reactions
+	//	*ServerFrame_StreamOpened
+	//	*ServerFrame_StreamChunk
 	Body          isServerFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1602,6 +1727,42 @@ func (x *ServerFrame) GetFileUrl() *FileUrlResult {
 	return nil
 }
 
+func (x *ServerFrame) GetReaction() *ReactionUpdate {
+	if x != nil {
+		if x, ok := x.Body.(*ServerFrame_Reaction); ok {
+			return x.Reaction
+		}
+	}
+	return nil
+}
+
+func (x *ServerFrame) GetReactions() *ReactionPage {
+	if x != nil {
+		if x, ok := x.Body.(*ServerFrame_Reactions); ok {
+			return x.Reactions
+		}
+	}
+	return nil
+}
+
+func (x *ServerFrame) GetStreamOpened() *StreamOpened {
+	if x != nil {
+		if x, ok := x.Body.(*ServerFrame_StreamOpened); ok {
+			return x.StreamOpened
+		}
+	}
+	return nil
+}
+
+func (x *ServerFrame) GetStreamChunk() *StreamChunk {
+	if x != nil {
+		if x, ok := x.Body.(*ServerFrame_StreamChunk); ok {
+			return x.StreamChunk
+		}
+	}
+	return nil
+}
+
 type isServerFrame_Body interface {
 	isServerFrame_Body()
 }
@@ -1698,6 +1859,23 @@ type ServerFrame_FileUrl struct {
 	FileUrl *FileUrlResult `protobuf:"bytes,40,opt,name=file_url,json=fileUrl,proto3,oneof"`
 }
 
+type ServerFrame_Reaction struct {
+	// Rich messages (docs/rich-messages.md)
+	Reaction *ReactionUpdate `protobuf:"bytes,32,opt,name=reaction,proto3,oneof"`
+}
+
+type ServerFrame_Reactions struct {
+	Reactions *ReactionPage `protobuf:"bytes,33,opt,name=reactions,proto3,oneof"`
+}
+
+type ServerFrame_StreamOpened struct {
+	StreamOpened *StreamOpened `protobuf:"bytes,41,opt,name=stream_opened,json=streamOpened,proto3,oneof"`
+}
+
+type ServerFrame_StreamChunk struct {
+	StreamChunk *StreamChunk `protobuf:"bytes,42,opt,name=stream_chunk,json=streamChunk,proto3,oneof"`
+}
+
 func (*ServerFrame_AuthOk) isServerFrame_Body() {}
 
 func (*ServerFrame_Pong) isServerFrame_Body() {}
@@ -1743,6 +1921,14 @@ func (*ServerFrame_Push) isServerFrame_Body() {}
 func (*ServerFrame_Room) isServerFrame_Body() {}
 
 func (*ServerFrame_FileUrl) isServerFrame_Body() {}
+
+func (*ServerFrame_Reaction) isServerFrame_Body() {}
+
+func (*ServerFrame_Reactions) isServerFrame_Body() {}
+
+func (*ServerFrame_StreamOpened) isServerFrame_Body() {}
+
+func (*ServerFrame_StreamChunk) isServerFrame_Body() {}
 
 // Auth must be the first frame on a connection.
 type Auth struct {
@@ -2023,7 +2209,19 @@ type Send struct {
 	// Files this user uploaded (POST /v1/files or the resumable /v1/uploads/),
 	// at most 10, named by id; the server fills in the rest from the upload
 	// and refuses a file that is not the sender's or not complete.
-	Attachments   []*Attachment `protobuf:"bytes,6,rep,name=attachments,proto3" json:"attachments,omitempty"`
+	Attachments []*Attachment `protobuf:"bytes,6,rep,name=attachments,proto3" json:"attachments,omitempty"`
+	// The seq of the message (in the same conversation) this one answers.
+	ReplyTo uint64 `protobuf:"varint,7,opt,name=reply_to,json=replyTo,proto3" json:"reply_to,omitempty"`
+	// Users this message mentions: at most 50, each one who may read the
+	// conversation (others are refused with BAD_REQUEST).
+	Mentions []string `protobuf:"bytes,8,rep,name=mentions,proto3" json:"mentions,omitempty"`
+	// Mentions everyone in a group: its owner and admins, and every member when
+	// the group's members_mention_all is set (else PERMISSION_DENIED).
+	MentionAll bool `protobuf:"varint,9,opt,name=mention_all,json=mentionAll,proto3" json:"mention_all,omitempty"`
+	// The seq of a thread's root message (in the same conversation): this
+	// message is a reply in that thread. The root must be a message that is not
+	// itself in a thread.
+	ThreadRoot    uint64 `protobuf:"varint,10,opt,name=thread_root,json=threadRoot,proto3" json:"thread_root,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2098,6 +2296,34 @@ func (x *Send) GetAttachments() []*Attachment {
 		return x.Attachments
 	}
 	return nil
+}
+
+func (x *Send) GetReplyTo() uint64 {
+	if x != nil {
+		return x.ReplyTo
+	}
+	return 0
+}
+
+func (x *Send) GetMentions() []string {
+	if x != nil {
+		return x.Mentions
+	}
+	return nil
+}
+
+func (x *Send) GetMentionAll() bool {
+	if x != nil {
+		return x.MentionAll
+	}
+	return false
+}
+
+func (x *Send) GetThreadRoot() uint64 {
+	if x != nil {
+		return x.ThreadRoot
+	}
+	return 0
 }
 
 // Attachment is a file carried by a message. Its bytes are fetched with a
@@ -2420,7 +2646,30 @@ type Message struct {
 	// Kept by the server on what a shadow-muted user sends: such a message
 	// reaches only its sender. Clients never see this field (the admin API
 	// does).
-	SenderOnly    bool `protobuf:"varint,15,opt,name=sender_only,json=senderOnly,proto3" json:"sender_only,omitempty"`
+	SenderOnly bool `protobuf:"varint,15,opt,name=sender_only,json=senderOnly,proto3" json:"sender_only,omitempty"`
+	// The seq of the message this one answers (Send.reply_to).
+	ReplyTo uint64 `protobuf:"varint,16,opt,name=reply_to,json=replyTo,proto3" json:"reply_to,omitempty"`
+	// Users this message mentions, and whether it mentions everyone.
+	Mentions   []string `protobuf:"bytes,17,rep,name=mentions,proto3" json:"mentions,omitempty"`
+	MentionAll bool     `protobuf:"varint,18,opt,name=mention_all,json=mentionAll,proto3" json:"mention_all,omitempty"`
+	// The seq of the thread root when this message is a reply in a thread.
+	ThreadRoot uint64 `protobuf:"varint,19,opt,name=thread_root,json=threadRoot,proto3" json:"thread_root,omitempty"`
+	// Filled in by the server when it sends the message (live, in pages): the
+	// message reply_to names, as it is at that moment.
+	ReplyPreview *MessagePreview `protobuf:"bytes,20,opt,name=reply_preview,json=replyPreview,proto3" json:"reply_preview,omitempty"`
+	// Filled in on a thread root that has replies: the thread as it is.
+	Thread *ThreadSummary `protobuf:"bytes,21,opt,name=thread,proto3" json:"thread,omitempty"`
+	// Filled in on a message with reactions: the counts as they are, `me`
+	// for the reader. See ReactionUpdate for later changes.
+	Reactions []*Reaction `protobuf:"bytes,22,rep,name=reactions,proto3" json:"reactions,omitempty"`
+	// The reaction version of `reactions` (see ReactionUpdate.version).
+	ReactionVersion uint64 `protobuf:"varint,23,opt,name=reaction_version,json=reactionVersion,proto3" json:"reaction_version,omitempty"`
+	// Set on a message that was streamed (StreamOpen): the stream's id, so a
+	// client replaces the text it showed from StreamChunks with this message.
+	StreamId string `protobuf:"bytes,24,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	// A streamed message whose sender stopped before finishing it: it holds
+	// what was streamed until then.
+	Incomplete    bool `protobuf:"varint,25,opt,name=incomplete,proto3" json:"incomplete,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2560,6 +2809,317 @@ func (x *Message) GetSenderOnly() bool {
 	return false
 }
 
+func (x *Message) GetReplyTo() uint64 {
+	if x != nil {
+		return x.ReplyTo
+	}
+	return 0
+}
+
+func (x *Message) GetMentions() []string {
+	if x != nil {
+		return x.Mentions
+	}
+	return nil
+}
+
+func (x *Message) GetMentionAll() bool {
+	if x != nil {
+		return x.MentionAll
+	}
+	return false
+}
+
+func (x *Message) GetThreadRoot() uint64 {
+	if x != nil {
+		return x.ThreadRoot
+	}
+	return 0
+}
+
+func (x *Message) GetReplyPreview() *MessagePreview {
+	if x != nil {
+		return x.ReplyPreview
+	}
+	return nil
+}
+
+func (x *Message) GetThread() *ThreadSummary {
+	if x != nil {
+		return x.Thread
+	}
+	return nil
+}
+
+func (x *Message) GetReactions() []*Reaction {
+	if x != nil {
+		return x.Reactions
+	}
+	return nil
+}
+
+func (x *Message) GetReactionVersion() uint64 {
+	if x != nil {
+		return x.ReactionVersion
+	}
+	return 0
+}
+
+func (x *Message) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+func (x *Message) GetIncomplete() bool {
+	if x != nil {
+		return x.Incomplete
+	}
+	return false
+}
+
+// MessagePreview is a short view of a message another one answers.
+type MessagePreview struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Seq         uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	From        string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	ContentType string                 `protobuf:"bytes,3,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	// The start of the payload: at most 256 bytes, cut at a UTF-8 character
+	// boundary. Empty when recalled or missing.
+	Snippet []byte `protobuf:"bytes,4,opt,name=snippet,proto3" json:"snippet,omitempty"`
+	// The payload was longer than the snippet.
+	Truncated bool `protobuf:"varint,5,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// How many files the message carries.
+	Attachments uint32 `protobuf:"varint,6,opt,name=attachments,proto3" json:"attachments,omitempty"`
+	// The original was recalled (or removed by moderators).
+	Recalled bool `protobuf:"varint,7,opt,name=recalled,proto3" json:"recalled,omitempty"`
+	// The original is not there for the reader: deleted for them, from before
+	// what they may read, or never stored.
+	Missing       bool  `protobuf:"varint,8,opt,name=missing,proto3" json:"missing,omitempty"`
+	EditedAt      int64 `protobuf:"varint,9,opt,name=edited_at,json=editedAt,proto3" json:"edited_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessagePreview) Reset() {
+	*x = MessagePreview{}
+	mi := &file_parley_v1_parley_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessagePreview) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessagePreview) ProtoMessage() {}
+
+func (x *MessagePreview) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessagePreview.ProtoReflect.Descriptor instead.
+func (*MessagePreview) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *MessagePreview) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *MessagePreview) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *MessagePreview) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+func (x *MessagePreview) GetSnippet() []byte {
+	if x != nil {
+		return x.Snippet
+	}
+	return nil
+}
+
+func (x *MessagePreview) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *MessagePreview) GetAttachments() uint32 {
+	if x != nil {
+		return x.Attachments
+	}
+	return 0
+}
+
+func (x *MessagePreview) GetRecalled() bool {
+	if x != nil {
+		return x.Recalled
+	}
+	return false
+}
+
+func (x *MessagePreview) GetMissing() bool {
+	if x != nil {
+		return x.Missing
+	}
+	return false
+}
+
+func (x *MessagePreview) GetEditedAt() int64 {
+	if x != nil {
+		return x.EditedAt
+	}
+	return 0
+}
+
+// ThreadSummary is the state of the thread under a root message.
+type ThreadSummary struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ReplyCount   uint32                 `protobuf:"varint,1,opt,name=reply_count,json=replyCount,proto3" json:"reply_count,omitempty"`
+	LastReplySeq uint64                 `protobuf:"varint,2,opt,name=last_reply_seq,json=lastReplySeq,proto3" json:"last_reply_seq,omitempty"`
+	// Unix milliseconds.
+	LastReplyAt   int64 `protobuf:"varint,3,opt,name=last_reply_at,json=lastReplyAt,proto3" json:"last_reply_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ThreadSummary) Reset() {
+	*x = ThreadSummary{}
+	mi := &file_parley_v1_parley_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThreadSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThreadSummary) ProtoMessage() {}
+
+func (x *ThreadSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThreadSummary.ProtoReflect.Descriptor instead.
+func (*ThreadSummary) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ThreadSummary) GetReplyCount() uint32 {
+	if x != nil {
+		return x.ReplyCount
+	}
+	return 0
+}
+
+func (x *ThreadSummary) GetLastReplySeq() uint64 {
+	if x != nil {
+		return x.LastReplySeq
+	}
+	return 0
+}
+
+func (x *ThreadSummary) GetLastReplyAt() int64 {
+	if x != nil {
+		return x.LastReplyAt
+	}
+	return 0
+}
+
+// Reaction is one emoji's count on a message.
+type Reaction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Emoji string                 `protobuf:"bytes,1,opt,name=emoji,proto3" json:"emoji,omitempty"`
+	Count uint32                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// The reader reacted with this emoji (only where the frame says so: see
+	// ReactionUpdate.personal).
+	Me            bool `protobuf:"varint,3,opt,name=me,proto3" json:"me,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reaction) Reset() {
+	*x = Reaction{}
+	mi := &file_parley_v1_parley_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reaction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reaction) ProtoMessage() {}
+
+func (x *Reaction) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reaction.ProtoReflect.Descriptor instead.
+func (*Reaction) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Reaction) GetEmoji() string {
+	if x != nil {
+		return x.Emoji
+	}
+	return ""
+}
+
+func (x *Reaction) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *Reaction) GetMe() bool {
+	if x != nil {
+		return x.Me
+	}
+	return false
+}
+
 // DeliveredAck tells the server this device has received every message of the
 // conversation up to and including seq. Cumulative; lower values are ignored.
 type DeliveredAck struct {
@@ -2572,7 +3132,7 @@ type DeliveredAck struct {
 
 func (x *DeliveredAck) Reset() {
 	*x = DeliveredAck{}
-	mi := &file_parley_v1_parley_proto_msgTypes[12]
+	mi := &file_parley_v1_parley_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2584,7 +3144,7 @@ func (x *DeliveredAck) String() string {
 func (*DeliveredAck) ProtoMessage() {}
 
 func (x *DeliveredAck) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[12]
+	mi := &file_parley_v1_parley_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2597,7 +3157,7 @@ func (x *DeliveredAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveredAck.ProtoReflect.Descriptor instead.
 func (*DeliveredAck) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{12}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeliveredAck) GetConversationId() string {
@@ -2625,7 +3185,7 @@ type ReadAck struct {
 
 func (x *ReadAck) Reset() {
 	*x = ReadAck{}
-	mi := &file_parley_v1_parley_proto_msgTypes[13]
+	mi := &file_parley_v1_parley_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2637,7 +3197,7 @@ func (x *ReadAck) String() string {
 func (*ReadAck) ProtoMessage() {}
 
 func (x *ReadAck) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[13]
+	mi := &file_parley_v1_parley_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2650,7 +3210,7 @@ func (x *ReadAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAck.ProtoReflect.Descriptor instead.
 func (*ReadAck) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{13}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReadAck) GetConversationId() string {
@@ -2681,7 +3241,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_parley_v1_parley_proto_msgTypes[14]
+	mi := &file_parley_v1_parley_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2693,7 +3253,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[14]
+	mi := &file_parley_v1_parley_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2706,7 +3266,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{14}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Receipt) GetConversationId() string {
@@ -2750,7 +3310,7 @@ type SyncConversations struct {
 
 func (x *SyncConversations) Reset() {
 	*x = SyncConversations{}
-	mi := &file_parley_v1_parley_proto_msgTypes[15]
+	mi := &file_parley_v1_parley_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2762,7 +3322,7 @@ func (x *SyncConversations) String() string {
 func (*SyncConversations) ProtoMessage() {}
 
 func (x *SyncConversations) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[15]
+	mi := &file_parley_v1_parley_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2775,7 +3335,7 @@ func (x *SyncConversations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncConversations.ProtoReflect.Descriptor instead.
 func (*SyncConversations) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{15}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SyncConversations) GetLimit() uint32 {
@@ -2819,15 +3379,23 @@ type Conversation struct {
 	ClearedSeq uint64 `protobuf:"varint,14,opt,name=cleared_seq,json=clearedSeq,proto3" json:"cleared_seq,omitempty"`
 	// For a group: this user is no longer a member (left or removed); the
 	// conversation is readable up to left_seq.
-	Left          bool   `protobuf:"varint,15,opt,name=left,proto3" json:"left,omitempty"`
-	LeftSeq       uint64 `protobuf:"varint,16,opt,name=left_seq,json=leftSeq,proto3" json:"left_seq,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Left    bool   `protobuf:"varint,15,opt,name=left,proto3" json:"left,omitempty"`
+	LeftSeq uint64 `protobuf:"varint,16,opt,name=left_seq,json=leftSeq,proto3" json:"left_seq,omitempty"`
+	// Messages after read_seq that mention this user (or everyone), counted
+	// even when the conversation is muted; at most 1000.
+	UnreadMentions uint32 `protobuf:"varint,17,opt,name=unread_mentions,json=unreadMentions,proto3" json:"unread_mentions,omitempty"`
+	// The conversation's pinned messages, oldest pin first.
+	Pins []*PinnedMessage `protobuf:"bytes,18,rep,name=pins,proto3" json:"pins,omitempty"`
+	// The conversation's reaction version: when it is past the version a
+	// client holds, SyncReactions brings the changes.
+	ReactionVersion uint64 `protobuf:"varint,19,opt,name=reaction_version,json=reactionVersion,proto3" json:"reaction_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Conversation) Reset() {
 	*x = Conversation{}
-	mi := &file_parley_v1_parley_proto_msgTypes[16]
+	mi := &file_parley_v1_parley_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2839,7 +3407,7 @@ func (x *Conversation) String() string {
 func (*Conversation) ProtoMessage() {}
 
 func (x *Conversation) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[16]
+	mi := &file_parley_v1_parley_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2852,7 +3420,7 @@ func (x *Conversation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Conversation.ProtoReflect.Descriptor instead.
 func (*Conversation) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{16}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Conversation) GetConversationId() string {
@@ -2967,6 +3535,88 @@ func (x *Conversation) GetLeftSeq() uint64 {
 	return 0
 }
 
+func (x *Conversation) GetUnreadMentions() uint32 {
+	if x != nil {
+		return x.UnreadMentions
+	}
+	return 0
+}
+
+func (x *Conversation) GetPins() []*PinnedMessage {
+	if x != nil {
+		return x.Pins
+	}
+	return nil
+}
+
+func (x *Conversation) GetReactionVersion() uint64 {
+	if x != nil {
+		return x.ReactionVersion
+	}
+	return 0
+}
+
+type PinnedMessage struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Seq      uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	PinnedBy string                 `protobuf:"bytes,2,opt,name=pinned_by,json=pinnedBy,proto3" json:"pinned_by,omitempty"`
+	// Unix milliseconds.
+	PinnedAt      int64 `protobuf:"varint,3,opt,name=pinned_at,json=pinnedAt,proto3" json:"pinned_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PinnedMessage) Reset() {
+	*x = PinnedMessage{}
+	mi := &file_parley_v1_parley_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PinnedMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PinnedMessage) ProtoMessage() {}
+
+func (x *PinnedMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PinnedMessage.ProtoReflect.Descriptor instead.
+func (*PinnedMessage) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *PinnedMessage) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *PinnedMessage) GetPinnedBy() string {
+	if x != nil {
+		return x.PinnedBy
+	}
+	return ""
+}
+
+func (x *PinnedMessage) GetPinnedAt() int64 {
+	if x != nil {
+		return x.PinnedAt
+	}
+	return 0
+}
+
 type ConversationList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Conversations []*Conversation        `protobuf:"bytes,1,rep,name=conversations,proto3" json:"conversations,omitempty"`
@@ -2978,7 +3628,7 @@ type ConversationList struct {
 
 func (x *ConversationList) Reset() {
 	*x = ConversationList{}
-	mi := &file_parley_v1_parley_proto_msgTypes[17]
+	mi := &file_parley_v1_parley_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2990,7 +3640,7 @@ func (x *ConversationList) String() string {
 func (*ConversationList) ProtoMessage() {}
 
 func (x *ConversationList) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[17]
+	mi := &file_parley_v1_parley_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3003,7 +3653,7 @@ func (x *ConversationList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConversationList.ProtoReflect.Descriptor instead.
 func (*ConversationList) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{17}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ConversationList) GetConversations() []*Conversation {
@@ -3033,7 +3683,7 @@ type SyncMessages struct {
 
 func (x *SyncMessages) Reset() {
 	*x = SyncMessages{}
-	mi := &file_parley_v1_parley_proto_msgTypes[18]
+	mi := &file_parley_v1_parley_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3045,7 +3695,7 @@ func (x *SyncMessages) String() string {
 func (*SyncMessages) ProtoMessage() {}
 
 func (x *SyncMessages) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[18]
+	mi := &file_parley_v1_parley_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3058,7 +3708,7 @@ func (x *SyncMessages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncMessages.ProtoReflect.Descriptor instead.
 func (*SyncMessages) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{18}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SyncMessages) GetConversationId() string {
@@ -3095,7 +3745,7 @@ type History struct {
 
 func (x *History) Reset() {
 	*x = History{}
-	mi := &file_parley_v1_parley_proto_msgTypes[19]
+	mi := &file_parley_v1_parley_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3107,7 +3757,7 @@ func (x *History) String() string {
 func (*History) ProtoMessage() {}
 
 func (x *History) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[19]
+	mi := &file_parley_v1_parley_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3120,7 +3770,7 @@ func (x *History) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use History.ProtoReflect.Descriptor instead.
 func (*History) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{19}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *History) GetConversationId() string {
@@ -3159,7 +3809,7 @@ type MessagePage struct {
 
 func (x *MessagePage) Reset() {
 	*x = MessagePage{}
-	mi := &file_parley_v1_parley_proto_msgTypes[20]
+	mi := &file_parley_v1_parley_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3171,7 +3821,7 @@ func (x *MessagePage) String() string {
 func (*MessagePage) ProtoMessage() {}
 
 func (x *MessagePage) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[20]
+	mi := &file_parley_v1_parley_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3184,7 +3834,7 @@ func (x *MessagePage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessagePage.ProtoReflect.Descriptor instead.
 func (*MessagePage) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{20}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MessagePage) GetConversationId() string {
@@ -3235,7 +3885,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_parley_v1_parley_proto_msgTypes[21]
+	mi := &file_parley_v1_parley_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3247,7 +3897,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[21]
+	mi := &file_parley_v1_parley_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3260,7 +3910,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{21}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Error) GetCode() ErrorCode {
@@ -3315,7 +3965,7 @@ type ReportMessage struct {
 
 func (x *ReportMessage) Reset() {
 	*x = ReportMessage{}
-	mi := &file_parley_v1_parley_proto_msgTypes[22]
+	mi := &file_parley_v1_parley_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3327,7 +3977,7 @@ func (x *ReportMessage) String() string {
 func (*ReportMessage) ProtoMessage() {}
 
 func (x *ReportMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[22]
+	mi := &file_parley_v1_parley_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3340,7 +3990,7 @@ func (x *ReportMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportMessage.ProtoReflect.Descriptor instead.
 func (*ReportMessage) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{22}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReportMessage) GetConversationId() string {
@@ -3383,7 +4033,7 @@ type Disconnect struct {
 
 func (x *Disconnect) Reset() {
 	*x = Disconnect{}
-	mi := &file_parley_v1_parley_proto_msgTypes[23]
+	mi := &file_parley_v1_parley_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3395,7 +4045,7 @@ func (x *Disconnect) String() string {
 func (*Disconnect) ProtoMessage() {}
 
 func (x *Disconnect) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[23]
+	mi := &file_parley_v1_parley_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3408,7 +4058,7 @@ func (x *Disconnect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Disconnect.ProtoReflect.Descriptor instead.
 func (*Disconnect) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{23}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Disconnect) GetCode() DisconnectCode {
@@ -3451,13 +4101,16 @@ type GroupInfo struct {
 	// The group's settings as in force: never UNSPECIFIED in a GroupInfo.
 	AddPolicy         GroupAddPolicy    `protobuf:"varint,11,opt,name=add_policy,json=addPolicy,proto3,enum=parley.v1.GroupAddPolicy" json:"add_policy,omitempty"`
 	HistoryVisibility HistoryVisibility `protobuf:"varint,12,opt,name=history_visibility,json=historyVisibility,proto3,enum=parley.v1.HistoryVisibility" json:"history_visibility,omitempty"`
+	// Every member may mention everyone (Send.mention_all); else only the owner
+	// and admins.
+	MembersMentionAll bool `protobuf:"varint,13,opt,name=members_mention_all,json=membersMentionAll,proto3" json:"members_mention_all,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GroupInfo) Reset() {
 	*x = GroupInfo{}
-	mi := &file_parley_v1_parley_proto_msgTypes[24]
+	mi := &file_parley_v1_parley_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3469,7 +4122,7 @@ func (x *GroupInfo) String() string {
 func (*GroupInfo) ProtoMessage() {}
 
 func (x *GroupInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[24]
+	mi := &file_parley_v1_parley_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3482,7 +4135,7 @@ func (x *GroupInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupInfo.ProtoReflect.Descriptor instead.
 func (*GroupInfo) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{24}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GroupInfo) GetConversationId() string {
@@ -3569,6 +4222,13 @@ func (x *GroupInfo) GetHistoryVisibility() HistoryVisibility {
 	return HistoryVisibility_HISTORY_VISIBILITY_UNSPECIFIED
 }
 
+func (x *GroupInfo) GetMembersMentionAll() bool {
+	if x != nil {
+		return x.MembersMentionAll
+	}
+	return false
+}
+
 // CreateGroup makes a group with the sender as owner and user_ids as members.
 // Reply: group.
 type CreateGroup struct {
@@ -3582,13 +4242,14 @@ type CreateGroup struct {
 	AddPolicy GroupAddPolicy `protobuf:"varint,6,opt,name=add_policy,json=addPolicy,proto3,enum=parley.v1.GroupAddPolicy" json:"add_policy,omitempty"`
 	// Unset: SINCE_JOIN.
 	HistoryVisibility HistoryVisibility `protobuf:"varint,7,opt,name=history_visibility,json=historyVisibility,proto3,enum=parley.v1.HistoryVisibility" json:"history_visibility,omitempty"`
+	MembersMentionAll bool              `protobuf:"varint,8,opt,name=members_mention_all,json=membersMentionAll,proto3" json:"members_mention_all,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CreateGroup) Reset() {
 	*x = CreateGroup{}
-	mi := &file_parley_v1_parley_proto_msgTypes[25]
+	mi := &file_parley_v1_parley_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3600,7 +4261,7 @@ func (x *CreateGroup) String() string {
 func (*CreateGroup) ProtoMessage() {}
 
 func (x *CreateGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[25]
+	mi := &file_parley_v1_parley_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3613,7 +4274,7 @@ func (x *CreateGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGroup.ProtoReflect.Descriptor instead.
 func (*CreateGroup) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{25}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateGroup) GetName() string {
@@ -3665,6 +4326,13 @@ func (x *CreateGroup) GetHistoryVisibility() HistoryVisibility {
 	return HistoryVisibility_HISTORY_VISIBILITY_UNSPECIFIED
 }
 
+func (x *CreateGroup) GetMembersMentionAll() bool {
+	if x != nil {
+		return x.MembersMentionAll
+	}
+	return false
+}
+
 // UpdateGroup changes the fields that are set (owner and admins). Reply: group.
 // Setting add_policy or history_visibility to UNSPECIFIED (or an unknown
 // value) is BAD_REQUEST.
@@ -3678,13 +4346,14 @@ type UpdateGroup struct {
 	MuteAll           *bool                  `protobuf:"varint,6,opt,name=mute_all,json=muteAll,proto3,oneof" json:"mute_all,omitempty"`
 	AddPolicy         *GroupAddPolicy        `protobuf:"varint,7,opt,name=add_policy,json=addPolicy,proto3,enum=parley.v1.GroupAddPolicy,oneof" json:"add_policy,omitempty"`
 	HistoryVisibility *HistoryVisibility     `protobuf:"varint,8,opt,name=history_visibility,json=historyVisibility,proto3,enum=parley.v1.HistoryVisibility,oneof" json:"history_visibility,omitempty"`
+	MembersMentionAll *bool                  `protobuf:"varint,9,opt,name=members_mention_all,json=membersMentionAll,proto3,oneof" json:"members_mention_all,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
 
 func (x *UpdateGroup) Reset() {
 	*x = UpdateGroup{}
-	mi := &file_parley_v1_parley_proto_msgTypes[26]
+	mi := &file_parley_v1_parley_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3696,7 +4365,7 @@ func (x *UpdateGroup) String() string {
 func (*UpdateGroup) ProtoMessage() {}
 
 func (x *UpdateGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[26]
+	mi := &file_parley_v1_parley_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3709,7 +4378,7 @@ func (x *UpdateGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroup.ProtoReflect.Descriptor instead.
 func (*UpdateGroup) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{26}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *UpdateGroup) GetConversationId() string {
@@ -3768,6 +4437,13 @@ func (x *UpdateGroup) GetHistoryVisibility() HistoryVisibility {
 	return HistoryVisibility_HISTORY_VISIBILITY_UNSPECIFIED
 }
 
+func (x *UpdateGroup) GetMembersMentionAll() bool {
+	if x != nil && x.MembersMentionAll != nil {
+		return *x.MembersMentionAll
+	}
+	return false
+}
+
 // AddMembers adds users: the owner and admins, and every member when the
 // group's add_policy is EVERYONE (unless mute_all). Otherwise PERMISSION_DENIED.
 // Reply: ok.
@@ -3781,7 +4457,7 @@ type AddMembers struct {
 
 func (x *AddMembers) Reset() {
 	*x = AddMembers{}
-	mi := &file_parley_v1_parley_proto_msgTypes[27]
+	mi := &file_parley_v1_parley_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3793,7 +4469,7 @@ func (x *AddMembers) String() string {
 func (*AddMembers) ProtoMessage() {}
 
 func (x *AddMembers) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[27]
+	mi := &file_parley_v1_parley_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3806,7 +4482,7 @@ func (x *AddMembers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMembers.ProtoReflect.Descriptor instead.
 func (*AddMembers) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{27}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AddMembers) GetConversationId() string {
@@ -3834,7 +4510,7 @@ type RemoveMember struct {
 
 func (x *RemoveMember) Reset() {
 	*x = RemoveMember{}
-	mi := &file_parley_v1_parley_proto_msgTypes[28]
+	mi := &file_parley_v1_parley_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3846,7 +4522,7 @@ func (x *RemoveMember) String() string {
 func (*RemoveMember) ProtoMessage() {}
 
 func (x *RemoveMember) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[28]
+	mi := &file_parley_v1_parley_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3859,7 +4535,7 @@ func (x *RemoveMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMember.ProtoReflect.Descriptor instead.
 func (*RemoveMember) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{28}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RemoveMember) GetConversationId() string {
@@ -3886,7 +4562,7 @@ type JoinGroup struct {
 
 func (x *JoinGroup) Reset() {
 	*x = JoinGroup{}
-	mi := &file_parley_v1_parley_proto_msgTypes[29]
+	mi := &file_parley_v1_parley_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3898,7 +4574,7 @@ func (x *JoinGroup) String() string {
 func (*JoinGroup) ProtoMessage() {}
 
 func (x *JoinGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[29]
+	mi := &file_parley_v1_parley_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3911,7 +4587,7 @@ func (x *JoinGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroup.ProtoReflect.Descriptor instead.
 func (*JoinGroup) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{29}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *JoinGroup) GetConversationId() string {
@@ -3931,7 +4607,7 @@ type LeaveGroup struct {
 
 func (x *LeaveGroup) Reset() {
 	*x = LeaveGroup{}
-	mi := &file_parley_v1_parley_proto_msgTypes[30]
+	mi := &file_parley_v1_parley_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3943,7 +4619,7 @@ func (x *LeaveGroup) String() string {
 func (*LeaveGroup) ProtoMessage() {}
 
 func (x *LeaveGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[30]
+	mi := &file_parley_v1_parley_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3956,7 +4632,7 @@ func (x *LeaveGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroup.ProtoReflect.Descriptor instead.
 func (*LeaveGroup) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{30}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *LeaveGroup) GetConversationId() string {
@@ -3978,7 +4654,7 @@ type SetRole struct {
 
 func (x *SetRole) Reset() {
 	*x = SetRole{}
-	mi := &file_parley_v1_parley_proto_msgTypes[31]
+	mi := &file_parley_v1_parley_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3990,7 +4666,7 @@ func (x *SetRole) String() string {
 func (*SetRole) ProtoMessage() {}
 
 func (x *SetRole) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[31]
+	mi := &file_parley_v1_parley_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4003,7 +4679,7 @@ func (x *SetRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRole.ProtoReflect.Descriptor instead.
 func (*SetRole) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{31}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SetRole) GetConversationId() string {
@@ -4039,7 +4715,7 @@ type MuteMember struct {
 
 func (x *MuteMember) Reset() {
 	*x = MuteMember{}
-	mi := &file_parley_v1_parley_proto_msgTypes[32]
+	mi := &file_parley_v1_parley_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4051,7 +4727,7 @@ func (x *MuteMember) String() string {
 func (*MuteMember) ProtoMessage() {}
 
 func (x *MuteMember) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[32]
+	mi := &file_parley_v1_parley_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4064,7 +4740,7 @@ func (x *MuteMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MuteMember.ProtoReflect.Descriptor instead.
 func (*MuteMember) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{32}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *MuteMember) GetConversationId() string {
@@ -4099,7 +4775,7 @@ type TransferOwnership struct {
 
 func (x *TransferOwnership) Reset() {
 	*x = TransferOwnership{}
-	mi := &file_parley_v1_parley_proto_msgTypes[33]
+	mi := &file_parley_v1_parley_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4111,7 +4787,7 @@ func (x *TransferOwnership) String() string {
 func (*TransferOwnership) ProtoMessage() {}
 
 func (x *TransferOwnership) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[33]
+	mi := &file_parley_v1_parley_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4124,7 +4800,7 @@ func (x *TransferOwnership) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferOwnership.ProtoReflect.Descriptor instead.
 func (*TransferOwnership) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{33}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TransferOwnership) GetConversationId() string {
@@ -4151,7 +4827,7 @@ type DissolveGroup struct {
 
 func (x *DissolveGroup) Reset() {
 	*x = DissolveGroup{}
-	mi := &file_parley_v1_parley_proto_msgTypes[34]
+	mi := &file_parley_v1_parley_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4163,7 +4839,7 @@ func (x *DissolveGroup) String() string {
 func (*DissolveGroup) ProtoMessage() {}
 
 func (x *DissolveGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[34]
+	mi := &file_parley_v1_parley_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4176,7 +4852,7 @@ func (x *DissolveGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DissolveGroup.ProtoReflect.Descriptor instead.
 func (*DissolveGroup) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{34}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DissolveGroup) GetConversationId() string {
@@ -4196,7 +4872,7 @@ type GetGroup struct {
 
 func (x *GetGroup) Reset() {
 	*x = GetGroup{}
-	mi := &file_parley_v1_parley_proto_msgTypes[35]
+	mi := &file_parley_v1_parley_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4208,7 +4884,7 @@ func (x *GetGroup) String() string {
 func (*GetGroup) ProtoMessage() {}
 
 func (x *GetGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[35]
+	mi := &file_parley_v1_parley_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4221,7 +4897,7 @@ func (x *GetGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroup.ProtoReflect.Descriptor instead.
 func (*GetGroup) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{35}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetGroup) GetConversationId() string {
@@ -4245,7 +4921,7 @@ type ListMembers struct {
 
 func (x *ListMembers) Reset() {
 	*x = ListMembers{}
-	mi := &file_parley_v1_parley_proto_msgTypes[36]
+	mi := &file_parley_v1_parley_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4257,7 +4933,7 @@ func (x *ListMembers) String() string {
 func (*ListMembers) ProtoMessage() {}
 
 func (x *ListMembers) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[36]
+	mi := &file_parley_v1_parley_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4270,7 +4946,7 @@ func (x *ListMembers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembers.ProtoReflect.Descriptor instead.
 func (*ListMembers) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{36}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListMembers) GetConversationId() string {
@@ -4307,7 +4983,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_parley_v1_parley_proto_msgTypes[37]
+	mi := &file_parley_v1_parley_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4319,7 +4995,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[37]
+	mi := &file_parley_v1_parley_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4332,7 +5008,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{37}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Member) GetUserId() string {
@@ -4375,7 +5051,7 @@ type MemberPage struct {
 
 func (x *MemberPage) Reset() {
 	*x = MemberPage{}
-	mi := &file_parley_v1_parley_proto_msgTypes[38]
+	mi := &file_parley_v1_parley_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4387,7 +5063,7 @@ func (x *MemberPage) String() string {
 func (*MemberPage) ProtoMessage() {}
 
 func (x *MemberPage) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[38]
+	mi := &file_parley_v1_parley_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4400,7 +5076,7 @@ func (x *MemberPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberPage.ProtoReflect.Descriptor instead.
 func (*MemberPage) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{38}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *MemberPage) GetConversationId() string {
@@ -4438,7 +5114,7 @@ type Recall struct {
 
 func (x *Recall) Reset() {
 	*x = Recall{}
-	mi := &file_parley_v1_parley_proto_msgTypes[39]
+	mi := &file_parley_v1_parley_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4450,7 +5126,7 @@ func (x *Recall) String() string {
 func (*Recall) ProtoMessage() {}
 
 func (x *Recall) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[39]
+	mi := &file_parley_v1_parley_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4463,7 +5139,7 @@ func (x *Recall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Recall.ProtoReflect.Descriptor instead.
 func (*Recall) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{39}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Recall) GetConversationId() string {
@@ -4501,7 +5177,7 @@ type Edit struct {
 
 func (x *Edit) Reset() {
 	*x = Edit{}
-	mi := &file_parley_v1_parley_proto_msgTypes[40]
+	mi := &file_parley_v1_parley_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4513,7 +5189,7 @@ func (x *Edit) String() string {
 func (*Edit) ProtoMessage() {}
 
 func (x *Edit) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[40]
+	mi := &file_parley_v1_parley_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4526,7 +5202,7 @@ func (x *Edit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Edit.ProtoReflect.Descriptor instead.
 func (*Edit) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{40}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Edit) GetConversationId() string {
@@ -4577,7 +5253,7 @@ type DeleteForMe struct {
 
 func (x *DeleteForMe) Reset() {
 	*x = DeleteForMe{}
-	mi := &file_parley_v1_parley_proto_msgTypes[41]
+	mi := &file_parley_v1_parley_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4589,7 +5265,7 @@ func (x *DeleteForMe) String() string {
 func (*DeleteForMe) ProtoMessage() {}
 
 func (x *DeleteForMe) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[41]
+	mi := &file_parley_v1_parley_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4602,7 +5278,7 @@ func (x *DeleteForMe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteForMe.ProtoReflect.Descriptor instead.
 func (*DeleteForMe) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{41}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DeleteForMe) GetConversationId() string {
@@ -4639,7 +5315,7 @@ type HiddenEvent struct {
 
 func (x *HiddenEvent) Reset() {
 	*x = HiddenEvent{}
-	mi := &file_parley_v1_parley_proto_msgTypes[42]
+	mi := &file_parley_v1_parley_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4651,7 +5327,7 @@ func (x *HiddenEvent) String() string {
 func (*HiddenEvent) ProtoMessage() {}
 
 func (x *HiddenEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[42]
+	mi := &file_parley_v1_parley_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4664,7 +5340,7 @@ func (x *HiddenEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HiddenEvent.ProtoReflect.Descriptor instead.
 func (*HiddenEvent) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{42}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *HiddenEvent) GetConversationId() string {
@@ -4702,7 +5378,7 @@ type ReadCounts struct {
 
 func (x *ReadCounts) Reset() {
 	*x = ReadCounts{}
-	mi := &file_parley_v1_parley_proto_msgTypes[43]
+	mi := &file_parley_v1_parley_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4714,7 +5390,7 @@ func (x *ReadCounts) String() string {
 func (*ReadCounts) ProtoMessage() {}
 
 func (x *ReadCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[43]
+	mi := &file_parley_v1_parley_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4727,7 +5403,7 @@ func (x *ReadCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadCounts.ProtoReflect.Descriptor instead.
 func (*ReadCounts) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{43}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ReadCounts) GetConversationId() string {
@@ -4759,7 +5435,7 @@ type ReadCount struct {
 
 func (x *ReadCount) Reset() {
 	*x = ReadCount{}
-	mi := &file_parley_v1_parley_proto_msgTypes[44]
+	mi := &file_parley_v1_parley_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4771,7 +5447,7 @@ func (x *ReadCount) String() string {
 func (*ReadCount) ProtoMessage() {}
 
 func (x *ReadCount) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[44]
+	mi := &file_parley_v1_parley_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4784,7 +5460,7 @@ func (x *ReadCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadCount.ProtoReflect.Descriptor instead.
 func (*ReadCount) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{44}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ReadCount) GetSeq() uint64 {
@@ -4818,7 +5494,7 @@ type ReadCountList struct {
 
 func (x *ReadCountList) Reset() {
 	*x = ReadCountList{}
-	mi := &file_parley_v1_parley_proto_msgTypes[45]
+	mi := &file_parley_v1_parley_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4830,7 +5506,7 @@ func (x *ReadCountList) String() string {
 func (*ReadCountList) ProtoMessage() {}
 
 func (x *ReadCountList) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[45]
+	mi := &file_parley_v1_parley_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4843,7 +5519,7 @@ func (x *ReadCountList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadCountList.ProtoReflect.Descriptor instead.
 func (*ReadCountList) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{45}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ReadCountList) GetConversationId() string {
@@ -4871,7 +5547,7 @@ type Typing struct {
 
 func (x *Typing) Reset() {
 	*x = Typing{}
-	mi := &file_parley_v1_parley_proto_msgTypes[46]
+	mi := &file_parley_v1_parley_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4883,7 +5559,7 @@ func (x *Typing) String() string {
 func (*Typing) ProtoMessage() {}
 
 func (x *Typing) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[46]
+	mi := &file_parley_v1_parley_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4896,7 +5572,7 @@ func (x *Typing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Typing.ProtoReflect.Descriptor instead.
 func (*Typing) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{46}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Typing) GetConversationId() string {
@@ -4916,7 +5592,7 @@ type TypingEvent struct {
 
 func (x *TypingEvent) Reset() {
 	*x = TypingEvent{}
-	mi := &file_parley_v1_parley_proto_msgTypes[47]
+	mi := &file_parley_v1_parley_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4928,7 +5604,7 @@ func (x *TypingEvent) String() string {
 func (*TypingEvent) ProtoMessage() {}
 
 func (x *TypingEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[47]
+	mi := &file_parley_v1_parley_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4941,7 +5617,7 @@ func (x *TypingEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TypingEvent.ProtoReflect.Descriptor instead.
 func (*TypingEvent) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{47}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *TypingEvent) GetConversationId() string {
@@ -4970,7 +5646,7 @@ type SubscribePresence struct {
 
 func (x *SubscribePresence) Reset() {
 	*x = SubscribePresence{}
-	mi := &file_parley_v1_parley_proto_msgTypes[48]
+	mi := &file_parley_v1_parley_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4982,7 +5658,7 @@ func (x *SubscribePresence) String() string {
 func (*SubscribePresence) ProtoMessage() {}
 
 func (x *SubscribePresence) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[48]
+	mi := &file_parley_v1_parley_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4995,7 +5671,7 @@ func (x *SubscribePresence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribePresence.ProtoReflect.Descriptor instead.
 func (*SubscribePresence) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{48}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SubscribePresence) GetUserIds() []string {
@@ -5014,7 +5690,7 @@ type UnsubscribePresence struct {
 
 func (x *UnsubscribePresence) Reset() {
 	*x = UnsubscribePresence{}
-	mi := &file_parley_v1_parley_proto_msgTypes[49]
+	mi := &file_parley_v1_parley_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5026,7 +5702,7 @@ func (x *UnsubscribePresence) String() string {
 func (*UnsubscribePresence) ProtoMessage() {}
 
 func (x *UnsubscribePresence) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[49]
+	mi := &file_parley_v1_parley_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5039,7 +5715,7 @@ func (x *UnsubscribePresence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnsubscribePresence.ProtoReflect.Descriptor instead.
 func (*UnsubscribePresence) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{49}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *UnsubscribePresence) GetUserIds() []string {
@@ -5061,7 +5737,7 @@ type Presence struct {
 
 func (x *Presence) Reset() {
 	*x = Presence{}
-	mi := &file_parley_v1_parley_proto_msgTypes[50]
+	mi := &file_parley_v1_parley_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5073,7 +5749,7 @@ func (x *Presence) String() string {
 func (*Presence) ProtoMessage() {}
 
 func (x *Presence) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[50]
+	mi := &file_parley_v1_parley_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5086,7 +5762,7 @@ func (x *Presence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Presence.ProtoReflect.Descriptor instead.
 func (*Presence) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{50}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Presence) GetUserId() string {
@@ -5119,7 +5795,7 @@ type PresenceList struct {
 
 func (x *PresenceList) Reset() {
 	*x = PresenceList{}
-	mi := &file_parley_v1_parley_proto_msgTypes[51]
+	mi := &file_parley_v1_parley_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5131,7 +5807,7 @@ func (x *PresenceList) String() string {
 func (*PresenceList) ProtoMessage() {}
 
 func (x *PresenceList) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[51]
+	mi := &file_parley_v1_parley_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5144,7 +5820,7 @@ func (x *PresenceList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceList.ProtoReflect.Descriptor instead.
 func (*PresenceList) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{51}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PresenceList) GetUsers() []*Presence {
@@ -5163,7 +5839,7 @@ type PresenceEvent struct {
 
 func (x *PresenceEvent) Reset() {
 	*x = PresenceEvent{}
-	mi := &file_parley_v1_parley_proto_msgTypes[52]
+	mi := &file_parley_v1_parley_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5175,7 +5851,7 @@ func (x *PresenceEvent) String() string {
 func (*PresenceEvent) ProtoMessage() {}
 
 func (x *PresenceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[52]
+	mi := &file_parley_v1_parley_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5188,7 +5864,7 @@ func (x *PresenceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceEvent.ProtoReflect.Descriptor instead.
 func (*PresenceEvent) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{52}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PresenceEvent) GetPresence() *Presence {
@@ -5212,7 +5888,7 @@ type Contact struct {
 
 func (x *Contact) Reset() {
 	*x = Contact{}
-	mi := &file_parley_v1_parley_proto_msgTypes[53]
+	mi := &file_parley_v1_parley_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5224,7 +5900,7 @@ func (x *Contact) String() string {
 func (*Contact) ProtoMessage() {}
 
 func (x *Contact) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[53]
+	mi := &file_parley_v1_parley_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5237,7 +5913,7 @@ func (x *Contact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Contact.ProtoReflect.Descriptor instead.
 func (*Contact) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{53}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Contact) GetUserId() string {
@@ -5281,7 +5957,7 @@ type FriendRequest struct {
 
 func (x *FriendRequest) Reset() {
 	*x = FriendRequest{}
-	mi := &file_parley_v1_parley_proto_msgTypes[54]
+	mi := &file_parley_v1_parley_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5293,7 +5969,7 @@ func (x *FriendRequest) String() string {
 func (*FriendRequest) ProtoMessage() {}
 
 func (x *FriendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[54]
+	mi := &file_parley_v1_parley_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5306,7 +5982,7 @@ func (x *FriendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FriendRequest.ProtoReflect.Descriptor instead.
 func (*FriendRequest) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{54}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *FriendRequest) GetUserId() string {
@@ -5334,7 +6010,7 @@ type RespondFriend struct {
 
 func (x *RespondFriend) Reset() {
 	*x = RespondFriend{}
-	mi := &file_parley_v1_parley_proto_msgTypes[55]
+	mi := &file_parley_v1_parley_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5346,7 +6022,7 @@ func (x *RespondFriend) String() string {
 func (*RespondFriend) ProtoMessage() {}
 
 func (x *RespondFriend) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[55]
+	mi := &file_parley_v1_parley_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5359,7 +6035,7 @@ func (x *RespondFriend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondFriend.ProtoReflect.Descriptor instead.
 func (*RespondFriend) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{55}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RespondFriend) GetUserId() string {
@@ -5386,7 +6062,7 @@ type RemoveFriend struct {
 
 func (x *RemoveFriend) Reset() {
 	*x = RemoveFriend{}
-	mi := &file_parley_v1_parley_proto_msgTypes[56]
+	mi := &file_parley_v1_parley_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5398,7 +6074,7 @@ func (x *RemoveFriend) String() string {
 func (*RemoveFriend) ProtoMessage() {}
 
 func (x *RemoveFriend) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[56]
+	mi := &file_parley_v1_parley_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5411,7 +6087,7 @@ func (x *RemoveFriend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveFriend.ProtoReflect.Descriptor instead.
 func (*RemoveFriend) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{56}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RemoveFriend) GetUserId() string {
@@ -5430,7 +6106,7 @@ type ListContacts struct {
 
 func (x *ListContacts) Reset() {
 	*x = ListContacts{}
-	mi := &file_parley_v1_parley_proto_msgTypes[57]
+	mi := &file_parley_v1_parley_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5442,7 +6118,7 @@ func (x *ListContacts) String() string {
 func (*ListContacts) ProtoMessage() {}
 
 func (x *ListContacts) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[57]
+	mi := &file_parley_v1_parley_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5455,7 +6131,7 @@ func (x *ListContacts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListContacts.ProtoReflect.Descriptor instead.
 func (*ListContacts) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{57}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{61}
 }
 
 type ContactList struct {
@@ -5468,7 +6144,7 @@ type ContactList struct {
 
 func (x *ContactList) Reset() {
 	*x = ContactList{}
-	mi := &file_parley_v1_parley_proto_msgTypes[58]
+	mi := &file_parley_v1_parley_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5480,7 +6156,7 @@ func (x *ContactList) String() string {
 func (*ContactList) ProtoMessage() {}
 
 func (x *ContactList) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[58]
+	mi := &file_parley_v1_parley_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5493,7 +6169,7 @@ func (x *ContactList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContactList.ProtoReflect.Descriptor instead.
 func (*ContactList) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{58}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ContactList) GetContacts() []*Contact {
@@ -5520,7 +6196,7 @@ type ContactEvent struct {
 
 func (x *ContactEvent) Reset() {
 	*x = ContactEvent{}
-	mi := &file_parley_v1_parley_proto_msgTypes[59]
+	mi := &file_parley_v1_parley_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5532,7 +6208,7 @@ func (x *ContactEvent) String() string {
 func (*ContactEvent) ProtoMessage() {}
 
 func (x *ContactEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[59]
+	mi := &file_parley_v1_parley_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5545,7 +6221,7 @@ func (x *ContactEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContactEvent.ProtoReflect.Descriptor instead.
 func (*ContactEvent) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{59}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ContactEvent) GetContact() *Contact {
@@ -5565,7 +6241,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_parley_v1_parley_proto_msgTypes[60]
+	mi := &file_parley_v1_parley_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5577,7 +6253,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[60]
+	mi := &file_parley_v1_parley_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5590,7 +6266,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{60}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *Block) GetUserId() string {
@@ -5609,7 +6285,7 @@ type Unblock struct {
 
 func (x *Unblock) Reset() {
 	*x = Unblock{}
-	mi := &file_parley_v1_parley_proto_msgTypes[61]
+	mi := &file_parley_v1_parley_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5621,7 +6297,7 @@ func (x *Unblock) String() string {
 func (*Unblock) ProtoMessage() {}
 
 func (x *Unblock) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[61]
+	mi := &file_parley_v1_parley_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5634,7 +6310,7 @@ func (x *Unblock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unblock.ProtoReflect.Descriptor instead.
 func (*Unblock) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{61}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *Unblock) GetUserId() string {
@@ -5657,7 +6333,7 @@ type SetConversation struct {
 
 func (x *SetConversation) Reset() {
 	*x = SetConversation{}
-	mi := &file_parley_v1_parley_proto_msgTypes[62]
+	mi := &file_parley_v1_parley_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5669,7 +6345,7 @@ func (x *SetConversation) String() string {
 func (*SetConversation) ProtoMessage() {}
 
 func (x *SetConversation) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[62]
+	mi := &file_parley_v1_parley_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5682,7 +6358,7 @@ func (x *SetConversation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetConversation.ProtoReflect.Descriptor instead.
 func (*SetConversation) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{62}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SetConversation) GetConversationId() string {
@@ -5718,7 +6394,7 @@ type ConversationEvent struct {
 
 func (x *ConversationEvent) Reset() {
 	*x = ConversationEvent{}
-	mi := &file_parley_v1_parley_proto_msgTypes[63]
+	mi := &file_parley_v1_parley_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5730,7 +6406,7 @@ func (x *ConversationEvent) String() string {
 func (*ConversationEvent) ProtoMessage() {}
 
 func (x *ConversationEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[63]
+	mi := &file_parley_v1_parley_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5743,7 +6419,7 @@ func (x *ConversationEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConversationEvent.ProtoReflect.Descriptor instead.
 func (*ConversationEvent) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{63}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ConversationEvent) GetConversationId() string {
@@ -5790,7 +6466,7 @@ type Push struct {
 
 func (x *Push) Reset() {
 	*x = Push{}
-	mi := &file_parley_v1_parley_proto_msgTypes[64]
+	mi := &file_parley_v1_parley_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5802,7 +6478,7 @@ func (x *Push) String() string {
 func (*Push) ProtoMessage() {}
 
 func (x *Push) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[64]
+	mi := &file_parley_v1_parley_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5815,7 +6491,7 @@ func (x *Push) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Push.ProtoReflect.Descriptor instead.
 func (*Push) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{64}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *Push) GetOp() int32 {
@@ -5850,7 +6526,7 @@ type JoinRoom struct {
 
 func (x *JoinRoom) Reset() {
 	*x = JoinRoom{}
-	mi := &file_parley_v1_parley_proto_msgTypes[65]
+	mi := &file_parley_v1_parley_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5862,7 +6538,7 @@ func (x *JoinRoom) String() string {
 func (*JoinRoom) ProtoMessage() {}
 
 func (x *JoinRoom) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[65]
+	mi := &file_parley_v1_parley_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5875,7 +6551,7 @@ func (x *JoinRoom) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRoom.ProtoReflect.Descriptor instead.
 func (*JoinRoom) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{65}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *JoinRoom) GetRoom() string {
@@ -5895,7 +6571,7 @@ type LeaveRoom struct {
 
 func (x *LeaveRoom) Reset() {
 	*x = LeaveRoom{}
-	mi := &file_parley_v1_parley_proto_msgTypes[66]
+	mi := &file_parley_v1_parley_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5907,7 +6583,7 @@ func (x *LeaveRoom) String() string {
 func (*LeaveRoom) ProtoMessage() {}
 
 func (x *LeaveRoom) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[66]
+	mi := &file_parley_v1_parley_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5920,7 +6596,7 @@ func (x *LeaveRoom) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRoom.ProtoReflect.Descriptor instead.
 func (*LeaveRoom) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{66}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *LeaveRoom) GetRoom() string {
@@ -5944,7 +6620,7 @@ type RoomSend struct {
 
 func (x *RoomSend) Reset() {
 	*x = RoomSend{}
-	mi := &file_parley_v1_parley_proto_msgTypes[67]
+	mi := &file_parley_v1_parley_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5956,7 +6632,7 @@ func (x *RoomSend) String() string {
 func (*RoomSend) ProtoMessage() {}
 
 func (x *RoomSend) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[67]
+	mi := &file_parley_v1_parley_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5969,7 +6645,7 @@ func (x *RoomSend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomSend.ProtoReflect.Descriptor instead.
 func (*RoomSend) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{67}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *RoomSend) GetRoom() string {
@@ -6004,7 +6680,7 @@ type RoomInfo struct {
 
 func (x *RoomInfo) Reset() {
 	*x = RoomInfo{}
-	mi := &file_parley_v1_parley_proto_msgTypes[68]
+	mi := &file_parley_v1_parley_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6016,7 +6692,7 @@ func (x *RoomInfo) String() string {
 func (*RoomInfo) ProtoMessage() {}
 
 func (x *RoomInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[68]
+	mi := &file_parley_v1_parley_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6029,7 +6705,7 @@ func (x *RoomInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomInfo.ProtoReflect.Descriptor instead.
 func (*RoomInfo) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{68}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *RoomInfo) GetRoom() string {
@@ -6068,7 +6744,7 @@ type RegisterPush struct {
 
 func (x *RegisterPush) Reset() {
 	*x = RegisterPush{}
-	mi := &file_parley_v1_parley_proto_msgTypes[69]
+	mi := &file_parley_v1_parley_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6080,7 +6756,7 @@ func (x *RegisterPush) String() string {
 func (*RegisterPush) ProtoMessage() {}
 
 func (x *RegisterPush) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[69]
+	mi := &file_parley_v1_parley_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6093,7 +6769,7 @@ func (x *RegisterPush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterPush.ProtoReflect.Descriptor instead.
 func (*RegisterPush) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{69}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *RegisterPush) GetDeviceId() string {
@@ -6174,7 +6850,7 @@ type ApnsTarget struct {
 
 func (x *ApnsTarget) Reset() {
 	*x = ApnsTarget{}
-	mi := &file_parley_v1_parley_proto_msgTypes[70]
+	mi := &file_parley_v1_parley_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6186,7 +6862,7 @@ func (x *ApnsTarget) String() string {
 func (*ApnsTarget) ProtoMessage() {}
 
 func (x *ApnsTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[70]
+	mi := &file_parley_v1_parley_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6199,7 +6875,7 @@ func (x *ApnsTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApnsTarget.ProtoReflect.Descriptor instead.
 func (*ApnsTarget) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{70}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ApnsTarget) GetDeviceToken() string {
@@ -6234,7 +6910,7 @@ type FcmTarget struct {
 
 func (x *FcmTarget) Reset() {
 	*x = FcmTarget{}
-	mi := &file_parley_v1_parley_proto_msgTypes[71]
+	mi := &file_parley_v1_parley_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6246,7 +6922,7 @@ func (x *FcmTarget) String() string {
 func (*FcmTarget) ProtoMessage() {}
 
 func (x *FcmTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[71]
+	mi := &file_parley_v1_parley_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6259,7 +6935,7 @@ func (x *FcmTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FcmTarget.ProtoReflect.Descriptor instead.
 func (*FcmTarget) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{71}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *FcmTarget) GetToken() string {
@@ -6285,7 +6961,7 @@ type WebPushTarget struct {
 
 func (x *WebPushTarget) Reset() {
 	*x = WebPushTarget{}
-	mi := &file_parley_v1_parley_proto_msgTypes[72]
+	mi := &file_parley_v1_parley_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6297,7 +6973,7 @@ func (x *WebPushTarget) String() string {
 func (*WebPushTarget) ProtoMessage() {}
 
 func (x *WebPushTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[72]
+	mi := &file_parley_v1_parley_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6310,7 +6986,7 @@ func (x *WebPushTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WebPushTarget.ProtoReflect.Descriptor instead.
 func (*WebPushTarget) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{72}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *WebPushTarget) GetEndpoint() string {
@@ -6345,7 +7021,7 @@ type UnregisterPush struct {
 
 func (x *UnregisterPush) Reset() {
 	*x = UnregisterPush{}
-	mi := &file_parley_v1_parley_proto_msgTypes[73]
+	mi := &file_parley_v1_parley_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6357,7 +7033,7 @@ func (x *UnregisterPush) String() string {
 func (*UnregisterPush) ProtoMessage() {}
 
 func (x *UnregisterPush) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[73]
+	mi := &file_parley_v1_parley_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6370,7 +7046,7 @@ func (x *UnregisterPush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterPush.ProtoReflect.Descriptor instead.
 func (*UnregisterPush) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{73}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *UnregisterPush) GetDeviceId() string {
@@ -6399,7 +7075,7 @@ type FileUrl struct {
 
 func (x *FileUrl) Reset() {
 	*x = FileUrl{}
-	mi := &file_parley_v1_parley_proto_msgTypes[74]
+	mi := &file_parley_v1_parley_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6411,7 +7087,7 @@ func (x *FileUrl) String() string {
 func (*FileUrl) ProtoMessage() {}
 
 func (x *FileUrl) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[74]
+	mi := &file_parley_v1_parley_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6424,7 +7100,7 @@ func (x *FileUrl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileUrl.ProtoReflect.Descriptor instead.
 func (*FileUrl) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{74}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *FileUrl) GetFileId() string {
@@ -6469,7 +7145,7 @@ type FileUrlResult struct {
 
 func (x *FileUrlResult) Reset() {
 	*x = FileUrlResult{}
-	mi := &file_parley_v1_parley_proto_msgTypes[75]
+	mi := &file_parley_v1_parley_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6481,7 +7157,7 @@ func (x *FileUrlResult) String() string {
 func (*FileUrlResult) ProtoMessage() {}
 
 func (x *FileUrlResult) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[75]
+	mi := &file_parley_v1_parley_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6494,7 +7170,7 @@ func (x *FileUrlResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileUrlResult.ProtoReflect.Descriptor instead.
 func (*FileUrlResult) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{75}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *FileUrlResult) GetUrl() string {
@@ -6511,11 +7187,833 @@ func (x *FileUrlResult) GetExpiresAt() int64 {
 	return 0
 }
 
+// React adds (or, with remove, takes back) this user's emoji reaction to a
+// message anyone in the conversation may read. Idempotent: adding a reaction
+// the user already has, or removing one they do not, changes nothing.
+// Reply: reaction (the message's counts, personal). Reactions are not
+// entries of the conversation's sequence: they have their own per-conversation
+// version (see ReactionUpdate).
+type React struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	Seq            uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// One emoji (or short reaction name): 1-32 bytes of UTF-8, no spaces or
+	// control characters. A message holds at most 20 distinct ones
+	// (TOO_LARGE past that).
+	Emoji         string `protobuf:"bytes,3,opt,name=emoji,proto3" json:"emoji,omitempty"`
+	Remove        bool   `protobuf:"varint,4,opt,name=remove,proto3" json:"remove,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *React) Reset() {
+	*x = React{}
+	mi := &file_parley_v1_parley_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *React) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*React) ProtoMessage() {}
+
+func (x *React) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use React.ProtoReflect.Descriptor instead.
+func (*React) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *React) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *React) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *React) GetEmoji() string {
+	if x != nil {
+		return x.Emoji
+	}
+	return ""
+}
+
+func (x *React) GetRemove() bool {
+	if x != nil {
+		return x.Remove
+	}
+	return false
+}
+
+// ReactionUpdate is a message's reaction counts as of `version`. Members'
+// online devices get it when the counts change (changes close together
+// are sent as one update, a few per second at most per message).
+type ReactionUpdate struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	Seq            uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Every emoji with a count, oldest first. Empty: no reactions left.
+	Reactions []*Reaction `protobuf:"bytes,3,rep,name=reactions,proto3" json:"reactions,omitempty"`
+	// Grows with every reaction change in the conversation: of two updates of
+	// one message, keep the one with the higher version.
+	Version uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	// Reaction.me is meaningful: this update was made for the reader (the
+	// reply to React, ReactionPage, a reaction from another of their
+	// devices). When false (updates sent to every member), keep the `me`
+	// you hold.
+	Personal      bool `protobuf:"varint,5,opt,name=personal,proto3" json:"personal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReactionUpdate) Reset() {
+	*x = ReactionUpdate{}
+	mi := &file_parley_v1_parley_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReactionUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReactionUpdate) ProtoMessage() {}
+
+func (x *ReactionUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReactionUpdate.ProtoReflect.Descriptor instead.
+func (*ReactionUpdate) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *ReactionUpdate) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *ReactionUpdate) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ReactionUpdate) GetReactions() []*Reaction {
+	if x != nil {
+		return x.Reactions
+	}
+	return nil
+}
+
+func (x *ReactionUpdate) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ReactionUpdate) GetPersonal() bool {
+	if x != nil {
+		return x.Personal
+	}
+	return false
+}
+
+// SyncReactions asks for the reaction counts of the messages whose reactions
+// changed after after_version, oldest change first. Reply: reactions.
+type SyncReactions struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	AfterVersion   uint64                 `protobuf:"varint,2,opt,name=after_version,json=afterVersion,proto3" json:"after_version,omitempty"`
+	// Page size; 0 means 100; at most 1000.
+	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncReactions) Reset() {
+	*x = SyncReactions{}
+	mi := &file_parley_v1_parley_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncReactions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncReactions) ProtoMessage() {}
+
+func (x *SyncReactions) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncReactions.ProtoReflect.Descriptor instead.
+func (*SyncReactions) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *SyncReactions) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *SyncReactions) GetAfterVersion() uint64 {
+	if x != nil {
+		return x.AfterVersion
+	}
+	return 0
+}
+
+func (x *SyncReactions) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ReactionPage struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// Personal updates.
+	Updates []*ReactionUpdate `protobuf:"bytes,2,rep,name=updates,proto3" json:"updates,omitempty"`
+	// More changes follow: ask again after the last update's version.
+	HasMore bool `protobuf:"varint,3,opt,name=has_more,json=hasMore,proto3" json:"has_more,omitempty"`
+	// The conversation's reaction version when the page was read.
+	Version       uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReactionPage) Reset() {
+	*x = ReactionPage{}
+	mi := &file_parley_v1_parley_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReactionPage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReactionPage) ProtoMessage() {}
+
+func (x *ReactionPage) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReactionPage.ProtoReflect.Descriptor instead.
+func (*ReactionPage) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *ReactionPage) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *ReactionPage) GetUpdates() []*ReactionUpdate {
+	if x != nil {
+		return x.Updates
+	}
+	return nil
+}
+
+func (x *ReactionPage) GetHasMore() bool {
+	if x != nil {
+		return x.HasMore
+	}
+	return false
+}
+
+func (x *ReactionPage) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+// Pin pins (or, with unpin, unpins) a message of the conversation: a group's
+// owner and admins, either side of a 1:1. At most 50 pins per conversation.
+// Reply: send_ack of the PINNED or UNPINNED event; pinning a pinned
+// message (or unpinning one that is not) is CONFLICT.
+type Pin struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	Seq            uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Unpin          bool                   `protobuf:"varint,3,opt,name=unpin,proto3" json:"unpin,omitempty"`
+	// Makes the request idempotent like a send; optional.
+	ClientMsgId   string `protobuf:"bytes,4,opt,name=client_msg_id,json=clientMsgId,proto3" json:"client_msg_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Pin) Reset() {
+	*x = Pin{}
+	mi := &file_parley_v1_parley_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Pin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Pin) ProtoMessage() {}
+
+func (x *Pin) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Pin.ProtoReflect.Descriptor instead.
+func (*Pin) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *Pin) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *Pin) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Pin) GetUnpin() bool {
+	if x != nil {
+		return x.Unpin
+	}
+	return false
+}
+
+func (x *Pin) GetClientMsgId() string {
+	if x != nil {
+		return x.ClientMsgId
+	}
+	return ""
+}
+
+// ThreadHistory pages through the replies in the thread under root_seq, like
+// History (before_seq, 0 for the newest) or, when after_seq is set, like
+// SyncMessages. Reply: messages (ascending; last_seq is the conversation's).
+type ThreadHistory struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	RootSeq        uint64                 `protobuf:"varint,2,opt,name=root_seq,json=rootSeq,proto3" json:"root_seq,omitempty"`
+	BeforeSeq      uint64                 `protobuf:"varint,3,opt,name=before_seq,json=beforeSeq,proto3" json:"before_seq,omitempty"`
+	AfterSeq       uint64                 `protobuf:"varint,4,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	Limit          uint32                 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ThreadHistory) Reset() {
+	*x = ThreadHistory{}
+	mi := &file_parley_v1_parley_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThreadHistory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThreadHistory) ProtoMessage() {}
+
+func (x *ThreadHistory) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThreadHistory.ProtoReflect.Descriptor instead.
+func (*ThreadHistory) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *ThreadHistory) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *ThreadHistory) GetRootSeq() uint64 {
+	if x != nil {
+		return x.RootSeq
+	}
+	return 0
+}
+
+func (x *ThreadHistory) GetBeforeSeq() uint64 {
+	if x != nil {
+		return x.BeforeSeq
+	}
+	return 0
+}
+
+func (x *ThreadHistory) GetAfterSeq() uint64 {
+	if x != nil {
+		return x.AfterSeq
+	}
+	return 0
+}
+
+func (x *ThreadHistory) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// StreamOpen starts a streamed message (users with the bot role only): the
+// text is sent in chunks that members online see as they come, and stored
+// once, as one message, by StreamFinish. Reply: stream_opened.
+type StreamOpen struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As Send's: names the stored message (a retry of a finished stream gets
+	// its send_ack from StreamFinish).
+	ClientMsgId    string `protobuf:"bytes,1,opt,name=client_msg_id,json=clientMsgId,proto3" json:"client_msg_id,omitempty"`
+	To             string `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	ConversationId string `protobuf:"bytes,3,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// Default "text/plain".
+	ContentType   string   `protobuf:"bytes,4,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	ReplyTo       uint64   `protobuf:"varint,5,opt,name=reply_to,json=replyTo,proto3" json:"reply_to,omitempty"`
+	ThreadRoot    uint64   `protobuf:"varint,6,opt,name=thread_root,json=threadRoot,proto3" json:"thread_root,omitempty"`
+	Mentions      []string `protobuf:"bytes,7,rep,name=mentions,proto3" json:"mentions,omitempty"`
+	MentionAll    bool     `protobuf:"varint,8,opt,name=mention_all,json=mentionAll,proto3" json:"mention_all,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamOpen) Reset() {
+	*x = StreamOpen{}
+	mi := &file_parley_v1_parley_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamOpen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamOpen) ProtoMessage() {}
+
+func (x *StreamOpen) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamOpen.ProtoReflect.Descriptor instead.
+func (*StreamOpen) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *StreamOpen) GetClientMsgId() string {
+	if x != nil {
+		return x.ClientMsgId
+	}
+	return ""
+}
+
+func (x *StreamOpen) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *StreamOpen) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *StreamOpen) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+func (x *StreamOpen) GetReplyTo() uint64 {
+	if x != nil {
+		return x.ReplyTo
+	}
+	return 0
+}
+
+func (x *StreamOpen) GetThreadRoot() uint64 {
+	if x != nil {
+		return x.ThreadRoot
+	}
+	return 0
+}
+
+func (x *StreamOpen) GetMentions() []string {
+	if x != nil {
+		return x.Mentions
+	}
+	return nil
+}
+
+func (x *StreamOpen) GetMentionAll() bool {
+	if x != nil {
+		return x.MentionAll
+	}
+	return false
+}
+
+type StreamOpened struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the stream in StreamAppend, StreamFinish and StreamChunk.
+	StreamId       string `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	ConversationId string `protobuf:"bytes,2,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *StreamOpened) Reset() {
+	*x = StreamOpened{}
+	mi := &file_parley_v1_parley_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamOpened) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamOpened) ProtoMessage() {}
+
+func (x *StreamOpened) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamOpened.ProtoReflect.Descriptor instead.
+func (*StreamOpened) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *StreamOpened) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+func (x *StreamOpened) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+// StreamAppend adds text to an open stream. Reply: ok (id 0: none). The
+// whole text is bounded by the largest payload (TOO_LARGE past it).
+type StreamAppend struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StreamId      string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamAppend) Reset() {
+	*x = StreamAppend{}
+	mi := &file_parley_v1_parley_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamAppend) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamAppend) ProtoMessage() {}
+
+func (x *StreamAppend) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamAppend.ProtoReflect.Descriptor instead.
+func (*StreamAppend) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *StreamAppend) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+func (x *StreamAppend) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+// StreamFinish stores the stream's text as one message and ends it. Reply:
+// send_ack; the members get the stored message (Message.stream_id set).
+type StreamFinish struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	StreamId string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	// Store it marked incomplete (the sender gave up).
+	Abandon       bool `protobuf:"varint,2,opt,name=abandon,proto3" json:"abandon,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamFinish) Reset() {
+	*x = StreamFinish{}
+	mi := &file_parley_v1_parley_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamFinish) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamFinish) ProtoMessage() {}
+
+func (x *StreamFinish) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamFinish.ProtoReflect.Descriptor instead.
+func (*StreamFinish) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *StreamFinish) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+func (x *StreamFinish) GetAbandon() bool {
+	if x != nil {
+		return x.Abandon
+	}
+	return false
+}
+
+// StreamChunk is text appended to a stream, sent to the members online.
+// Never stored or synced: a device that was offline gets the finished
+// message only.
+type StreamChunk struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	StreamId       string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	ConversationId string                 `protobuf:"bytes,2,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	From           string                 `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
+	// Bytes of text before this chunk (a device that came online mid-stream
+	// sees it does not hold the start).
+	Offset        uint32 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	Text          string `protobuf:"bytes,5,opt,name=text,proto3" json:"text,omitempty"`
+	ContentType   string `protobuf:"bytes,6,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	ReplyTo       uint64 `protobuf:"varint,7,opt,name=reply_to,json=replyTo,proto3" json:"reply_to,omitempty"`
+	ThreadRoot    uint64 `protobuf:"varint,8,opt,name=thread_root,json=threadRoot,proto3" json:"thread_root,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamChunk) Reset() {
+	*x = StreamChunk{}
+	mi := &file_parley_v1_parley_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamChunk) ProtoMessage() {}
+
+func (x *StreamChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamChunk.ProtoReflect.Descriptor instead.
+func (*StreamChunk) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *StreamChunk) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+func (x *StreamChunk) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *StreamChunk) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *StreamChunk) GetOffset() uint32 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *StreamChunk) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *StreamChunk) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+func (x *StreamChunk) GetReplyTo() uint64 {
+	if x != nil {
+		return x.ReplyTo
+	}
+	return 0
+}
+
+func (x *StreamChunk) GetThreadRoot() uint64 {
+	if x != nil {
+		return x.ThreadRoot
+	}
+	return 0
+}
+
 var File_parley_v1_parley_proto protoreflect.FileDescriptor
 
 const file_parley_v1_parley_proto_rawDesc = "" +
 	"\n" +
-	"\x16parley/v1/parley.proto\x12\tparley.v1\"\xee\x12\n" +
+	"\x16parley/v1/parley.proto\x12\tparley.v1\"\xfc\x15\n" +
 	"\vClientFrame\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
 	"\x04auth\x18\x02 \x01(\v2\x0f.parley.v1.AuthH\x00R\x04auth\x12%\n" +
@@ -6564,8 +8062,16 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\rregister_push\x18Z \x01(\v2\x17.parley.v1.RegisterPushH\x00R\fregisterPush\x12D\n" +
 	"\x0funregister_push\x18[ \x01(\v2\x19.parley.v1.UnregisterPushH\x00R\x0eunregisterPush\x12/\n" +
 	"\bfile_url\x18d \x01(\v2\x12.parley.v1.FileUrlH\x00R\afileUrl\x12A\n" +
-	"\x0ereport_message\x18n \x01(\v2\x18.parley.v1.ReportMessageH\x00R\rreportMessageB\x06\n" +
-	"\x04body\"\xd4\t\n" +
+	"\x0ereport_message\x18n \x01(\v2\x18.parley.v1.ReportMessageH\x00R\rreportMessage\x12(\n" +
+	"\x05react\x18+ \x01(\v2\x10.parley.v1.ReactH\x00R\x05react\x12A\n" +
+	"\x0esync_reactions\x18, \x01(\v2\x18.parley.v1.SyncReactionsH\x00R\rsyncReactions\x12\"\n" +
+	"\x03pin\x18- \x01(\v2\x0e.parley.v1.PinH\x00R\x03pin\x12A\n" +
+	"\x0ethread_history\x18. \x01(\v2\x18.parley.v1.ThreadHistoryH\x00R\rthreadHistory\x128\n" +
+	"\vstream_open\x18x \x01(\v2\x15.parley.v1.StreamOpenH\x00R\n" +
+	"streamOpen\x12>\n" +
+	"\rstream_append\x18y \x01(\v2\x17.parley.v1.StreamAppendH\x00R\fstreamAppend\x12>\n" +
+	"\rstream_finish\x18z \x01(\v2\x17.parley.v1.StreamFinishH\x00R\fstreamFinishB\x06\n" +
+	"\x04body\"\xc3\v\n" +
 	"\vServerFrame\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12,\n" +
 	"\aauth_ok\x18\x02 \x01(\v2\x11.parley.v1.AuthOkH\x00R\x06authOk\x12%\n" +
@@ -6594,7 +8100,11 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x12conversation_event\x18\x1d \x01(\v2\x1c.parley.v1.ConversationEventH\x00R\x11conversationEvent\x12%\n" +
 	"\x04push\x18\x1e \x01(\v2\x0f.parley.v1.PushH\x00R\x04push\x12)\n" +
 	"\x04room\x18\x1f \x01(\v2\x13.parley.v1.RoomInfoH\x00R\x04room\x125\n" +
-	"\bfile_url\x18( \x01(\v2\x18.parley.v1.FileUrlResultH\x00R\afileUrlB\x06\n" +
+	"\bfile_url\x18( \x01(\v2\x18.parley.v1.FileUrlResultH\x00R\afileUrl\x127\n" +
+	"\breaction\x18  \x01(\v2\x19.parley.v1.ReactionUpdateH\x00R\breaction\x127\n" +
+	"\treactions\x18! \x01(\v2\x17.parley.v1.ReactionPageH\x00R\treactions\x12>\n" +
+	"\rstream_opened\x18) \x01(\v2\x17.parley.v1.StreamOpenedH\x00R\fstreamOpened\x12;\n" +
+	"\fstream_chunk\x18* \x01(\v2\x16.parley.v1.StreamChunkH\x00R\vstreamChunkB\x06\n" +
 	"\x04body\"Z\n" +
 	"\x04Auth\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1b\n" +
@@ -6613,14 +8123,21 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x04Pong\x12\x1f\n" +
 	"\vserver_time\x18\x01 \x01(\x03R\n" +
 	"serverTime\"\x04\n" +
-	"\x02Ok\"\xd9\x01\n" +
+	"\x02Ok\"\xd2\x02\n" +
 	"\x04Send\x12\"\n" +
 	"\rclient_msg_id\x18\x01 \x01(\tR\vclientMsgId\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12'\n" +
 	"\x0fconversation_id\x18\x03 \x01(\tR\x0econversationId\x12!\n" +
 	"\fcontent_type\x18\x04 \x01(\tR\vcontentType\x12\x18\n" +
 	"\apayload\x18\x05 \x01(\fR\apayload\x127\n" +
-	"\vattachments\x18\x06 \x03(\v2\x15.parley.v1.AttachmentR\vattachments\"\xf0\x01\n" +
+	"\vattachments\x18\x06 \x03(\v2\x15.parley.v1.AttachmentR\vattachments\x12\x19\n" +
+	"\breply_to\x18\a \x01(\x04R\areplyTo\x12\x1a\n" +
+	"\bmentions\x18\b \x03(\tR\bmentions\x12\x1f\n" +
+	"\vmention_all\x18\t \x01(\bR\n" +
+	"mentionAll\x12\x1f\n" +
+	"\vthread_root\x18\n" +
+	" \x01(\x04R\n" +
+	"threadRoot\"\xf0\x01\n" +
 	"\n" +
 	"Attachment\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -6650,7 +8167,7 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\vmuted_until\x18\x04 \x01(\x03R\n" +
 	"mutedUntil\x12*\n" +
 	"\x05group\x18\x05 \x01(\v2\x14.parley.v1.GroupInfoR\x05group\x12\x1c\n" +
-	"\tmoderated\x18\x06 \x01(\bR\tmoderated\"\xf7\x03\n" +
+	"\tmoderated\x18\x06 \x01(\bR\tmoderated\"\xfd\x06\n" +
 	"\aMessage\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x1d\n" +
@@ -6670,7 +8187,40 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\tedited_at\x18\r \x01(\x03R\beditedAt\x127\n" +
 	"\vattachments\x18\x0e \x03(\v2\x15.parley.v1.AttachmentR\vattachments\x12\x1f\n" +
 	"\vsender_only\x18\x0f \x01(\bR\n" +
-	"senderOnly\"I\n" +
+	"senderOnly\x12\x19\n" +
+	"\breply_to\x18\x10 \x01(\x04R\areplyTo\x12\x1a\n" +
+	"\bmentions\x18\x11 \x03(\tR\bmentions\x12\x1f\n" +
+	"\vmention_all\x18\x12 \x01(\bR\n" +
+	"mentionAll\x12\x1f\n" +
+	"\vthread_root\x18\x13 \x01(\x04R\n" +
+	"threadRoot\x12>\n" +
+	"\rreply_preview\x18\x14 \x01(\v2\x19.parley.v1.MessagePreviewR\freplyPreview\x120\n" +
+	"\x06thread\x18\x15 \x01(\v2\x18.parley.v1.ThreadSummaryR\x06thread\x121\n" +
+	"\treactions\x18\x16 \x03(\v2\x13.parley.v1.ReactionR\treactions\x12)\n" +
+	"\x10reaction_version\x18\x17 \x01(\x04R\x0freactionVersion\x12\x1b\n" +
+	"\tstream_id\x18\x18 \x01(\tR\bstreamId\x12\x1e\n" +
+	"\n" +
+	"incomplete\x18\x19 \x01(\bR\n" +
+	"incomplete\"\x86\x02\n" +
+	"\x0eMessagePreview\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12!\n" +
+	"\fcontent_type\x18\x03 \x01(\tR\vcontentType\x12\x18\n" +
+	"\asnippet\x18\x04 \x01(\fR\asnippet\x12\x1c\n" +
+	"\ttruncated\x18\x05 \x01(\bR\ttruncated\x12 \n" +
+	"\vattachments\x18\x06 \x01(\rR\vattachments\x12\x1a\n" +
+	"\brecalled\x18\a \x01(\bR\brecalled\x12\x18\n" +
+	"\amissing\x18\b \x01(\bR\amissing\x12\x1b\n" +
+	"\tedited_at\x18\t \x01(\x03R\beditedAt\"z\n" +
+	"\rThreadSummary\x12\x1f\n" +
+	"\vreply_count\x18\x01 \x01(\rR\n" +
+	"replyCount\x12$\n" +
+	"\x0elast_reply_seq\x18\x02 \x01(\x04R\flastReplySeq\x12\"\n" +
+	"\rlast_reply_at\x18\x03 \x01(\x03R\vlastReplyAt\"F\n" +
+	"\bReaction\x12\x14\n" +
+	"\x05emoji\x18\x01 \x01(\tR\x05emoji\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\x12\x0e\n" +
+	"\x02me\x18\x03 \x01(\bR\x02me\"I\n" +
 	"\fDeliveredAck\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\"D\n" +
@@ -6685,7 +8235,7 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x11SyncConversations\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\rR\x05limit\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tR\tpageToken\"\xad\x04\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\xaf\x05\n" +
 	"\fConversation\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12/\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x1b.parley.v1.ConversationTypeR\x04type\x12\x12\n" +
@@ -6704,7 +8254,14 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\vcleared_seq\x18\x0e \x01(\x04R\n" +
 	"clearedSeq\x12\x12\n" +
 	"\x04left\x18\x0f \x01(\bR\x04left\x12\x19\n" +
-	"\bleft_seq\x18\x10 \x01(\x04R\aleftSeq\"y\n" +
+	"\bleft_seq\x18\x10 \x01(\x04R\aleftSeq\x12'\n" +
+	"\x0funread_mentions\x18\x11 \x01(\rR\x0eunreadMentions\x12,\n" +
+	"\x04pins\x18\x12 \x03(\v2\x18.parley.v1.PinnedMessageR\x04pins\x12)\n" +
+	"\x10reaction_version\x18\x13 \x01(\x04R\x0freactionVersion\"[\n" +
+	"\rPinnedMessage\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1b\n" +
+	"\tpinned_by\x18\x02 \x01(\tR\bpinnedBy\x12\x1b\n" +
+	"\tpinned_at\x18\x03 \x01(\x03R\bpinnedAt\"y\n" +
 	"\x10ConversationList\x12=\n" +
 	"\rconversations\x18\x01 \x03(\v2\x17.parley.v1.ConversationR\rconversations\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"j\n" +
@@ -6740,7 +8297,7 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"Disconnect\x12-\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x19.parley.v1.DisconnectCodeR\x04code\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12,\n" +
-	"\x12reconnect_after_ms\x18\x03 \x01(\rR\x10reconnectAfterMs\"\xc0\x03\n" +
+	"\x12reconnect_after_ms\x18\x03 \x01(\rR\x10reconnectAfterMs\"\xf0\x03\n" +
 	"\tGroupInfo\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
@@ -6757,7 +8314,8 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	" \x01(\x03R\tcreatedAt\x128\n" +
 	"\n" +
 	"add_policy\x18\v \x01(\x0e2\x19.parley.v1.GroupAddPolicyR\taddPolicy\x12K\n" +
-	"\x12history_visibility\x18\f \x01(\x0e2\x1c.parley.v1.HistoryVisibilityR\x11historyVisibility\"\xa3\x02\n" +
+	"\x12history_visibility\x18\f \x01(\x0e2\x1c.parley.v1.HistoryVisibilityR\x11historyVisibility\x12.\n" +
+	"\x13members_mention_all\x18\r \x01(\bR\x11membersMentionAll\"\xd3\x02\n" +
 	"\vCreateGroup\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -6767,7 +8325,8 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\topen_join\x18\x05 \x01(\bR\bopenJoin\x128\n" +
 	"\n" +
 	"add_policy\x18\x06 \x01(\x0e2\x19.parley.v1.GroupAddPolicyR\taddPolicy\x12K\n" +
-	"\x12history_visibility\x18\a \x01(\x0e2\x1c.parley.v1.HistoryVisibilityR\x11historyVisibility\"\xd9\x03\n" +
+	"\x12history_visibility\x18\a \x01(\x0e2\x1c.parley.v1.HistoryVisibilityR\x11historyVisibility\x12.\n" +
+	"\x13members_mention_all\x18\b \x01(\bR\x11membersMentionAll\"\xa6\x04\n" +
 	"\vUpdateGroup\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x17\n" +
 	"\x04name\x18\x02 \x01(\tH\x00R\x04name\x88\x01\x01\x12\"\n" +
@@ -6778,7 +8337,8 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\bmute_all\x18\x06 \x01(\bH\x04R\amuteAll\x88\x01\x01\x12=\n" +
 	"\n" +
 	"add_policy\x18\a \x01(\x0e2\x19.parley.v1.GroupAddPolicyH\x05R\taddPolicy\x88\x01\x01\x12P\n" +
-	"\x12history_visibility\x18\b \x01(\x0e2\x1c.parley.v1.HistoryVisibilityH\x06R\x11historyVisibility\x88\x01\x01B\a\n" +
+	"\x12history_visibility\x18\b \x01(\x0e2\x1c.parley.v1.HistoryVisibilityH\x06R\x11historyVisibility\x88\x01\x01\x123\n" +
+	"\x13members_mention_all\x18\t \x01(\bH\aR\x11membersMentionAll\x88\x01\x01B\a\n" +
 	"\x05_nameB\r\n" +
 	"\v_avatar_urlB\x0f\n" +
 	"\r_announcementB\f\n" +
@@ -6786,7 +8346,8 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"_open_joinB\v\n" +
 	"\t_mute_allB\r\n" +
 	"\v_add_policyB\x15\n" +
-	"\x13_history_visibility\"P\n" +
+	"\x13_history_visibilityB\x16\n" +
+	"\x14_members_mention_all\"P\n" +
 	"\n" +
 	"AddMembers\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x19\n" +
@@ -6955,7 +8516,70 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\rFileUrlResult\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1d\n" +
 	"\n" +
-	"expires_at\x18\x02 \x01(\x03R\texpiresAt*\xf6\x02\n" +
+	"expires_at\x18\x02 \x01(\x03R\texpiresAt\"p\n" +
+	"\x05React\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05emoji\x18\x03 \x01(\tR\x05emoji\x12\x16\n" +
+	"\x06remove\x18\x04 \x01(\bR\x06remove\"\xb4\x01\n" +
+	"\x0eReactionUpdate\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x121\n" +
+	"\treactions\x18\x03 \x03(\v2\x13.parley.v1.ReactionR\treactions\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\x12\x1a\n" +
+	"\bpersonal\x18\x05 \x01(\bR\bpersonal\"s\n" +
+	"\rSyncReactions\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12#\n" +
+	"\rafter_version\x18\x02 \x01(\x04R\fafterVersion\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"\xa1\x01\n" +
+	"\fReactionPage\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x123\n" +
+	"\aupdates\x18\x02 \x03(\v2\x19.parley.v1.ReactionUpdateR\aupdates\x12\x19\n" +
+	"\bhas_more\x18\x03 \x01(\bR\ahasMore\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\"z\n" +
+	"\x03Pin\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05unpin\x18\x03 \x01(\bR\x05unpin\x12\"\n" +
+	"\rclient_msg_id\x18\x04 \x01(\tR\vclientMsgId\"\xa5\x01\n" +
+	"\rThreadHistory\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x19\n" +
+	"\broot_seq\x18\x02 \x01(\x04R\arootSeq\x12\x1d\n" +
+	"\n" +
+	"before_seq\x18\x03 \x01(\x04R\tbeforeSeq\x12\x1b\n" +
+	"\tafter_seq\x18\x04 \x01(\x04R\bafterSeq\x12\x14\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\"\x85\x02\n" +
+	"\n" +
+	"StreamOpen\x12\"\n" +
+	"\rclient_msg_id\x18\x01 \x01(\tR\vclientMsgId\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\x12'\n" +
+	"\x0fconversation_id\x18\x03 \x01(\tR\x0econversationId\x12!\n" +
+	"\fcontent_type\x18\x04 \x01(\tR\vcontentType\x12\x19\n" +
+	"\breply_to\x18\x05 \x01(\x04R\areplyTo\x12\x1f\n" +
+	"\vthread_root\x18\x06 \x01(\x04R\n" +
+	"threadRoot\x12\x1a\n" +
+	"\bmentions\x18\a \x03(\tR\bmentions\x12\x1f\n" +
+	"\vmention_all\x18\b \x01(\bR\n" +
+	"mentionAll\"T\n" +
+	"\fStreamOpened\x12\x1b\n" +
+	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12'\n" +
+	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\"?\n" +
+	"\fStreamAppend\x12\x1b\n" +
+	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"E\n" +
+	"\fStreamFinish\x12\x1b\n" +
+	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x18\n" +
+	"\aabandon\x18\x02 \x01(\bR\aabandon\"\xf2\x01\n" +
+	"\vStreamChunk\x12\x1b\n" +
+	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12'\n" +
+	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\tR\x04from\x12\x16\n" +
+	"\x06offset\x18\x04 \x01(\rR\x06offset\x12\x12\n" +
+	"\x04text\x18\x05 \x01(\tR\x04text\x12!\n" +
+	"\fcontent_type\x18\x06 \x01(\tR\vcontentType\x12\x19\n" +
+	"\breply_to\x18\a \x01(\x04R\areplyTo\x12\x1f\n" +
+	"\vthread_root\x18\b \x01(\x04R\n" +
+	"threadRoot*\xaa\x03\n" +
 	"\vMessageKind\x12\x1c\n" +
 	"\x18MESSAGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13MESSAGE_KIND_NORMAL\x10\x01\x12\x17\n" +
@@ -6969,7 +8593,9 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x19MESSAGE_KIND_MEMBER_MUTED\x10\x0e\x12\x1e\n" +
 	"\x1aMESSAGE_KIND_GROUP_UPDATED\x10\x0f\x12\x1e\n" +
 	"\x1aMESSAGE_KIND_OWNER_CHANGED\x10\x10\x12 \n" +
-	"\x1cMESSAGE_KIND_GROUP_DISSOLVED\x10\x11*p\n" +
+	"\x1cMESSAGE_KIND_GROUP_DISSOLVED\x10\x11\x12\x17\n" +
+	"\x13MESSAGE_KIND_PINNED\x10\x04\x12\x19\n" +
+	"\x15MESSAGE_KIND_UNPINNED\x10\x05*p\n" +
 	"\x10ConversationType\x12!\n" +
 	"\x1dCONVERSATION_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONVERSATION_TYPE_DIRECT\x10\x01\x12\x1b\n" +
@@ -7039,7 +8665,7 @@ func file_parley_v1_parley_proto_rawDescGZIP() []byte {
 }
 
 var file_parley_v1_parley_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_parley_v1_parley_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_parley_v1_parley_proto_msgTypes = make([]protoimpl.MessageInfo, 91)
 var file_parley_v1_parley_proto_goTypes = []any{
 	(MessageKind)(0),            // 0: parley.v1.MessageKind
 	(ConversationType)(0),       // 1: parley.v1.ConversationType
@@ -7061,172 +8687,204 @@ var file_parley_v1_parley_proto_goTypes = []any{
 	(*SendAck)(nil),             // 17: parley.v1.SendAck
 	(*MessageEvent)(nil),        // 18: parley.v1.MessageEvent
 	(*Message)(nil),             // 19: parley.v1.Message
-	(*DeliveredAck)(nil),        // 20: parley.v1.DeliveredAck
-	(*ReadAck)(nil),             // 21: parley.v1.ReadAck
-	(*Receipt)(nil),             // 22: parley.v1.Receipt
-	(*SyncConversations)(nil),   // 23: parley.v1.SyncConversations
-	(*Conversation)(nil),        // 24: parley.v1.Conversation
-	(*ConversationList)(nil),    // 25: parley.v1.ConversationList
-	(*SyncMessages)(nil),        // 26: parley.v1.SyncMessages
-	(*History)(nil),             // 27: parley.v1.History
-	(*MessagePage)(nil),         // 28: parley.v1.MessagePage
-	(*Error)(nil),               // 29: parley.v1.Error
-	(*ReportMessage)(nil),       // 30: parley.v1.ReportMessage
-	(*Disconnect)(nil),          // 31: parley.v1.Disconnect
-	(*GroupInfo)(nil),           // 32: parley.v1.GroupInfo
-	(*CreateGroup)(nil),         // 33: parley.v1.CreateGroup
-	(*UpdateGroup)(nil),         // 34: parley.v1.UpdateGroup
-	(*AddMembers)(nil),          // 35: parley.v1.AddMembers
-	(*RemoveMember)(nil),        // 36: parley.v1.RemoveMember
-	(*JoinGroup)(nil),           // 37: parley.v1.JoinGroup
-	(*LeaveGroup)(nil),          // 38: parley.v1.LeaveGroup
-	(*SetRole)(nil),             // 39: parley.v1.SetRole
-	(*MuteMember)(nil),          // 40: parley.v1.MuteMember
-	(*TransferOwnership)(nil),   // 41: parley.v1.TransferOwnership
-	(*DissolveGroup)(nil),       // 42: parley.v1.DissolveGroup
-	(*GetGroup)(nil),            // 43: parley.v1.GetGroup
-	(*ListMembers)(nil),         // 44: parley.v1.ListMembers
-	(*Member)(nil),              // 45: parley.v1.Member
-	(*MemberPage)(nil),          // 46: parley.v1.MemberPage
-	(*Recall)(nil),              // 47: parley.v1.Recall
-	(*Edit)(nil),                // 48: parley.v1.Edit
-	(*DeleteForMe)(nil),         // 49: parley.v1.DeleteForMe
-	(*HiddenEvent)(nil),         // 50: parley.v1.HiddenEvent
-	(*ReadCounts)(nil),          // 51: parley.v1.ReadCounts
-	(*ReadCount)(nil),           // 52: parley.v1.ReadCount
-	(*ReadCountList)(nil),       // 53: parley.v1.ReadCountList
-	(*Typing)(nil),              // 54: parley.v1.Typing
-	(*TypingEvent)(nil),         // 55: parley.v1.TypingEvent
-	(*SubscribePresence)(nil),   // 56: parley.v1.SubscribePresence
-	(*UnsubscribePresence)(nil), // 57: parley.v1.UnsubscribePresence
-	(*Presence)(nil),            // 58: parley.v1.Presence
-	(*PresenceList)(nil),        // 59: parley.v1.PresenceList
-	(*PresenceEvent)(nil),       // 60: parley.v1.PresenceEvent
-	(*Contact)(nil),             // 61: parley.v1.Contact
-	(*FriendRequest)(nil),       // 62: parley.v1.FriendRequest
-	(*RespondFriend)(nil),       // 63: parley.v1.RespondFriend
-	(*RemoveFriend)(nil),        // 64: parley.v1.RemoveFriend
-	(*ListContacts)(nil),        // 65: parley.v1.ListContacts
-	(*ContactList)(nil),         // 66: parley.v1.ContactList
-	(*ContactEvent)(nil),        // 67: parley.v1.ContactEvent
-	(*Block)(nil),               // 68: parley.v1.Block
-	(*Unblock)(nil),             // 69: parley.v1.Unblock
-	(*SetConversation)(nil),     // 70: parley.v1.SetConversation
-	(*ConversationEvent)(nil),   // 71: parley.v1.ConversationEvent
-	(*Push)(nil),                // 72: parley.v1.Push
-	(*JoinRoom)(nil),            // 73: parley.v1.JoinRoom
-	(*LeaveRoom)(nil),           // 74: parley.v1.LeaveRoom
-	(*RoomSend)(nil),            // 75: parley.v1.RoomSend
-	(*RoomInfo)(nil),            // 76: parley.v1.RoomInfo
-	(*RegisterPush)(nil),        // 77: parley.v1.RegisterPush
-	(*ApnsTarget)(nil),          // 78: parley.v1.ApnsTarget
-	(*FcmTarget)(nil),           // 79: parley.v1.FcmTarget
-	(*WebPushTarget)(nil),       // 80: parley.v1.WebPushTarget
-	(*UnregisterPush)(nil),      // 81: parley.v1.UnregisterPush
-	(*FileUrl)(nil),             // 82: parley.v1.FileUrl
-	(*FileUrlResult)(nil),       // 83: parley.v1.FileUrlResult
+	(*MessagePreview)(nil),      // 20: parley.v1.MessagePreview
+	(*ThreadSummary)(nil),       // 21: parley.v1.ThreadSummary
+	(*Reaction)(nil),            // 22: parley.v1.Reaction
+	(*DeliveredAck)(nil),        // 23: parley.v1.DeliveredAck
+	(*ReadAck)(nil),             // 24: parley.v1.ReadAck
+	(*Receipt)(nil),             // 25: parley.v1.Receipt
+	(*SyncConversations)(nil),   // 26: parley.v1.SyncConversations
+	(*Conversation)(nil),        // 27: parley.v1.Conversation
+	(*PinnedMessage)(nil),       // 28: parley.v1.PinnedMessage
+	(*ConversationList)(nil),    // 29: parley.v1.ConversationList
+	(*SyncMessages)(nil),        // 30: parley.v1.SyncMessages
+	(*History)(nil),             // 31: parley.v1.History
+	(*MessagePage)(nil),         // 32: parley.v1.MessagePage
+	(*Error)(nil),               // 33: parley.v1.Error
+	(*ReportMessage)(nil),       // 34: parley.v1.ReportMessage
+	(*Disconnect)(nil),          // 35: parley.v1.Disconnect
+	(*GroupInfo)(nil),           // 36: parley.v1.GroupInfo
+	(*CreateGroup)(nil),         // 37: parley.v1.CreateGroup
+	(*UpdateGroup)(nil),         // 38: parley.v1.UpdateGroup
+	(*AddMembers)(nil),          // 39: parley.v1.AddMembers
+	(*RemoveMember)(nil),        // 40: parley.v1.RemoveMember
+	(*JoinGroup)(nil),           // 41: parley.v1.JoinGroup
+	(*LeaveGroup)(nil),          // 42: parley.v1.LeaveGroup
+	(*SetRole)(nil),             // 43: parley.v1.SetRole
+	(*MuteMember)(nil),          // 44: parley.v1.MuteMember
+	(*TransferOwnership)(nil),   // 45: parley.v1.TransferOwnership
+	(*DissolveGroup)(nil),       // 46: parley.v1.DissolveGroup
+	(*GetGroup)(nil),            // 47: parley.v1.GetGroup
+	(*ListMembers)(nil),         // 48: parley.v1.ListMembers
+	(*Member)(nil),              // 49: parley.v1.Member
+	(*MemberPage)(nil),          // 50: parley.v1.MemberPage
+	(*Recall)(nil),              // 51: parley.v1.Recall
+	(*Edit)(nil),                // 52: parley.v1.Edit
+	(*DeleteForMe)(nil),         // 53: parley.v1.DeleteForMe
+	(*HiddenEvent)(nil),         // 54: parley.v1.HiddenEvent
+	(*ReadCounts)(nil),          // 55: parley.v1.ReadCounts
+	(*ReadCount)(nil),           // 56: parley.v1.ReadCount
+	(*ReadCountList)(nil),       // 57: parley.v1.ReadCountList
+	(*Typing)(nil),              // 58: parley.v1.Typing
+	(*TypingEvent)(nil),         // 59: parley.v1.TypingEvent
+	(*SubscribePresence)(nil),   // 60: parley.v1.SubscribePresence
+	(*UnsubscribePresence)(nil), // 61: parley.v1.UnsubscribePresence
+	(*Presence)(nil),            // 62: parley.v1.Presence
+	(*PresenceList)(nil),        // 63: parley.v1.PresenceList
+	(*PresenceEvent)(nil),       // 64: parley.v1.PresenceEvent
+	(*Contact)(nil),             // 65: parley.v1.Contact
+	(*FriendRequest)(nil),       // 66: parley.v1.FriendRequest
+	(*RespondFriend)(nil),       // 67: parley.v1.RespondFriend
+	(*RemoveFriend)(nil),        // 68: parley.v1.RemoveFriend
+	(*ListContacts)(nil),        // 69: parley.v1.ListContacts
+	(*ContactList)(nil),         // 70: parley.v1.ContactList
+	(*ContactEvent)(nil),        // 71: parley.v1.ContactEvent
+	(*Block)(nil),               // 72: parley.v1.Block
+	(*Unblock)(nil),             // 73: parley.v1.Unblock
+	(*SetConversation)(nil),     // 74: parley.v1.SetConversation
+	(*ConversationEvent)(nil),   // 75: parley.v1.ConversationEvent
+	(*Push)(nil),                // 76: parley.v1.Push
+	(*JoinRoom)(nil),            // 77: parley.v1.JoinRoom
+	(*LeaveRoom)(nil),           // 78: parley.v1.LeaveRoom
+	(*RoomSend)(nil),            // 79: parley.v1.RoomSend
+	(*RoomInfo)(nil),            // 80: parley.v1.RoomInfo
+	(*RegisterPush)(nil),        // 81: parley.v1.RegisterPush
+	(*ApnsTarget)(nil),          // 82: parley.v1.ApnsTarget
+	(*FcmTarget)(nil),           // 83: parley.v1.FcmTarget
+	(*WebPushTarget)(nil),       // 84: parley.v1.WebPushTarget
+	(*UnregisterPush)(nil),      // 85: parley.v1.UnregisterPush
+	(*FileUrl)(nil),             // 86: parley.v1.FileUrl
+	(*FileUrlResult)(nil),       // 87: parley.v1.FileUrlResult
+	(*React)(nil),               // 88: parley.v1.React
+	(*ReactionUpdate)(nil),      // 89: parley.v1.ReactionUpdate
+	(*SyncReactions)(nil),       // 90: parley.v1.SyncReactions
+	(*ReactionPage)(nil),        // 91: parley.v1.ReactionPage
+	(*Pin)(nil),                 // 92: parley.v1.Pin
+	(*ThreadHistory)(nil),       // 93: parley.v1.ThreadHistory
+	(*StreamOpen)(nil),          // 94: parley.v1.StreamOpen
+	(*StreamOpened)(nil),        // 95: parley.v1.StreamOpened
+	(*StreamAppend)(nil),        // 96: parley.v1.StreamAppend
+	(*StreamFinish)(nil),        // 97: parley.v1.StreamFinish
+	(*StreamChunk)(nil),         // 98: parley.v1.StreamChunk
 }
 var file_parley_v1_parley_proto_depIdxs = []int32{
-	10, // 0: parley.v1.ClientFrame.auth:type_name -> parley.v1.Auth
-	12, // 1: parley.v1.ClientFrame.ping:type_name -> parley.v1.Ping
-	15, // 2: parley.v1.ClientFrame.send:type_name -> parley.v1.Send
-	20, // 3: parley.v1.ClientFrame.delivered:type_name -> parley.v1.DeliveredAck
-	21, // 4: parley.v1.ClientFrame.read:type_name -> parley.v1.ReadAck
-	23, // 5: parley.v1.ClientFrame.sync_conversations:type_name -> parley.v1.SyncConversations
-	26, // 6: parley.v1.ClientFrame.sync_messages:type_name -> parley.v1.SyncMessages
-	27, // 7: parley.v1.ClientFrame.history:type_name -> parley.v1.History
-	33, // 8: parley.v1.ClientFrame.create_group:type_name -> parley.v1.CreateGroup
-	34, // 9: parley.v1.ClientFrame.update_group:type_name -> parley.v1.UpdateGroup
-	35, // 10: parley.v1.ClientFrame.add_members:type_name -> parley.v1.AddMembers
-	36, // 11: parley.v1.ClientFrame.remove_member:type_name -> parley.v1.RemoveMember
-	37, // 12: parley.v1.ClientFrame.join_group:type_name -> parley.v1.JoinGroup
-	38, // 13: parley.v1.ClientFrame.leave_group:type_name -> parley.v1.LeaveGroup
-	39, // 14: parley.v1.ClientFrame.set_role:type_name -> parley.v1.SetRole
-	40, // 15: parley.v1.ClientFrame.mute_member:type_name -> parley.v1.MuteMember
-	41, // 16: parley.v1.ClientFrame.transfer_ownership:type_name -> parley.v1.TransferOwnership
-	42, // 17: parley.v1.ClientFrame.dissolve_group:type_name -> parley.v1.DissolveGroup
-	43, // 18: parley.v1.ClientFrame.get_group:type_name -> parley.v1.GetGroup
-	44, // 19: parley.v1.ClientFrame.list_members:type_name -> parley.v1.ListMembers
-	47, // 20: parley.v1.ClientFrame.recall:type_name -> parley.v1.Recall
-	48, // 21: parley.v1.ClientFrame.edit:type_name -> parley.v1.Edit
-	49, // 22: parley.v1.ClientFrame.delete_for_me:type_name -> parley.v1.DeleteForMe
-	51, // 23: parley.v1.ClientFrame.read_counts:type_name -> parley.v1.ReadCounts
-	54, // 24: parley.v1.ClientFrame.typing:type_name -> parley.v1.Typing
-	56, // 25: parley.v1.ClientFrame.subscribe_presence:type_name -> parley.v1.SubscribePresence
-	57, // 26: parley.v1.ClientFrame.unsubscribe_presence:type_name -> parley.v1.UnsubscribePresence
-	62, // 27: parley.v1.ClientFrame.friend_request:type_name -> parley.v1.FriendRequest
-	63, // 28: parley.v1.ClientFrame.respond_friend:type_name -> parley.v1.RespondFriend
-	64, // 29: parley.v1.ClientFrame.remove_friend:type_name -> parley.v1.RemoveFriend
-	65, // 30: parley.v1.ClientFrame.list_contacts:type_name -> parley.v1.ListContacts
-	68, // 31: parley.v1.ClientFrame.block:type_name -> parley.v1.Block
-	69, // 32: parley.v1.ClientFrame.unblock:type_name -> parley.v1.Unblock
-	70, // 33: parley.v1.ClientFrame.set_conversation:type_name -> parley.v1.SetConversation
-	73, // 34: parley.v1.ClientFrame.join_room:type_name -> parley.v1.JoinRoom
-	74, // 35: parley.v1.ClientFrame.leave_room:type_name -> parley.v1.LeaveRoom
-	75, // 36: parley.v1.ClientFrame.room_send:type_name -> parley.v1.RoomSend
-	77, // 37: parley.v1.ClientFrame.register_push:type_name -> parley.v1.RegisterPush
-	81, // 38: parley.v1.ClientFrame.unregister_push:type_name -> parley.v1.UnregisterPush
-	82, // 39: parley.v1.ClientFrame.file_url:type_name -> parley.v1.FileUrl
-	30, // 40: parley.v1.ClientFrame.report_message:type_name -> parley.v1.ReportMessage
-	11, // 41: parley.v1.ServerFrame.auth_ok:type_name -> parley.v1.AuthOk
-	13, // 42: parley.v1.ServerFrame.pong:type_name -> parley.v1.Pong
-	17, // 43: parley.v1.ServerFrame.send_ack:type_name -> parley.v1.SendAck
-	19, // 44: parley.v1.ServerFrame.message:type_name -> parley.v1.Message
-	22, // 45: parley.v1.ServerFrame.receipt:type_name -> parley.v1.Receipt
-	25, // 46: parley.v1.ServerFrame.conversations:type_name -> parley.v1.ConversationList
-	28, // 47: parley.v1.ServerFrame.messages:type_name -> parley.v1.MessagePage
-	29, // 48: parley.v1.ServerFrame.error:type_name -> parley.v1.Error
-	31, // 49: parley.v1.ServerFrame.disconnect:type_name -> parley.v1.Disconnect
-	14, // 50: parley.v1.ServerFrame.ok:type_name -> parley.v1.Ok
-	32, // 51: parley.v1.ServerFrame.group:type_name -> parley.v1.GroupInfo
-	46, // 52: parley.v1.ServerFrame.members:type_name -> parley.v1.MemberPage
-	53, // 53: parley.v1.ServerFrame.read_counts:type_name -> parley.v1.ReadCountList
-	55, // 54: parley.v1.ServerFrame.typing:type_name -> parley.v1.TypingEvent
-	59, // 55: parley.v1.ServerFrame.presence:type_name -> parley.v1.PresenceList
-	60, // 56: parley.v1.ServerFrame.presence_event:type_name -> parley.v1.PresenceEvent
-	66, // 57: parley.v1.ServerFrame.contacts:type_name -> parley.v1.ContactList
-	67, // 58: parley.v1.ServerFrame.contact_event:type_name -> parley.v1.ContactEvent
-	50, // 59: parley.v1.ServerFrame.hidden:type_name -> parley.v1.HiddenEvent
-	71, // 60: parley.v1.ServerFrame.conversation_event:type_name -> parley.v1.ConversationEvent
-	72, // 61: parley.v1.ServerFrame.push:type_name -> parley.v1.Push
-	76, // 62: parley.v1.ServerFrame.room:type_name -> parley.v1.RoomInfo
-	83, // 63: parley.v1.ServerFrame.file_url:type_name -> parley.v1.FileUrlResult
-	16, // 64: parley.v1.Send.attachments:type_name -> parley.v1.Attachment
-	4,  // 65: parley.v1.MessageEvent.role:type_name -> parley.v1.GroupRole
-	32, // 66: parley.v1.MessageEvent.group:type_name -> parley.v1.GroupInfo
-	0,  // 67: parley.v1.Message.kind:type_name -> parley.v1.MessageKind
-	18, // 68: parley.v1.Message.event:type_name -> parley.v1.MessageEvent
-	16, // 69: parley.v1.Message.attachments:type_name -> parley.v1.Attachment
-	1,  // 70: parley.v1.Conversation.type:type_name -> parley.v1.ConversationType
-	19, // 71: parley.v1.Conversation.last_message:type_name -> parley.v1.Message
-	32, // 72: parley.v1.Conversation.group:type_name -> parley.v1.GroupInfo
-	24, // 73: parley.v1.ConversationList.conversations:type_name -> parley.v1.Conversation
-	19, // 74: parley.v1.MessagePage.messages:type_name -> parley.v1.Message
-	2,  // 75: parley.v1.Error.code:type_name -> parley.v1.ErrorCode
-	3,  // 76: parley.v1.Disconnect.code:type_name -> parley.v1.DisconnectCode
-	5,  // 77: parley.v1.GroupInfo.add_policy:type_name -> parley.v1.GroupAddPolicy
-	6,  // 78: parley.v1.GroupInfo.history_visibility:type_name -> parley.v1.HistoryVisibility
-	5,  // 79: parley.v1.CreateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
-	6,  // 80: parley.v1.CreateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
-	5,  // 81: parley.v1.UpdateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
-	6,  // 82: parley.v1.UpdateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
-	4,  // 83: parley.v1.SetRole.role:type_name -> parley.v1.GroupRole
-	4,  // 84: parley.v1.Member.role:type_name -> parley.v1.GroupRole
-	45, // 85: parley.v1.MemberPage.members:type_name -> parley.v1.Member
-	52, // 86: parley.v1.ReadCountList.counts:type_name -> parley.v1.ReadCount
-	58, // 87: parley.v1.PresenceList.users:type_name -> parley.v1.Presence
-	58, // 88: parley.v1.PresenceEvent.presence:type_name -> parley.v1.Presence
-	7,  // 89: parley.v1.Contact.state:type_name -> parley.v1.ContactState
-	61, // 90: parley.v1.ContactList.contacts:type_name -> parley.v1.Contact
-	61, // 91: parley.v1.ContactEvent.contact:type_name -> parley.v1.Contact
-	78, // 92: parley.v1.RegisterPush.apns:type_name -> parley.v1.ApnsTarget
-	79, // 93: parley.v1.RegisterPush.fcm:type_name -> parley.v1.FcmTarget
-	80, // 94: parley.v1.RegisterPush.webpush:type_name -> parley.v1.WebPushTarget
-	95, // [95:95] is the sub-list for method output_type
-	95, // [95:95] is the sub-list for method input_type
-	95, // [95:95] is the sub-list for extension type_name
-	95, // [95:95] is the sub-list for extension extendee
-	0,  // [0:95] is the sub-list for field type_name
+	10,  // 0: parley.v1.ClientFrame.auth:type_name -> parley.v1.Auth
+	12,  // 1: parley.v1.ClientFrame.ping:type_name -> parley.v1.Ping
+	15,  // 2: parley.v1.ClientFrame.send:type_name -> parley.v1.Send
+	23,  // 3: parley.v1.ClientFrame.delivered:type_name -> parley.v1.DeliveredAck
+	24,  // 4: parley.v1.ClientFrame.read:type_name -> parley.v1.ReadAck
+	26,  // 5: parley.v1.ClientFrame.sync_conversations:type_name -> parley.v1.SyncConversations
+	30,  // 6: parley.v1.ClientFrame.sync_messages:type_name -> parley.v1.SyncMessages
+	31,  // 7: parley.v1.ClientFrame.history:type_name -> parley.v1.History
+	37,  // 8: parley.v1.ClientFrame.create_group:type_name -> parley.v1.CreateGroup
+	38,  // 9: parley.v1.ClientFrame.update_group:type_name -> parley.v1.UpdateGroup
+	39,  // 10: parley.v1.ClientFrame.add_members:type_name -> parley.v1.AddMembers
+	40,  // 11: parley.v1.ClientFrame.remove_member:type_name -> parley.v1.RemoveMember
+	41,  // 12: parley.v1.ClientFrame.join_group:type_name -> parley.v1.JoinGroup
+	42,  // 13: parley.v1.ClientFrame.leave_group:type_name -> parley.v1.LeaveGroup
+	43,  // 14: parley.v1.ClientFrame.set_role:type_name -> parley.v1.SetRole
+	44,  // 15: parley.v1.ClientFrame.mute_member:type_name -> parley.v1.MuteMember
+	45,  // 16: parley.v1.ClientFrame.transfer_ownership:type_name -> parley.v1.TransferOwnership
+	46,  // 17: parley.v1.ClientFrame.dissolve_group:type_name -> parley.v1.DissolveGroup
+	47,  // 18: parley.v1.ClientFrame.get_group:type_name -> parley.v1.GetGroup
+	48,  // 19: parley.v1.ClientFrame.list_members:type_name -> parley.v1.ListMembers
+	51,  // 20: parley.v1.ClientFrame.recall:type_name -> parley.v1.Recall
+	52,  // 21: parley.v1.ClientFrame.edit:type_name -> parley.v1.Edit
+	53,  // 22: parley.v1.ClientFrame.delete_for_me:type_name -> parley.v1.DeleteForMe
+	55,  // 23: parley.v1.ClientFrame.read_counts:type_name -> parley.v1.ReadCounts
+	58,  // 24: parley.v1.ClientFrame.typing:type_name -> parley.v1.Typing
+	60,  // 25: parley.v1.ClientFrame.subscribe_presence:type_name -> parley.v1.SubscribePresence
+	61,  // 26: parley.v1.ClientFrame.unsubscribe_presence:type_name -> parley.v1.UnsubscribePresence
+	66,  // 27: parley.v1.ClientFrame.friend_request:type_name -> parley.v1.FriendRequest
+	67,  // 28: parley.v1.ClientFrame.respond_friend:type_name -> parley.v1.RespondFriend
+	68,  // 29: parley.v1.ClientFrame.remove_friend:type_name -> parley.v1.RemoveFriend
+	69,  // 30: parley.v1.ClientFrame.list_contacts:type_name -> parley.v1.ListContacts
+	72,  // 31: parley.v1.ClientFrame.block:type_name -> parley.v1.Block
+	73,  // 32: parley.v1.ClientFrame.unblock:type_name -> parley.v1.Unblock
+	74,  // 33: parley.v1.ClientFrame.set_conversation:type_name -> parley.v1.SetConversation
+	77,  // 34: parley.v1.ClientFrame.join_room:type_name -> parley.v1.JoinRoom
+	78,  // 35: parley.v1.ClientFrame.leave_room:type_name -> parley.v1.LeaveRoom
+	79,  // 36: parley.v1.ClientFrame.room_send:type_name -> parley.v1.RoomSend
+	81,  // 37: parley.v1.ClientFrame.register_push:type_name -> parley.v1.RegisterPush
+	85,  // 38: parley.v1.ClientFrame.unregister_push:type_name -> parley.v1.UnregisterPush
+	86,  // 39: parley.v1.ClientFrame.file_url:type_name -> parley.v1.FileUrl
+	34,  // 40: parley.v1.ClientFrame.report_message:type_name -> parley.v1.ReportMessage
+	88,  // 41: parley.v1.ClientFrame.react:type_name -> parley.v1.React
+	90,  // 42: parley.v1.ClientFrame.sync_reactions:type_name -> parley.v1.SyncReactions
+	92,  // 43: parley.v1.ClientFrame.pin:type_name -> parley.v1.Pin
+	93,  // 44: parley.v1.ClientFrame.thread_history:type_name -> parley.v1.ThreadHistory
+	94,  // 45: parley.v1.ClientFrame.stream_open:type_name -> parley.v1.StreamOpen
+	96,  // 46: parley.v1.ClientFrame.stream_append:type_name -> parley.v1.StreamAppend
+	97,  // 47: parley.v1.ClientFrame.stream_finish:type_name -> parley.v1.StreamFinish
+	11,  // 48: parley.v1.ServerFrame.auth_ok:type_name -> parley.v1.AuthOk
+	13,  // 49: parley.v1.ServerFrame.pong:type_name -> parley.v1.Pong
+	17,  // 50: parley.v1.ServerFrame.send_ack:type_name -> parley.v1.SendAck
+	19,  // 51: parley.v1.ServerFrame.message:type_name -> parley.v1.Message
+	25,  // 52: parley.v1.ServerFrame.receipt:type_name -> parley.v1.Receipt
+	29,  // 53: parley.v1.ServerFrame.conversations:type_name -> parley.v1.ConversationList
+	32,  // 54: parley.v1.ServerFrame.messages:type_name -> parley.v1.MessagePage
+	33,  // 55: parley.v1.ServerFrame.error:type_name -> parley.v1.Error
+	35,  // 56: parley.v1.ServerFrame.disconnect:type_name -> parley.v1.Disconnect
+	14,  // 57: parley.v1.ServerFrame.ok:type_name -> parley.v1.Ok
+	36,  // 58: parley.v1.ServerFrame.group:type_name -> parley.v1.GroupInfo
+	50,  // 59: parley.v1.ServerFrame.members:type_name -> parley.v1.MemberPage
+	57,  // 60: parley.v1.ServerFrame.read_counts:type_name -> parley.v1.ReadCountList
+	59,  // 61: parley.v1.ServerFrame.typing:type_name -> parley.v1.TypingEvent
+	63,  // 62: parley.v1.ServerFrame.presence:type_name -> parley.v1.PresenceList
+	64,  // 63: parley.v1.ServerFrame.presence_event:type_name -> parley.v1.PresenceEvent
+	70,  // 64: parley.v1.ServerFrame.contacts:type_name -> parley.v1.ContactList
+	71,  // 65: parley.v1.ServerFrame.contact_event:type_name -> parley.v1.ContactEvent
+	54,  // 66: parley.v1.ServerFrame.hidden:type_name -> parley.v1.HiddenEvent
+	75,  // 67: parley.v1.ServerFrame.conversation_event:type_name -> parley.v1.ConversationEvent
+	76,  // 68: parley.v1.ServerFrame.push:type_name -> parley.v1.Push
+	80,  // 69: parley.v1.ServerFrame.room:type_name -> parley.v1.RoomInfo
+	87,  // 70: parley.v1.ServerFrame.file_url:type_name -> parley.v1.FileUrlResult
+	89,  // 71: parley.v1.ServerFrame.reaction:type_name -> parley.v1.ReactionUpdate
+	91,  // 72: parley.v1.ServerFrame.reactions:type_name -> parley.v1.ReactionPage
+	95,  // 73: parley.v1.ServerFrame.stream_opened:type_name -> parley.v1.StreamOpened
+	98,  // 74: parley.v1.ServerFrame.stream_chunk:type_name -> parley.v1.StreamChunk
+	16,  // 75: parley.v1.Send.attachments:type_name -> parley.v1.Attachment
+	4,   // 76: parley.v1.MessageEvent.role:type_name -> parley.v1.GroupRole
+	36,  // 77: parley.v1.MessageEvent.group:type_name -> parley.v1.GroupInfo
+	0,   // 78: parley.v1.Message.kind:type_name -> parley.v1.MessageKind
+	18,  // 79: parley.v1.Message.event:type_name -> parley.v1.MessageEvent
+	16,  // 80: parley.v1.Message.attachments:type_name -> parley.v1.Attachment
+	20,  // 81: parley.v1.Message.reply_preview:type_name -> parley.v1.MessagePreview
+	21,  // 82: parley.v1.Message.thread:type_name -> parley.v1.ThreadSummary
+	22,  // 83: parley.v1.Message.reactions:type_name -> parley.v1.Reaction
+	1,   // 84: parley.v1.Conversation.type:type_name -> parley.v1.ConversationType
+	19,  // 85: parley.v1.Conversation.last_message:type_name -> parley.v1.Message
+	36,  // 86: parley.v1.Conversation.group:type_name -> parley.v1.GroupInfo
+	28,  // 87: parley.v1.Conversation.pins:type_name -> parley.v1.PinnedMessage
+	27,  // 88: parley.v1.ConversationList.conversations:type_name -> parley.v1.Conversation
+	19,  // 89: parley.v1.MessagePage.messages:type_name -> parley.v1.Message
+	2,   // 90: parley.v1.Error.code:type_name -> parley.v1.ErrorCode
+	3,   // 91: parley.v1.Disconnect.code:type_name -> parley.v1.DisconnectCode
+	5,   // 92: parley.v1.GroupInfo.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,   // 93: parley.v1.GroupInfo.history_visibility:type_name -> parley.v1.HistoryVisibility
+	5,   // 94: parley.v1.CreateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,   // 95: parley.v1.CreateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
+	5,   // 96: parley.v1.UpdateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,   // 97: parley.v1.UpdateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
+	4,   // 98: parley.v1.SetRole.role:type_name -> parley.v1.GroupRole
+	4,   // 99: parley.v1.Member.role:type_name -> parley.v1.GroupRole
+	49,  // 100: parley.v1.MemberPage.members:type_name -> parley.v1.Member
+	56,  // 101: parley.v1.ReadCountList.counts:type_name -> parley.v1.ReadCount
+	62,  // 102: parley.v1.PresenceList.users:type_name -> parley.v1.Presence
+	62,  // 103: parley.v1.PresenceEvent.presence:type_name -> parley.v1.Presence
+	7,   // 104: parley.v1.Contact.state:type_name -> parley.v1.ContactState
+	65,  // 105: parley.v1.ContactList.contacts:type_name -> parley.v1.Contact
+	65,  // 106: parley.v1.ContactEvent.contact:type_name -> parley.v1.Contact
+	82,  // 107: parley.v1.RegisterPush.apns:type_name -> parley.v1.ApnsTarget
+	83,  // 108: parley.v1.RegisterPush.fcm:type_name -> parley.v1.FcmTarget
+	84,  // 109: parley.v1.RegisterPush.webpush:type_name -> parley.v1.WebPushTarget
+	22,  // 110: parley.v1.ReactionUpdate.reactions:type_name -> parley.v1.Reaction
+	89,  // 111: parley.v1.ReactionPage.updates:type_name -> parley.v1.ReactionUpdate
+	112, // [112:112] is the sub-list for method output_type
+	112, // [112:112] is the sub-list for method input_type
+	112, // [112:112] is the sub-list for extension type_name
+	112, // [112:112] is the sub-list for extension extendee
+	0,   // [0:112] is the sub-list for field type_name
 }
 
 func init() { file_parley_v1_parley_proto_init() }
@@ -7276,6 +8934,13 @@ func file_parley_v1_parley_proto_init() {
 		(*ClientFrame_UnregisterPush)(nil),
 		(*ClientFrame_FileUrl)(nil),
 		(*ClientFrame_ReportMessage)(nil),
+		(*ClientFrame_React)(nil),
+		(*ClientFrame_SyncReactions)(nil),
+		(*ClientFrame_Pin)(nil),
+		(*ClientFrame_ThreadHistory)(nil),
+		(*ClientFrame_StreamOpen)(nil),
+		(*ClientFrame_StreamAppend)(nil),
+		(*ClientFrame_StreamFinish)(nil),
 	}
 	file_parley_v1_parley_proto_msgTypes[1].OneofWrappers = []any{
 		(*ServerFrame_AuthOk)(nil),
@@ -7301,11 +8966,15 @@ func file_parley_v1_parley_proto_init() {
 		(*ServerFrame_Push)(nil),
 		(*ServerFrame_Room)(nil),
 		(*ServerFrame_FileUrl)(nil),
+		(*ServerFrame_Reaction)(nil),
+		(*ServerFrame_Reactions)(nil),
+		(*ServerFrame_StreamOpened)(nil),
+		(*ServerFrame_StreamChunk)(nil),
 	}
-	file_parley_v1_parley_proto_msgTypes[21].OneofWrappers = []any{}
-	file_parley_v1_parley_proto_msgTypes[26].OneofWrappers = []any{}
-	file_parley_v1_parley_proto_msgTypes[62].OneofWrappers = []any{}
-	file_parley_v1_parley_proto_msgTypes[69].OneofWrappers = []any{
+	file_parley_v1_parley_proto_msgTypes[25].OneofWrappers = []any{}
+	file_parley_v1_parley_proto_msgTypes[30].OneofWrappers = []any{}
+	file_parley_v1_parley_proto_msgTypes[66].OneofWrappers = []any{}
+	file_parley_v1_parley_proto_msgTypes[73].OneofWrappers = []any{
 		(*RegisterPush_Apns)(nil),
 		(*RegisterPush_Fcm)(nil),
 		(*RegisterPush_Webpush)(nil),
@@ -7316,7 +8985,7 @@ func file_parley_v1_parley_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_parley_v1_parley_proto_rawDesc), len(file_parley_v1_parley_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   76,
+			NumMessages:   91,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
