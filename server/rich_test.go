@@ -245,6 +245,10 @@ func TestReactions(t *testing.T) {
 	if _, err := outsider.SyncReactions(ctx, conv, 0, 0); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED) {
 		t.Errorf("a non-member's reaction sync: %v, want PERMISSION_DENIED", err)
 	}
+	// 25 taken (a repeat and a removal of nothing among them), refusals not counted.
+	if n := diskMetric(t, ts, "parley_reactions_total"); n != 25 {
+		t.Errorf("parley_reactions_total = %v, want 25", n)
+	}
 }
 
 func counts(rs []*pb.Reaction) []string {
@@ -638,4 +642,66 @@ func TestStreams(t *testing.T) {
 	if _, err := admin.OpenStream(ctx, "alice", &pb.StreamOpen{ConversationId: conv}); err == nil {
 		t.Fatal("the admin API streamed as a user without the bot role")
 	}
+}
+
+// Bad rich-message requests get a clear code each, and the connection
+// keeps working.
+func TestRichBadInput(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	ctx := ctx10(t)
+	alice, _ := ts.connect(t, "alice", "a1", "phone", transports[1])
+	g, err := alice.CreateGroup(ctx, &pb.CreateGroup{Name: "g", UserIds: []string{"bob"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := g.ConversationId
+	m, err := text(ctx, alice, conv, "x", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	many := make([]string, 51)
+	for i := range many {
+		many[i] = fmt.Sprintf("u%d", i)
+	}
+	bad := pb.ErrorCode_ERROR_CODE_BAD_REQUEST
+	for _, tc := range []struct {
+		name string
+		f    *pb.ClientFrame
+		want pb.ErrorCode
+	}{
+		{"reply to seq 2^64-1", sendF(conv, func(s *pb.Send) { s.ReplyTo = ^uint64(0) }), bad},
+		{"thread under 2^64-1", sendF(conv, func(s *pb.Send) { s.ThreadRoot = ^uint64(0) }), bad},
+		{"51 mentions", sendF(conv, func(s *pb.Send) { s.Mentions = many }), pb.ErrorCode_ERROR_CODE_TOO_LARGE},
+		{"an invalid user id mentioned", sendF(conv, func(s *pb.Send) { s.Mentions = []string{"a b\x00"} }), bad},
+		{"@all in a 1:1", &pb.ClientFrame{Body: &pb.ClientFrame_Send{Send: &pb.Send{ClientMsgId: "dm-all", To: "bob", Payload: []byte("x"), MentionAll: true}}}, bad},
+		{"react to seq 0", &pb.ClientFrame{Body: &pb.ClientFrame_React{React: &pb.React{ConversationId: conv, Emoji: "👍"}}}, bad},
+		{"react to seq 2^64-1", &pb.ClientFrame{Body: &pb.ClientFrame_React{React: &pb.React{ConversationId: conv, Seq: ^uint64(0), Emoji: "👍"}}}, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED},
+		{"pin seq 0", &pb.ClientFrame{Body: &pb.ClientFrame_Pin{Pin: &pb.Pin{ConversationId: conv}}}, bad},
+		{"pin seq 2^64-1", &pb.ClientFrame{Body: &pb.ClientFrame_Pin{Pin: &pb.Pin{ConversationId: conv, Seq: ^uint64(0)}}}, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED},
+		{"thread history of root 0", &pb.ClientFrame{Body: &pb.ClientFrame_ThreadHistory{ThreadHistory: &pb.ThreadHistory{ConversationId: conv}}}, bad},
+		{"thread history both ways", &pb.ClientFrame{Body: &pb.ClientFrame_ThreadHistory{ThreadHistory: &pb.ThreadHistory{ConversationId: conv, RootSeq: m.Seq, AfterSeq: 1, BeforeSeq: 9}}}, bad},
+		{"thread history of a missing root", &pb.ClientFrame{Body: &pb.ClientFrame_ThreadHistory{ThreadHistory: &pb.ThreadHistory{ConversationId: conv, RootSeq: 999}}}, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED},
+		{"append to no stream", &pb.ClientFrame{Body: &pb.ClientFrame_StreamAppend{StreamAppend: &pb.StreamAppend{StreamId: "0-nope", Text: "x"}}}, bad},
+		{"finish no stream", &pb.ClientFrame{Body: &pb.ClientFrame_StreamFinish{StreamFinish: &pb.StreamFinish{StreamId: strings.Repeat("z", 5000)}}}, bad},
+		{"sync reactions of a missing conversation", &pb.ClientFrame{Body: &pb.ClientFrame_SyncReactions{SyncReactions: &pb.SyncReactions{ConversationId: "g:missing", Limit: 1 << 31}}}, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED},
+	} {
+		if got := code(alice.Do(ctx, tc.f)); got != tc.want.String() {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	if _, err := text(ctx, alice, conv, "still here", nil); err != nil {
+		t.Fatalf("the connection after bad requests: %v", err)
+	}
+	// A reaction sync with a huge limit is served within the page bound.
+	rp, err := alice.SyncReactions(ctx, conv, 0, 1<<31)
+	if err != nil || len(rp.Updates) != 0 {
+		t.Fatalf("reaction sync: %v, %v", rp, err)
+	}
+}
+
+func sendF(conv string, extra func(*pb.Send)) *pb.ClientFrame {
+	s := &pb.Send{ClientMsgId: "bad-" + fmt.Sprint(time.Now().UnixNano()), ConversationId: conv, Payload: []byte("x")}
+	extra(s)
+	return &pb.ClientFrame{Body: &pb.ClientFrame_Send{Send: s}}
 }
