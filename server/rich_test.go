@@ -705,3 +705,105 @@ func sendF(conv string, extra func(*pb.Send)) *pb.ClientFrame {
 	extra(s)
 	return &pb.ClientFrame{Body: &pb.ClientFrame_Send{Send: s}}
 }
+
+// A stream still open when its server shuts down is stored as it is,
+// marked incomplete, not lost: after a restart the members read it.
+func TestStreamOpenAtShutdownIsStored(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ts := startServer(t, func(c *server.Config) { c.DataDir = dir })
+	ctx := ctx10(t)
+	admin := adminClient(ts)
+	if _, err := admin.CreateUser(ctx, "writer-bot", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.SetBot(ctx, "writer-bot", true); err != nil {
+		t.Fatal(err)
+	}
+	bot, _ := ts.connect(t, "writer-bot", "bot1", "server", transports[0])
+	st, err := bot.OpenStream(ctx, &pb.StreamOpen{To: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Append(ctx, "cut short by a restart"); err != nil {
+		t.Fatal(err)
+	}
+	shutdown(t, ts)
+
+	ts2 := startServer(t, func(c *server.Config) { c.DataDir = dir })
+	bob, _ := ts2.connect(t, "bob", "b1", "phone", transports[1])
+	page, err := bob.SyncMessages(ctx, st.ConversationID, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Messages) != 1 || !page.Messages[0].Incomplete || string(page.Messages[0].Payload) != "cut short by a restart" ||
+		page.Messages[0].StreamId != st.ID {
+		t.Fatalf("after the restart bob reads %v", page.Messages)
+	}
+}
+
+// Many members reacting to one message at once: every reaction is counted
+// exactly once, and a member watching live converges on the final counts.
+func TestReactionsConcurrent(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	ctx := ctx10(t)
+	const n = 40
+	var ids []string
+	for i := range n {
+		ids = append(ids, fmt.Sprintf("m%02d", i))
+	}
+	owner, ownerRec := ts.connect(t, "owner", "o1", "phone", transports[0])
+	g, err := owner.CreateGroup(ctx, &pb.CreateGroup{Name: "big", UserIds: ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := g.ConversationId
+	msg, err := text(ctx, owner, conv, "vote", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, n)
+	for i, id := range ids {
+		c, _ := ts.connect(t, id, "d", "phone", transports[i%len(transports)])
+		go func() {
+			for _, e := range []string{"👍", "🎉", "🚀"} {
+				if _, err := c.React(ctx, conv, msg.Seq, e); err != nil {
+					errs <- err
+					return
+				}
+			}
+			if i%2 == 0 { // half take their rocket back
+				if _, err := c.Unreact(ctx, conv, msg.Seq, "🚀"); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range ids {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{fmt.Sprintf("👍=%d", n), fmt.Sprintf("🎉=%d", n), fmt.Sprintf("🚀=%d", n/2)}
+	page, err := owner.History(ctx, conv, 0, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := counts(bySeq(page.Messages, msg.Seq).GetReactions()); !slices.Equal(got, want) {
+		t.Fatalf("stored counts %v, want %v", got, want)
+	}
+	var live client.ReactionState
+	eventually(t, "the owner's live view reaches the final counts", func() bool {
+		for _, u := range ownerRec.snapshot().reacts {
+			live.Apply(u)
+		}
+		rs, _ := live.Get(conv, msg.Seq)
+		return slices.Equal(counts(rs), want)
+	})
+	if k := len(ownerRec.snapshot().reacts); k >= 3*n+n/2 {
+		t.Logf("the owner got %d updates for %d changes (none coalesced this run)", k, 3*n+n/2)
+	}
+}
