@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -14,7 +16,7 @@ import (
 	pb "github.com/parleyim/parley/proto/parleyv1"
 )
 
-var errBadReaction = errors.New("pgstore: reaction without conversation, user or emoji")
+var errBadReaction = errors.New("pgstore: reaction without conversation, user or emoji, or with one that is not UTF-8 text")
 
 // React implements store.Store as one transaction per batch, in three round
 // trips on one connection:
@@ -180,12 +182,24 @@ func (s *Store) reactOnce(ctx context.Context, conn *pgx.Conn, ops []store.React
 }
 
 func validOp(op store.ReactionOp) bool {
-	return op.ConversationID != "" && op.UserID != "" && op.Emoji != "" && op.Seq != 0 && op.Seq <= math.MaxInt64
+	return storable(op) && op.Seq != 0 && op.Seq <= math.MaxInt64
+}
+
+// storable reports whether op's strings are non-empty and fit text
+// columns (UTF-8 without NUL): one that does not would fail the whole
+// batch's statements, so it fails alone here.
+func storable(op store.ReactionOp) bool {
+	for _, v := range []string{op.ConversationID, op.UserID, op.Emoji} {
+		if v == "" || !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // opError is the error of an op validOp refuses.
 func opError(op store.ReactionOp) error {
-	if op.ConversationID == "" || op.UserID == "" || op.Emoji == "" {
+	if !storable(op) {
 		return errBadReaction
 	}
 	return store.ErrNotFound // seq 0 or beyond any seq

@@ -137,3 +137,18 @@ func BenchmarkReact(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*len(ops))/time.Since(start).Seconds(), "reactions/s")
 }
+
+// TestPGReactRefusesUnstorableText: an op whose strings PostgreSQL text
+// cannot hold (invalid UTF-8, NUL) fails alone instead of failing the batch.
+func TestPGReactRefusesUnstorableText(t *testing.T) {
+	s := openTemp(t)
+	mustAppend(t, s, message("c", "alice", "", "1"))
+	res, err := s.React(context.Background(), []store.ReactionOp{
+		{ConversationID: "c", Seq: 1, UserID: "bob", Emoji: "\xff"},
+		{ConversationID: "c", Seq: 1, UserID: "b\x00b", Emoji: "a"},
+		{ConversationID: "c", Seq: 1, UserID: "bob", Emoji: "a"},
+	})
+	if err != nil || res[0].Err == nil || res[1].Err == nil || res[2].Err != nil || res[2].Version != 1 {
+		t.Fatalf("React = %+v, %v", res, err)
+	}
+}

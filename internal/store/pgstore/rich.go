@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -48,7 +49,9 @@ func (x *indexRows) add(m *pb.Message, back int64) {
 		return
 	}
 	for _, u := range m.Mentions {
-		if u != m.From {
+		// A name with NUL names no user (text cannot hold it) and would fail
+		// the whole batch's insert.
+		if u != m.From && strings.IndexByte(u, 0) < 0 {
 			x.mentionUser, x.mentionConv, x.mentionBack = append(x.mentionUser, u), append(x.mentionConv, conv), append(x.mentionBack, back)
 		}
 	}

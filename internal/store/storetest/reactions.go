@@ -205,6 +205,15 @@ func testReactionLimits(t *testing.T, s store.Store) {
 		t.Fatalf("ReactionVersion of a conversation without messages = %d", v)
 	}
 	wantReactions(t, s, "g:l", []uint64{9}, "bob", nil)
+
+	// An op without a conversation, user or emoji fails alone.
+	r = reactOK(t, s, react("", 2, "bob", "e"), react("g:l", 2, "", "e"), react("g:l", 2, "bob", ""), react("g:l", 2, "bob", "e"))
+	for i := range 3 {
+		if r[i].Err == nil || r[i].Changed {
+			t.Fatalf("malformed op %d: %+v, want an error", i, r[i])
+		}
+	}
+	wantResult(t, "the op after malformed ones", r[3], true, 7, "d1 a1* e1*")
 }
 
 // testReactionVersions: versions grow by one per change, per conversation;
