@@ -39,7 +39,9 @@ type User struct {
 	HasPassword bool      `json:"has_password"`
 	// ShadowMuted: what the user sends reaches only themselves.
 	ShadowMuted bool `json:"shadow_muted"`
-	Sessions    int  `json:"sessions"`
+	// Bot: the user may stream messages (OpenStream).
+	Bot      bool `json:"bot"`
+	Sessions int  `json:"sessions"`
 }
 
 // CreateUser creates a user; password may be empty (token-only users).
@@ -61,6 +63,47 @@ func (a *Admin) SetDisabled(ctx context.Context, userID string, disabled bool) (
 	var u User
 	err := a.do(ctx, http.MethodPatch, "/v1/admin/users/"+url.PathEscape(userID), map[string]bool{"disabled": disabled}, &u)
 	return retT(&u, err)
+}
+
+// SetBot gives a user the bot role (they may stream messages) or takes it away.
+func (a *Admin) SetBot(ctx context.Context, userID string, bot bool) (*User, error) {
+	var u User
+	err := a.do(ctx, http.MethodPatch, "/v1/admin/users/"+url.PathEscape(userID), map[string]bool{"bot": bot}, &u)
+	return retT(&u, err)
+}
+
+// OpenStream starts a streamed message as userID (who must have the bot
+// role) through the admin API: the answer names the stream for
+// StreamAppend and StreamFinish, which take UserRPC too.
+func (a *Admin) OpenStream(ctx context.Context, userID string, o *pb.StreamOpen) (*pb.StreamOpened, error) {
+	var out pb.ServerFrame
+	if err := a.UserRPC(ctx, userID, &pb.ClientFrame{Body: &pb.ClientFrame_StreamOpen{StreamOpen: o}}, &out); err != nil {
+		return nil, err
+	}
+	if so := out.GetStreamOpened(); so != nil {
+		return so, nil
+	}
+	return nil, ErrProtocol
+}
+
+// StreamAppend adds text to userID's stream.
+func (a *Admin) StreamAppend(ctx context.Context, userID, streamID, text string) error {
+	return a.UserRPC(ctx, userID, &pb.ClientFrame{Body: &pb.ClientFrame_StreamAppend{
+		StreamAppend: &pb.StreamAppend{StreamId: streamID, Text: text}}}, nil)
+}
+
+// StreamFinish stores userID's stream as one message (marked incomplete
+// with abandon).
+func (a *Admin) StreamFinish(ctx context.Context, userID, streamID string, abandon bool) (*pb.SendAck, error) {
+	var out pb.ServerFrame
+	if err := a.UserRPC(ctx, userID, &pb.ClientFrame{Body: &pb.ClientFrame_StreamFinish{
+		StreamFinish: &pb.StreamFinish{StreamId: streamID, Abandon: abandon}}}, &out); err != nil {
+		return nil, err
+	}
+	if ack := out.GetSendAck(); ack != nil {
+		return ack, nil
+	}
+	return nil, ErrProtocol
 }
 
 // SetPassword sets a user's password (revoking their tokens).

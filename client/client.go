@@ -99,6 +99,14 @@ type Options struct {
 	// room member; Push.room is set for a room). Pushes are not stored: a
 	// client offline when one is sent never gets it. Runs on the reader goroutine.
 	OnPush func(*pb.Push)
+
+	// OnReaction receives reaction counts as they change (see
+	// [ReactionState] for keeping them) and OnStreamChunk the text of
+	// streamed messages as it is written (not stored: the finished
+	// message comes through OnMessage with StreamId set). They run on the
+	// reader goroutine.
+	OnReaction    func(*pb.ReactionUpdate)
+	OnStreamChunk func(*pb.StreamChunk)
 }
 
 func (o Options) withDefaults() Options {
@@ -771,6 +779,14 @@ func (c *Client) dispatch(f *pb.ServerFrame) {
 	case *pb.ServerFrame_Push:
 		if c.opts.OnPush != nil {
 			c.opts.OnPush(b.Push)
+		}
+	case *pb.ServerFrame_Reaction:
+		if c.opts.OnReaction != nil {
+			c.opts.OnReaction(b.Reaction)
+		}
+	case *pb.ServerFrame_StreamChunk:
+		if c.opts.OnStreamChunk != nil {
+			c.opts.OnStreamChunk(b.StreamChunk)
 		}
 	}
 }

@@ -163,6 +163,12 @@ type Config struct {
 	// RecallWindow is how long a sender may recall a message (group owners
 	// and admins may recall any time). Default 2m.
 	RecallWindow time.Duration `yaml:"recall_window"`
+	// StreamIdleTimeout: a streamed message (docs/rich-messages.md) with no
+	// new text for this long is stored as incomplete. Default 30s.
+	StreamIdleTimeout time.Duration `yaml:"stream_idle_timeout"`
+	// MaxStreams bounds the streamed messages open on each node at once
+	// (each holds at most max_frame_bytes of text). Default 1000.
+	MaxStreams int `yaml:"max_streams"`
 	// ReceiptListMax: in groups up to this size, read counts list who read.
 	// Default 500.
 	ReceiptListMax int `yaml:"receipt_list_max"`
@@ -515,6 +521,12 @@ func (c Config) withDefaults() Config {
 	if c.RecallWindow == 0 {
 		c.RecallWindow = 2 * time.Minute
 	}
+	if c.StreamIdleTimeout == 0 {
+		c.StreamIdleTimeout = 30 * time.Second
+	}
+	if c.MaxStreams == 0 {
+		c.MaxStreams = 1000
+	}
 	if c.ReceiptListMax == 0 {
 		c.ReceiptListMax = 500
 	}
@@ -707,6 +719,8 @@ func (c Config) validate() error {
 	check(c.NodeID < 1024, "node_id must be 0-1023")
 	check(c.MaxGroupMembers >= 2, "max_group_members must be at least 2")
 	check(c.RecallWindow > 0, "recall_window must be positive")
+	check(c.StreamIdleTimeout > 0, "stream_idle_timeout must be positive")
+	check(c.MaxStreams > 0, "max_streams must be positive")
 	check(c.ReceiptListMax > 0, "receipt_list_max must be positive")
 	check(c.GroupCacheSize > 0, "group_cache_size must be positive, got %d", c.GroupCacheSize)
 	check(c.UserSendRate > 0 || c.UserSendRate == unlimited, "user_send_rate must be positive or -1 (unlimited)")

@@ -178,6 +178,8 @@ type recorder struct {
 	contacts []*pb.ContactEvent
 	hidden   []*pb.HiddenEvent
 	convs    []*pb.ConversationEvent
+	reacts   []*pb.ReactionUpdate
+	chunks   []*pb.StreamChunk
 	closeErr error
 	closed   bool
 }
@@ -192,6 +194,8 @@ func (r *recorder) record(o *client.Options) {
 	o.OnContact = func(e *pb.ContactEvent) { r.mu.Lock(); r.contacts = append(r.contacts, e); r.mu.Unlock() }
 	o.OnHidden = func(h *pb.HiddenEvent) { r.mu.Lock(); r.hidden = append(r.hidden, h); r.mu.Unlock() }
 	o.OnConversation = func(e *pb.ConversationEvent) { r.mu.Lock(); r.convs = append(r.convs, e); r.mu.Unlock() }
+	o.OnReaction = func(u *pb.ReactionUpdate) { r.mu.Lock(); r.reacts = append(r.reacts, u); r.mu.Unlock() }
+	o.OnStreamChunk = func(c *pb.StreamChunk) { r.mu.Lock(); r.chunks = append(r.chunks, c); r.mu.Unlock() }
 	o.OnClose = func(err error) { r.mu.Lock(); r.closeErr, r.closed = err, true; r.mu.Unlock() }
 }
 
@@ -203,6 +207,7 @@ func (r *recorder) snapshot() recorder {
 		msgs: slices.Clone(r.msgs), receipts: slices.Clone(r.receipts), pushes: slices.Clone(r.pushes),
 		typing: slices.Clone(r.typing), presence: slices.Clone(r.presence), contacts: slices.Clone(r.contacts),
 		hidden: slices.Clone(r.hidden), convs: slices.Clone(r.convs), closeErr: r.closeErr, closed: r.closed,
+		reacts: slices.Clone(r.reacts), chunks: slices.Clone(r.chunks),
 	}
 }
 

@@ -168,6 +168,8 @@ func New(cfg Config) (_ *Server, err error) {
 		MaxFrameBytes:    uint32(cfg.MaxFrameBytes),
 		MaxGroupMembers:  cfg.MaxGroupMembers,
 		RecallWindow:     cfg.RecallWindow,
+		StreamIdle:       cfg.StreamIdleTimeout,
+		MaxStreams:       cfg.MaxStreams,
 		ReceiptListMax:   cfg.ReceiptListMax,
 		GroupCacheSize:   cfg.GroupCacheSize,
 		PageBytes:        cfg.PageBytes,

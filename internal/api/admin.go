@@ -37,19 +37,22 @@ type adminUser struct {
 	Sessions int `json:"sessions"`
 	// ShadowMuted: what the user sends reaches only themselves.
 	ShadowMuted bool `json:"shadow_muted,omitempty"`
+	// Bot: the user may stream messages (docs/rich-messages.md).
+	Bot bool `json:"bot,omitempty"`
 }
 
 func (a *API) userJSON(u store.User) adminUser {
 	return adminUser{UserID: u.ID, CreatedAt: u.CreatedAt, Disabled: u.Disabled, HasPassword: u.PasswordHash != "", ShadowMuted: u.ShadowMuted,
-		Sessions: len(a.cfg.Chat.Sessions().Sessions(u.ID))}
+		Bot: u.Bot, Sessions: len(a.cfg.Chat.Sessions().Sessions(u.ID))}
 }
 
 type createUser struct {
 	UserID   string `json:"user_id"`
 	Password string `json:"password"`
+	Bot      bool   `json:"bot"`
 }
 
-// adminCreateUser: POST /v1/admin/users {"user_id", "password"?}.
+// adminCreateUser: POST /v1/admin/users {"user_id", "password"?, "bot"?}.
 func (a *API) adminCreateUser(w http.ResponseWriter, r *http.Request) {
 	var c createUser
 	if !decodeBody(w, r, &c) {
@@ -58,6 +61,13 @@ func (a *API) adminCreateUser(w http.ResponseWriter, r *http.Request) {
 	u, ok := a.createAccount(w, r, "user_id", c.UserID, c.Password)
 	if !ok {
 		return
+	}
+	if c.Bot {
+		u.Bot = true
+		if err := a.cfg.Store.UpdateUser(r.Context(), u); err != nil {
+			writeCode(w, codeUnavailable, "try again")
+			return
+		}
 	}
 	writeJSON(w, http.StatusCreated, a.userJSON(u))
 }
@@ -91,9 +101,10 @@ func (a *API) adminGetUser(w http.ResponseWriter, r *http.Request) {
 type updateUser struct {
 	Password *string `json:"password"`
 	Disabled *bool   `json:"disabled"`
+	Bot      *bool   `json:"bot"`
 }
 
-// adminUpdateUser: PATCH /v1/admin/users/{id} {"password"?, "disabled"?}.
+// adminUpdateUser: PATCH /v1/admin/users/{id} {"password"?, "disabled"?, "bot"?}.
 // A new password or disabling revokes every token of the user and closes
 // their sessions.
 func (a *API) adminUpdateUser(w http.ResponseWriter, r *http.Request) {
@@ -121,6 +132,9 @@ func (a *API) adminUpdateUser(w http.ResponseWriter, r *http.Request) {
 	if p.Disabled != nil {
 		revoke = revoke || (*p.Disabled && !u.Disabled)
 		u.Disabled = *p.Disabled
+	}
+	if p.Bot != nil {
+		u.Bot = *p.Bot
 	}
 	if revoke {
 		u.TokenEpoch++

@@ -300,7 +300,9 @@ func (s *Service) checkChange(ctx context.Context, p *pendingSend) error {
 	if err := p.check(m); err != nil {
 		return err
 	}
-	p.change.Update = m
+	if p.change.Pin == nil { // a pin leaves the message as it is
+		p.change.Update = m
+	}
 	return nil
 }
 

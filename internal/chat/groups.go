@@ -374,7 +374,7 @@ func groupInfo(g *groupState) *pb.GroupInfo {
 		ConversationId: i.ConversationID, Name: i.Name, AvatarUrl: i.AvatarURL, Announcement: i.Announcement,
 		Owner: i.Owner, OpenJoin: i.OpenJoin, MuteAll: i.MuteAll, MemberCount: uint32(len(g.members)),
 		Dissolved: i.Dissolved, CreatedAt: i.CreatedAt.UnixMilli(),
-		AddPolicy: addPolicy(i), HistoryVisibility: historyVisibility(i),
+		AddPolicy: addPolicy(i), HistoryVisibility: historyVisibility(i), MembersMentionAll: i.MembersMentionAll,
 	}
 }
 
@@ -479,6 +479,7 @@ func (s *Service) createGroup(ctx context.Context, c Replier, sess *session.Sess
 	info := store.Group{
 		ConversationID: groupPrefix + randomID(), Name: r.Name, AvatarURL: r.AvatarUrl,
 		Announcement: r.Announcement, Owner: sess.UserID, OpenJoin: r.OpenJoin, CreatedAt: now.Truncate(time.Millisecond),
+		MembersMentionAll: r.MembersMentionAll,
 	}
 	info.AddPolicy, info.HistoryVisibility = addPolicy(store.Group{AddPolicy: r.AddPolicy}), historyVisibility(store.Group{HistoryVisibility: r.HistoryVisibility})
 	members := []store.Member{{UserID: sess.UserID, Role: pb.GroupRole_GROUP_ROLE_OWNER, JoinedAt: now}}
@@ -561,6 +562,9 @@ func (s *Service) updateGroup(ctx context.Context, c Replier, sess *session.Sess
 	}
 	if r.MuteAll != nil {
 		info.MuteAll = *r.MuteAll
+	}
+	if r.MembersMentionAll != nil {
+		info.MembersMentionAll = *r.MembersMentionAll
 	}
 	if r.AddPolicy != nil {
 		if !validAddPolicy(*r.AddPolicy, false) {

@@ -74,10 +74,7 @@ func (s *Service) page(ctx context.Context, uid, conv string, after, before uint
 	defer release()
 	msgs, more, err := s.readPage(ctx, pageSpec{
 		conv: conv, forward: forward, after: after, upTo: upTo, before: before, floor: cleared, n: n,
-		visible: func(raw []*pb.Message) ([]*pb.Message, error) {
-			msgs, err := s.dropHidden(ctx, uid, conv, raw)
-			return viewFor(uid, msgs), err
-		},
+		visible: s.pageView(ctx, uid, conv, cleared),
 	})
 	if err != nil {
 		return nil, err
@@ -217,6 +214,15 @@ func (s *Service) conversation(ctx context.Context, uid, id string) (*pb.Convers
 		if c.UnreadCount, err = s.unread(ctx, uid, id, read, c.LastSeq); err != nil {
 			return nil, err
 		}
+		if c.UnreadMentions, err = s.unreadMentions(ctx, uid, id, read, c.LastSeq); err != nil {
+			return nil, err
+		}
+	}
+	if c.Pins, err = s.pinList(ctx, id, since, upTo); err != nil {
+		return nil, err
+	}
+	if c.ReactionVersion, err = s.store.ReactionVersion(ctx, id); err != nil {
+		return nil, storeErr(err)
 	}
 	return c, nil
 }
@@ -246,11 +252,22 @@ func (s *Service) unreadMemo(ctx context.Context, uid, conv string, read, last u
 		memo.put(read, last, heads)
 	}
 	n, scanned := uint64(0), read
+	var threads map[uint64]bool
 	for _, h := range heads {
 		if h.Seq > last {
 			return n, nil
 		}
 		if h.Kind == pb.MessageKind_MESSAGE_KIND_NORMAL && h.From != uid && !h.Recalled && !h.SenderOnly {
+			// A thread reply counts only for those in the thread or mentioned.
+			if h.ThreadRoot != 0 && !mentions(h, uid) {
+				if threads == nil {
+					threads = make(map[uint64]bool)
+				}
+				if !s.takesPart(ctx, uid, conv, h.ThreadRoot, threads) {
+					scanned = h.Seq
+					continue
+				}
+			}
 			n++
 		}
 		scanned = h.Seq

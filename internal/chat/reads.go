@@ -21,8 +21,9 @@ const (
 	// readChunk is how many messages a page reads from the store at a time.
 	readChunk = 16
 	// msgOverhead is what a stored message may take beyond its payload
-	// (ids, times, client message id, content type).
-	msgOverhead = 1 << 10
+	// (ids, times, client message id, content type, mentions) and what is
+	// added when it is read (a reply's preview, reactions).
+	msgOverhead = 4 << 10
 	// msgSlack is counted per message on top of its encoded size: the
 	// field names a JSON encoding adds.
 	msgSlack = 64
@@ -91,6 +92,9 @@ type pageSpec struct {
 	n       int    // at most this many messages
 	// visible drops what the reader may not see from a chunk (ascending).
 	visible func([]*pb.Message) ([]*pb.Message, error)
+	// fetch, when set, reads a chunk instead of the conversation's
+	// Messages (forward) or History (backward): a thread's replies.
+	fetch func(after, before uint64, k int) ([]*pb.Message, error)
 }
 
 // readPage builds one page within PageBytes, reading the store readChunk
@@ -118,7 +122,9 @@ func (s *Service) readPage(ctx context.Context, p pageSpec) ([]*pb.Message, bool
 		k := min(readChunk, p.n-len(msgs)+1)
 		var raw []*pb.Message
 		var err error
-		if p.forward {
+		if p.fetch != nil {
+			raw, err = p.fetch(after, before, k)
+		} else if p.forward {
 			raw, err = s.store.Messages(ctx, p.conv, after, k)
 		} else {
 			raw, err = s.store.History(ctx, p.conv, before, k)

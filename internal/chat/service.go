@@ -20,6 +20,7 @@ import (
 	"github.com/parleyim/parley/internal/gateway"
 	"github.com/parleyim/parley/internal/limit"
 	"github.com/parleyim/parley/internal/metrics"
+	"github.com/parleyim/parley/internal/rich"
 	"github.com/parleyim/parley/internal/route"
 	"github.com/parleyim/parley/internal/session"
 	"github.com/parleyim/parley/internal/store"
@@ -112,6 +113,12 @@ type Config struct {
 	// connection is held back, as when the committer's queue is full).
 	// Default 4096.
 	MaxModerating int
+	// StreamIdle: a streamed message without an append for this long is
+	// stored as incomplete. Default 30s.
+	StreamIdle time.Duration
+	// MaxStreams bounds the streamed messages open on this node at once
+	// (each holds at most MaxFrameBytes of text). Default 1000.
+	MaxStreams int
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -177,6 +184,12 @@ func (c *Config) setDefaults() {
 	if c.MaxModerating <= 0 {
 		c.MaxModerating = 4096
 	}
+	if c.StreamIdle <= 0 {
+		c.StreamIdle = 30 * time.Second
+	}
+	if c.MaxStreams <= 0 {
+		c.MaxStreams = 1000
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -213,6 +226,8 @@ type Stats struct {
 	ClusterMalformed uint64
 	ReadsRefused     uint64 // page reads refused: ReadMemoryBytes was taken
 	QuotaRefused     uint64 // sends refused by UserStorageQuota
+	Reactions        uint64 // reactions stored (or found already so)
+	StreamsOpen      int    // streamed messages being written now
 }
 
 // Service is the messaging service. Create with New, then Start.
@@ -257,9 +272,12 @@ type Service struct {
 	moderating              chan struct{}       // a token per write waiting for the hooks (Config.MaxModerating)
 	moderatingBytes         *semaphore.Weighted // their bytes (moderatingBytesMax)
 	moderators              sync.WaitGroup      // the goroutines waiting for the hooks
+	reacts                  chan *reactReq      // to the reaction writer (rich.go)
+	coalescer               *rich.Coalescer     // reaction counts on their way to members
+	streams                 *rich.Streams       // streamed messages being written
 
 	stats struct {
-		accepted, duplicate, failed, deliveries, batches, authFail, kicked, commitNs, limited, refused, readsRefused, cursorsAhead, quotaRefused, malformed atomic.Uint64
+		accepted, duplicate, failed, deliveries, batches, authFail, kicked, commitNs, limited, refused, readsRefused, cursorsAhead, quotaRefused, malformed, reactions atomic.Uint64
 	}
 }
 
@@ -288,6 +306,9 @@ type pendingSend struct {
 	check func(m *pb.Message) error
 	after func(res store.AppendResult, err error)
 	start int64 // unix ns when submitted, for the ACK latency histogram
+	// preview is the reply preview of msg, kept out of the store (see
+	// checkRichSend) and put back for delivery.
+	preview *pb.MessagePreview
 }
 
 // New builds the service; it does nothing until Start.
@@ -322,15 +343,22 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 	s.cluster.peers = make(map[string]time.Time)
 	s.cluster.loading = make(map[string][]remoteGroupFrame)
 	s.rooms.watch = func(name string, on bool) { s.watch(route.TopicRoom, name, on) }
+	s.reacts = make(chan *reactReq, cfg.QueueDepth)
+	s.coalescer = rich.NewCoalescer(reactionFlushEvery, reactionPendingMax, s.announceReactions)
+	s.streams = rich.NewStreams(rich.StreamLimits{MaxOpen: cfg.MaxStreams, MaxPerUser: maxStreamsPerUser,
+		MaxBytes: int(cfg.MaxFrameBytes), Idle: cfg.StreamIdle, MaxLife: streamMaxLife}, s.streamExpired)
 	return s
 }
 
 // Start runs the committer and the cursor writer.
 func (s *Service) Start() {
-	s.wg.Add(3)
+	s.wg.Add(6)
 	go s.commitLoop()
 	go s.deliverLoop()
 	go s.cursorLoop()
+	go s.reactLoop()
+	go func() { defer s.wg.Done(); s.coalescer.Run(s.stop) }()
+	go func() { defer s.wg.Done(); s.streams.Run(time.Second, s.stop) }()
 	if s.router.Clustered() {
 		s.wg.Add(1)
 		go s.peerLoop()
@@ -344,7 +372,9 @@ func (s *Service) Start() {
 func (s *Service) Stop(ctx context.Context) error {
 	// Writes still waiting for the hooks are queued (or refused) before
 	// the committer drains its queue; their connections have closed, so
-	// the hooks' calls end with them.
+	// the hooks' calls end with them. Open streams are stored first, as
+	// incomplete, so they are among those writes.
+	s.streams.EndAll()
 	s.moderators.Wait()
 	s.stopped.Do(func() { close(s.stop) })
 	defer s.endLife()
@@ -369,6 +399,7 @@ func (s *Service) Stats() Stats {
 		CursorsAhead: s.stats.cursorsAhead.Load(),
 		GroupsCached: s.groupsCached(), ReadsRefused: s.stats.readsRefused.Load(),
 		QuotaRefused: s.stats.quotaRefused.Load(), ClusterMalformed: s.stats.malformed.Load(),
+		Reactions: s.stats.reactions.Load(), StreamsOpen: s.streams.Len(),
 	}
 }
 
@@ -540,6 +571,22 @@ func (s *Service) dispatch(ctx context.Context, c Replier, sess *session.Session
 	// Moderation (internal/moderation)
 	case *pb.ClientFrame_ReportMessage:
 		return s.okOr(c, id, s.report(ctx, sess.UserID, b.ReportMessage))
+
+	// Rich messages (rich.go)
+	case *pb.ClientFrame_React:
+		return s.react(ctx, c, sess, id, b.React)
+	case *pb.ClientFrame_SyncReactions:
+		return s.syncReactions(ctx, c, sess, id, b.SyncReactions)
+	case *pb.ClientFrame_Pin:
+		return s.pin(ctx, c, sess, id, b.Pin)
+	case *pb.ClientFrame_ThreadHistory:
+		return s.threadHistory(ctx, c, sess, id, b.ThreadHistory)
+	case *pb.ClientFrame_StreamOpen:
+		return s.streamOpen(ctx, c, sess, id, b.StreamOpen)
+	case *pb.ClientFrame_StreamAppend:
+		return s.streamAppend(ctx, c, sess, id, b.StreamAppend)
+	case *pb.ClientFrame_StreamFinish:
+		return s.streamFinish(ctx, c, sess, id, b.StreamFinish)
 	}
 	return errUnknownFrame
 }
@@ -769,6 +816,9 @@ func (s *Service) buildMessage(ctx context.Context, uid string, m *pb.Send) (*pb
 	if err := s.checkSendTarget(ctx, uid, m, msg); err != nil {
 		return nil, err
 	}
+	if err := s.checkRichSend(ctx, uid, msg, m.ReplyTo, m.ThreadRoot, m.Mentions, m.MentionAll); err != nil {
+		return nil, err
+	}
 	// Resolved after the recipient is checked: a refused send keeps no file.
 	if len(m.Attachments) > 0 {
 		if s.cfg.Media == nil {
@@ -924,6 +974,9 @@ func (s *Service) commit(batch []*pendingSend) committedBatch {
 		}
 		msg.ServerTime = ms
 		msg.MessageId = s.ids.next(ms)
+		if msg.ReplyPreview != nil {
+			p.preview, msg.ReplyPreview = msg.ReplyPreview, nil
+		}
 		if p.change == nil {
 			if len(run) == 0 {
 				runStart = i
@@ -1070,6 +1123,9 @@ func (s *Service) deliverLoop() {
 			p.conn.SendFrame(sendAckFrame(p.reqID, r))
 			if r.Duplicate {
 				continue
+			}
+			if p.preview != nil {
+				m.ReplyPreview = p.preview
 			}
 			s.deliverHeld(ctx, m, p.sessID, hold)
 			// Sending implies having read everything before it.

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/parleyim/parley/internal/chat"
@@ -118,7 +119,14 @@ func (n *Notifier) decideUser(ctx context.Context, w *window, u string, items []
 		return rec, false
 	}
 	if cs.Muted {
-		return rec, false
+		// A muted conversation still tells of mentions.
+		items = slices.DeleteFunc(slices.Clone(items), func(it item) bool {
+			return !it.mentionAll && !slices.Contains(it.mentions, u)
+		})
+		if len(items) == 0 {
+			return rec, false
+		}
+		extra = 0 // the messages past the window's cap are not known to mention
 	}
 	items, err = n.withoutBlocked(ctx, u, items)
 	if err != nil {

@@ -19,6 +19,10 @@ type item struct {
 	// notification is built); nil for other content.
 	payload []byte
 	stored  time.Time
+	// mentions and mentionAll: who the message mentions (shared with
+	// delivery, never modified). A mention reaches a muted conversation.
+	mentions   []string
+	mentionAll bool
 }
 
 // window is one conversation's messages stored within Delay of its first.
@@ -61,8 +65,12 @@ func (n *Notifier) Stored(m *pb.Message) {
 		return
 	}
 	n.stats.considered.Add(1)
-	it := item{seq: m.Seq, from: m.From, to: m.To, contentType: m.ContentType, stored: time.UnixMilli(m.ServerTime)}
+	it := item{seq: m.Seq, from: m.From, to: m.To, contentType: m.ContentType, stored: time.UnixMilli(m.ServerTime),
+		mentions: m.Mentions, mentionAll: m.MentionAll}
 	size := int64(itemOverhead + len(it.from) + len(it.to) + len(it.contentType))
+	for _, u := range m.Mentions {
+		size += int64(len(u)) + 16
+	}
 	if isText(m.ContentType) {
 		// Kept by reference (no copy per message); the whole payload
 		// stays in memory while referenced, so it all counts.

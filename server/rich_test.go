@@ -1,0 +1,628 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parleyim/parley/client"
+	"github.com/parleyim/parley/server"
+	pb "github.com/parleyim/parley/proto/parleyv1"
+)
+
+// text sends a text message with the rich fields of extra set.
+func text(ctx context.Context, c *client.Client, conv, body string, extra func(*pb.Send)) (*pb.SendAck, error) {
+	s := &pb.Send{ConversationId: conv, ContentType: "text/plain", Payload: []byte(body)}
+	if extra != nil {
+		extra(s)
+	}
+	return c.Send(ctx, s)
+}
+
+// bySeq finds the message seq in msgs (nil if absent).
+func bySeq(msgs []*pb.Message, seq uint64) *pb.Message {
+	for _, m := range msgs {
+		if m.Seq == seq {
+			return m
+		}
+	}
+	return nil
+}
+
+// conversationOf returns conv from c's conversation list.
+func conversationOf(t *testing.T, ctx context.Context, c *client.Client, conv string) *pb.Conversation {
+	t.Helper()
+	all, err := c.AllConversations(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range all {
+		if x.ConversationId == conv {
+			return x
+		}
+	}
+	t.Fatalf("%s is not in the conversation list", conv)
+	return nil
+}
+
+// A reply names the message it answers; receivers see a preview of the
+// original live and in history, as the original is at the time: a recall
+// shows in the preview later. Replies to what the sender may not read, or
+// to nothing, are refused.
+func TestReplies(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	ctx := ctx10(t)
+	alice, _ := ts.connect(t, "alice", "a1", "phone", transports[0])
+	bob, bobRec := ts.connect(t, "bob", "b1", "phone", transports[1])
+	stranger, _ := ts.connect(t, "eve", "e1", "phone", transports[2])
+	g, err := alice.CreateGroup(ctx, &pb.CreateGroup{Name: "g", UserIds: []string{"bob"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := g.ConversationId
+	long := strings.Repeat("é", 200) // 400 bytes: cut at a character boundary
+	orig, err := text(ctx, alice, conv, long, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, err := text(ctx, alice, conv, "answering myself", func(s *pb.Send) { s.ReplyTo = orig.Seq })
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "bob gets the reply", func() bool { return bySeq(bobRec.messages(), reply.Seq) != nil })
+	live := bySeq(bobRec.messages(), reply.Seq)
+	p := live.GetReplyPreview()
+	if live.ReplyTo != orig.Seq || p == nil || p.Seq != orig.Seq || p.From != "alice" || !p.Truncated ||
+		len(p.Snippet) != 256 || !bytes.HasPrefix([]byte(long), p.Snippet) {
+		t.Fatalf("live reply: reply_to %d, preview %v", live.ReplyTo, p)
+	}
+
+	if _, err := alice.Recall(ctx, conv, orig.Seq); err != nil {
+		t.Fatal(err)
+	}
+	page, err := bob.History(ctx, conv, 0, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := bySeq(page.Messages, reply.Seq)
+	if m == nil || m.ReplyPreview == nil || !m.ReplyPreview.Recalled || len(m.ReplyPreview.Snippet) != 0 {
+		t.Fatalf("after the recall, history shows the reply's preview as %v", m.GetReplyPreview())
+	}
+	// Stored without the preview: the store keeps reply_to only.
+	stored, err := adminClient(ts).Messages(ctx, conv, 0, true, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := bySeq(stored.Messages, reply.Seq); s == nil || s.ReplyTo != orig.Seq {
+		t.Fatalf("stored reply: %v", s)
+	}
+
+	for name, s := range map[string]func(*pb.Send){
+		"no such seq":   func(s *pb.Send) { s.ReplyTo = 999 },
+		"an event":      func(s *pb.Send) { s.ReplyTo = 1 }, // the group-created event
+		"thread on one": func(s *pb.Send) { s.ThreadRoot = 1 },
+	} {
+		if _, err := text(ctx, bob, conv, "x", s); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_BAD_REQUEST) {
+			t.Errorf("reply to %s: %v, want BAD_REQUEST", name, err)
+		}
+	}
+	if _, err := text(ctx, stranger, conv, "x", func(s *pb.Send) { s.ReplyTo = orig.Seq }); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED) {
+		t.Errorf("a non-member's reply: %v, want PERMISSION_DENIED", err)
+	}
+}
+
+// Reactions: idempotent adds and removes, counts per emoji with whether I
+// reacted, live to every member, a cap on distinct emojis, and convergence
+// after a reconnect through the conversation's reaction version.
+func TestReactions(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	ctx := ctx10(t)
+	alice, aliceRec := ts.connect(t, "alice", "a1", "phone", transports[0])
+	bob, _ := ts.connect(t, "bob", "b1", "phone", transports[1])
+	_, bob2Rec := ts.connect(t, "bob", "b2", "desktop", transports[2])
+	carol, _ := ts.connect(t, "carol", "c1", "phone", transports[2])
+	outsider, _ := ts.connect(t, "eve", "e1", "phone", transports[0])
+	g, err := alice.CreateGroup(ctx, &pb.CreateGroup{Name: "g", UserIds: []string{"bob", "carol"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := g.ConversationId
+	msg, err := text(ctx, alice, conv, "react to me", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	u, err := bob.React(ctx, conv, msg.Seq, "👍")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !u.Personal || len(u.Reactions) != 1 || u.Reactions[0].Emoji != "👍" || u.Reactions[0].Count != 1 || !u.Reactions[0].Me || u.Version == 0 {
+		t.Fatalf("bob's reaction: %v", u)
+	}
+	again, err := bob.React(ctx, conv, msg.Seq, "👍")
+	if err != nil || again.Reactions[0].Count != 1 || again.Version != u.Version {
+		t.Fatalf("reacting twice: %v, %v (want the same count and version)", again, err)
+	}
+	if _, err := carol.React(ctx, conv, msg.Seq, "👍"); err != nil {
+		t.Fatal(err)
+	}
+	last, err := carol.React(ctx, conv, msg.Seq, "❤️")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"👍=2", "❤️=1"}
+	if got := counts(last.Reactions); !slices.Equal(got, want) {
+		t.Fatalf("counts %v, want %v", got, want)
+	}
+
+	// Alice (the sender, not reacting) converges live on the newest counts.
+	var live client.ReactionState
+	eventually(t, "alice gets the counts live", func() bool {
+		for _, u := range aliceRec.snapshot().reacts {
+			live.Apply(u)
+		}
+		rs, v := live.Get(conv, msg.Seq)
+		return v == last.Version && slices.Equal(counts(rs), want)
+	})
+	// Bob's other device is told his own reaction as his (personal).
+	eventually(t, "bob's other device gets his reaction", func() bool {
+		for _, u := range bob2Rec.snapshot().reacts {
+			if u.Personal && len(u.Reactions) > 0 && u.Reactions[0].Me {
+				return true
+			}
+		}
+		return false
+	})
+
+	// History carries the counts, with Me for the reader.
+	page, err := bob.History(ctx, conv, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := bySeq(page.Messages, msg.Seq)
+	if got := counts(m.GetReactions()); !slices.Equal(got, want) || !m.Reactions[0].Me || m.Reactions[1].Me || m.ReactionVersion != last.Version {
+		t.Fatalf("bob's history: %v (version %d)", m.GetReactions(), m.GetReactionVersion())
+	}
+
+	// Carol goes away; bob takes his reaction back; carol catches up by
+	// the conversation's reaction version.
+	held := conversationOf(t, ctx, carol, conv).ReactionVersion
+	carol.Close()
+	if _, err := bob.Unreact(ctx, conv, msg.Seq, "👍"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.Unreact(ctx, conv, msg.Seq, "🎉"); err != nil {
+		t.Fatalf("removing a reaction one does not have: %v", err)
+	}
+	carol, _ = ts.connect(t, "carol", "c1", "phone", transports[1])
+	now := conversationOf(t, ctx, carol, conv)
+	if now.ReactionVersion <= held {
+		t.Fatalf("reaction version %d after a change, was %d", now.ReactionVersion, held)
+	}
+	rp, err := carol.SyncReactions(ctx, conv, held, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rp.Updates) != 1 || rp.Updates[0].Seq != msg.Seq || rp.HasMore || rp.Version != now.ReactionVersion {
+		t.Fatalf("carol's reaction sync: %v", rp)
+	}
+	if got := counts(rp.Updates[0].Reactions); !slices.Equal(got, []string{"👍=1", "❤️=1"}) || !rp.Updates[0].Reactions[0].Me {
+		t.Fatalf("carol's synced counts: %v", rp.Updates[0].Reactions)
+	}
+
+	// Limits and refusals.
+	for i := 0; i < 18; i++ {
+		if _, err := alice.React(ctx, conv, msg.Seq, fmt.Sprintf(":e%d:", i)); err != nil {
+			t.Fatalf("reaction %d: %v", i, err)
+		}
+	}
+	if _, err := alice.React(ctx, conv, msg.Seq, ":one-too-many:"); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_TOO_LARGE) {
+		t.Fatalf("a 21st distinct emoji: %v, want TOO_LARGE", err)
+	}
+	if _, err := alice.React(ctx, conv, msg.Seq, "👍"); err != nil {
+		t.Fatalf("an emoji the message already has, at the cap: %v", err)
+	}
+	for _, bad := range []string{"", "a b", strings.Repeat("x", 33), "\x00"} {
+		if _, err := alice.React(ctx, conv, msg.Seq, bad); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_BAD_REQUEST) {
+			t.Errorf("emoji %q: %v, want BAD_REQUEST", bad, err)
+		}
+	}
+	if _, err := alice.React(ctx, conv, 1, "👍"); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_CONFLICT) {
+		t.Errorf("reacting to an event: %v, want CONFLICT", err)
+	}
+	if _, err := outsider.React(ctx, conv, msg.Seq, "👍"); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED) {
+		t.Errorf("a non-member reacting: %v, want PERMISSION_DENIED", err)
+	}
+	if _, err := outsider.React(ctx, conv, 999, "👍"); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED) {
+		t.Errorf("a non-member reacting to nothing: %v, want PERMISSION_DENIED (no tell)", err)
+	}
+	if _, err := outsider.SyncReactions(ctx, conv, 0, 0); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED) {
+		t.Errorf("a non-member's reaction sync: %v, want PERMISSION_DENIED", err)
+	}
+}
+
+func counts(rs []*pb.Reaction) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, fmt.Sprintf("%s=%d", r.Emoji, r.Count))
+	}
+	return out
+}
+
+// Mentions: by name (members only) or everyone (owner and admins unless
+// the group lets every member); each user's unread mention count, also in
+// a muted conversation, gone once read.
+func TestMentions(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	ctx := ctx10(t)
+	alice, _ := ts.connect(t, "alice", "a1", "phone", transports[0])
+	bob, bobRec := ts.connect(t, "bob", "b1", "phone", transports[1])
+	carol, _ := ts.connect(t, "carol", "c1", "phone", transports[2])
+	g, err := alice.CreateGroup(ctx, &pb.CreateGroup{Name: "g", UserIds: []string{"bob", "carol"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := g.ConversationId
+	if err := bob.MuteConversation(ctx, conv, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := text(ctx, carol, conv, "@bob look", func(s *pb.Send) { s.Mentions = []string{"bob", "bob"} }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := text(ctx, carol, conv, "@all", func(s *pb.Send) { s.MentionAll = true }); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED) {
+		t.Fatalf("a member's @all: %v, want PERMISSION_DENIED", err)
+	}
+	all, err := text(ctx, alice, conv, "@all meeting", func(s *pb.Send) { s.MentionAll = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := text(ctx, carol, conv, "plain", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := text(ctx, carol, conv, "@eve", func(s *pb.Send) { s.Mentions = []string{"eve"} }); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_BAD_REQUEST) {
+		t.Fatalf("mentioning a non-member: %v, want BAD_REQUEST", err)
+	}
+	eventually(t, "bob gets the mentions", func() bool { return bobRec.count() >= 4 })
+	if m := bySeq(bobRec.messages(), all.Seq); m == nil || !m.MentionAll {
+		t.Fatalf("the @all message as delivered: %v", m)
+	}
+	c := conversationOf(t, ctx, bob, conv)
+	if !c.Muted || c.UnreadMentions != 2 || c.UnreadCount != 3 {
+		t.Fatalf("bob (muted): %d unread, %d mentions; want 3 and 2", c.UnreadCount, c.UnreadMentions)
+	}
+	if c := conversationOf(t, ctx, alice, conv); c.UnreadMentions != 0 {
+		t.Fatalf("alice's own @all counts for her: %d", c.UnreadMentions)
+	}
+	if c := conversationOf(t, ctx, carol, conv); c.UnreadMentions != 1 {
+		t.Fatalf("carol: %d unread mentions, want 1 (the @all)", c.UnreadMentions)
+	}
+	if err := bob.MarkRead(ctx, conv, c.LastSeq); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "bob's mentions are read", func() bool { return conversationOf(t, ctx, bob, conv).UnreadMentions == 0 })
+
+	// The group may let every member mention everyone.
+	yes := true
+	if _, err := alice.UpdateGroup(ctx, &pb.UpdateGroup{ConversationId: conv, MembersMentionAll: &yes}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := text(ctx, carol, conv, "@all now allowed", func(s *pb.Send) { s.MentionAll = true }); err != nil {
+		t.Fatalf("a member's @all once allowed: %v", err)
+	}
+}
+
+// Pins: either side of a 1:1, a group's owner and admins; the list is part
+// of the conversation and every device gets the events.
+func TestPins(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	ctx := ctx10(t)
+	alice, _ := ts.connect(t, "alice", "a1", "phone", transports[0])
+	bob, bobRec := ts.connect(t, "bob", "b1", "phone", transports[1])
+	first, err := sendTo(ctx, alice, "bob", "pin me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dm := first.ConversationId
+	ack, err := bob.Pin(ctx, dm, first.Seq)
+	if err != nil {
+		t.Fatalf("the other side of a 1:1 pins: %v", err)
+	}
+	if _, err := alice.Pin(ctx, dm, first.Seq); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_CONFLICT) {
+		t.Fatalf("pinning a pinned message: %v, want CONFLICT", err)
+	}
+	c := conversationOf(t, ctx, alice, dm)
+	if len(c.Pins) != 1 || c.Pins[0].Seq != first.Seq || c.Pins[0].PinnedBy != "bob" || c.Pins[0].PinnedAt == 0 {
+		t.Fatalf("alice's pins: %v", c.Pins)
+	}
+	page, err := alice.SyncMessages(ctx, dm, first.Seq, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := bySeq(page.Messages, ack.Seq); ev == nil || ev.Kind != pb.MessageKind_MESSAGE_KIND_PINNED || ev.Event.GetTargetSeq() != first.Seq {
+		t.Fatalf("the PINNED event in sync: %v", ev)
+	}
+	if _, err := alice.Unpin(ctx, dm, first.Seq); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "bob gets the UNPINNED event", func() bool {
+		for _, m := range bobRec.messages() {
+			if m.Kind == pb.MessageKind_MESSAGE_KIND_UNPINNED {
+				return true
+			}
+		}
+		return false
+	})
+	if c := conversationOf(t, ctx, bob, dm); len(c.Pins) != 0 {
+		t.Fatalf("pins after the unpin: %v", c.Pins)
+	}
+	if _, err := alice.Unpin(ctx, dm, first.Seq); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_CONFLICT) {
+		t.Fatalf("unpinning what is not pinned: %v, want CONFLICT", err)
+	}
+
+	g, err := alice.CreateGroup(ctx, &pb.CreateGroup{Name: "g", UserIds: []string{"bob"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gm, err := text(ctx, bob, g.ConversationId, "rules", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.Pin(ctx, g.ConversationId, gm.Seq); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED) {
+		t.Fatalf("a plain member pins: %v, want PERMISSION_DENIED", err)
+	}
+	if _, err := alice.Pin(ctx, g.ConversationId, gm.Seq); err != nil {
+		t.Fatalf("the owner pins: %v", err)
+	}
+	if _, err := alice.Pin(ctx, g.ConversationId, 1); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_CONFLICT) {
+		t.Fatalf("pinning an event: %v, want CONFLICT", err)
+	}
+	if c := conversationOf(t, ctx, bob, g.ConversationId); len(c.Pins) != 1 || c.Pins[0].Seq != gm.Seq {
+		t.Fatalf("bob's group pins: %v", c.Pins)
+	}
+}
+
+// Threads: replies under a root are delivered and stored in the
+// conversation's sequence; the root carries the reply count and last
+// reply; the thread pages both ways; thread replies count as unread only
+// for those taking part in the thread or mentioned.
+func TestThreads(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	ctx := ctx10(t)
+	alice, _ := ts.connect(t, "alice", "a1", "phone", transports[0])
+	bob, _ := ts.connect(t, "bob", "b1", "phone", transports[1])
+	carol, _ := ts.connect(t, "carol", "c1", "phone", transports[2])
+	dave, _ := ts.connect(t, "dave", "d1", "phone", transports[0])
+	g, err := alice.CreateGroup(ctx, &pb.CreateGroup{Name: "g", UserIds: []string{"bob", "carol", "dave"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := g.ConversationId
+	root, err := text(ctx, alice, conv, "thread here", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*client.Client{carol, dave} { // everyone has read up to the root
+		if err := c.MarkRead(ctx, conv, root.Seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var replies []*pb.SendAck
+	for i := 0; i < 3; i++ {
+		r, err := text(ctx, bob, conv, fmt.Sprintf("reply %d", i), func(s *pb.Send) { s.ThreadRoot = root.Seq })
+		if err != nil {
+			t.Fatal(err)
+		}
+		replies = append(replies, r)
+	}
+	mention, err := text(ctx, bob, conv, "@carol see this", func(s *pb.Send) {
+		s.ThreadRoot = root.Seq
+		s.Mentions = []string{"carol"}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := text(ctx, bob, conv, "nested", func(s *pb.Send) { s.ThreadRoot = replies[0].Seq }); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_BAD_REQUEST) {
+		t.Fatalf("a thread under a thread reply: %v, want BAD_REQUEST", err)
+	}
+	page, err := dave.History(ctx, conv, 0, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm := bySeq(page.Messages, root.Seq)
+	if th := rm.GetThread(); th == nil || th.ReplyCount != 4 || th.LastReplySeq != mention.Seq || th.LastReplyAt == 0 {
+		t.Fatalf("the root's thread summary: %v", th)
+	}
+	if r := bySeq(page.Messages, replies[1].Seq); r == nil || r.ThreadRoot != root.Seq {
+		t.Fatalf("a thread reply in history: %v", r)
+	}
+
+	tp, err := dave.ThreadHistory(ctx, conv, root.Seq, 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tp.Messages) != 2 || !tp.HasMore || tp.Messages[0].Seq != replies[2].Seq || tp.Messages[1].Seq != mention.Seq {
+		t.Fatalf("thread history, newest 2: %v", seqsOf(tp.Messages))
+	}
+	tp, err = dave.ThreadSync(ctx, conv, root.Seq, root.Seq, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := seqsOf(tp.Messages); !slices.Equal(got, []uint64{replies[0].Seq, replies[1].Seq, replies[2].Seq, mention.Seq}) || tp.HasMore {
+		t.Fatalf("thread sync from the root: %v", got)
+	}
+
+	// Dave took no part: the thread does not bump his unread count.
+	// Carol is mentioned in one reply: that one counts. Alice wrote the
+	// root: all four count.
+	for _, tc := range []struct {
+		c    *client.Client
+		name string
+		want uint64
+	}{{dave, "dave", 0}, {carol, "carol", 1}, {alice, "alice", 4}} {
+		c := conversationOf(t, ctx, tc.c, conv)
+		if c.UnreadCount != tc.want {
+			t.Errorf("%s: %d unread after the thread, want %d", tc.name, c.UnreadCount, tc.want)
+		}
+	}
+	// Once dave replies in the thread he takes part.
+	if _, err := text(ctx, dave, conv, "me too", func(s *pb.Send) { s.ThreadRoot = root.Seq }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := text(ctx, bob, conv, "welcome", func(s *pb.Send) { s.ThreadRoot = root.Seq }); err != nil {
+		t.Fatal(err)
+	}
+	if c := conversationOf(t, ctx, dave, conv); c.UnreadCount != 1 {
+		t.Errorf("dave, now in the thread: %d unread, want 1", c.UnreadCount)
+	}
+}
+
+func seqsOf(msgs []*pb.Message) []uint64 {
+	var out []uint64
+	for _, m := range msgs {
+		out = append(out, m.Seq)
+	}
+	return out
+}
+
+// Streaming: a bot opens a message, appends chunks that members online see
+// live, and finishes it: stored once, with the whole text; a device that
+// was offline sees only the finished message. Users without the bot role
+// may not stream; a stream left idle is stored as what it had, marked
+// incomplete; the admin API streams as a bot.
+func TestStreams(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, func(c *server.Config) { c.StreamIdleTimeout = 500 * time.Millisecond })
+	ctx := ctx10(t)
+	admin := adminClient(ts)
+	if _, err := admin.CreateUser(ctx, "helper-bot", ""); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := admin.SetBot(ctx, "helper-bot", true); err != nil || !u.Bot {
+		t.Fatalf("SetBot: %v, %v", u, err)
+	}
+	alice, _ := ts.connect(t, "alice", "a1", "phone", transports[0])
+	_, bobRec := ts.connect(t, "bob", "b1", "phone", transports[1])
+	g, err := alice.CreateGroup(ctx, &pb.CreateGroup{Name: "g", UserIds: []string{"bob", "carol", "helper-bot"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := g.ConversationId
+	if _, err := alice.OpenStream(ctx, &pb.StreamOpen{ConversationId: conv}); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED) {
+		t.Fatalf("a user without the bot role streams: %v, want PERMISSION_DENIED", err)
+	}
+	bot, _ := ts.connect(t, "helper-bot", "bot1", "server", transports[2])
+	st, err := bot.OpenStream(ctx, &pb.StreamOpen{ConversationId: conv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := []string{"The ", "answer ", "is ", "42."}
+	for _, w := range words {
+		if err := st.Append(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "bob sees the chunks live", func() bool { return len(bobRec.snapshot().chunks) == len(words) })
+	var live strings.Builder
+	for _, c := range bobRec.snapshot().chunks {
+		if c.StreamId != st.ID || c.From != "helper-bot" || c.ConversationId != conv || int(c.Offset) != live.Len() {
+			t.Fatalf("chunk %v", c)
+		}
+		live.WriteString(c.Text)
+	}
+	if n := bobRec.count(); n != 0 {
+		t.Fatalf("bob got %d messages before the stream finished", n)
+	}
+	ack, err := st.Finish(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "bob gets the finished message", func() bool { return bySeq(bobRec.messages(), ack.Seq) != nil })
+	m := bySeq(bobRec.messages(), ack.Seq)
+	if string(m.Payload) != live.String() || m.StreamId != st.ID || m.Incomplete || m.ContentType != "text/plain" {
+		t.Fatalf("finished message: %v", m)
+	}
+	if err := st.Append(ctx, "more"); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_BAD_REQUEST) {
+		t.Fatalf("appending to a finished stream: %v, want BAD_REQUEST", err)
+	}
+
+	// Carol was offline: she sees the finished message only, once.
+	carol, carolRec := ts.connect(t, "carol", "c1", "phone", transports[0])
+	page, err := carol.SyncMessages(ctx, conv, 0, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, x := range page.Messages {
+		if x.StreamId == st.ID {
+			n++
+		}
+	}
+	if n != 1 || len(carolRec.snapshot().chunks) != 0 {
+		t.Fatalf("carol has %d stored copies and %d chunks", n, len(carolRec.snapshot().chunks))
+	}
+
+	// Abandoned: stored with what it had, marked incomplete.
+	left, err := bot.OpenStream(ctx, &pb.StreamOpen{ConversationId: conv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := left.Append(ctx, "half a thou"); err != nil {
+		t.Fatal(err)
+	}
+	var stored *pb.Message
+	eventually(t, "the idle stream is stored", func() bool {
+		for _, x := range bobRec.messages() {
+			if x.StreamId == left.ID {
+				stored = x
+				return true
+			}
+		}
+		return false
+	})
+	if !stored.Incomplete || string(stored.Payload) != "half a thou" {
+		t.Fatalf("the idle stream stored as %v", stored)
+	}
+
+	// Too much text for one message.
+	big, err := bot.OpenStream(ctx, &pb.StreamOpen{ConversationId: conv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := big.Append(ctx, strings.Repeat("x", 40<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := big.Append(ctx, strings.Repeat("x", 40<<10)); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_TOO_LARGE) {
+		t.Fatalf("past the largest payload: %v, want TOO_LARGE", err)
+	}
+
+	// Through the admin API, as the bot.
+	so, err := admin.OpenStream(ctx, "helper-bot", &pb.StreamOpen{ClientMsgId: "admin-stream-1", ConversationId: conv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"via ", "the ", "API"} {
+		if err := admin.StreamAppend(ctx, "helper-bot", so.StreamId, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	aack, err := admin.StreamFinish(ctx, "helper-bot", so.StreamId, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "bob gets the admin's stream", func() bool {
+		m := bySeq(bobRec.messages(), aack.Seq)
+		return m != nil && string(m.Payload) == "via the API"
+	})
+	if _, err := admin.OpenStream(ctx, "alice", &pb.StreamOpen{ConversationId: conv}); err == nil {
+		t.Fatal("the admin API streamed as a user without the bot role")
+	}
+}
