@@ -32,9 +32,9 @@ var __toESM = (mod, isNodeMode, target) => (target = mod != null ? __create(__ge
 ));
 var __publicField = (obj, key, value) => __defNormalProp(obj, typeof key !== "symbol" ? key + "" : key, value);
 
-// node_modules/requires-port/index.js
+// sdk/typescript/node_modules/requires-port/index.js
 var require_requires_port = __commonJS({
-  "node_modules/requires-port/index.js"(exports, module) {
+  "sdk/typescript/node_modules/requires-port/index.js"(exports, module) {
     "use strict";
     module.exports = function required(port, protocol) {
       protocol = protocol.split(":")[0];
@@ -59,9 +59,9 @@ var require_requires_port = __commonJS({
   }
 });
 
-// node_modules/querystringify/index.js
+// sdk/typescript/node_modules/querystringify/index.js
 var require_querystringify = __commonJS({
-  "node_modules/querystringify/index.js"(exports) {
+  "sdk/typescript/node_modules/querystringify/index.js"(exports) {
     "use strict";
     var has = Object.prototype.hasOwnProperty;
     var undef;
@@ -111,9 +111,9 @@ var require_querystringify = __commonJS({
   }
 });
 
-// node_modules/url-parse/index.js
+// sdk/typescript/node_modules/url-parse/index.js
 var require_url_parse = __commonJS({
-  "node_modules/url-parse/index.js"(exports, module) {
+  "sdk/typescript/node_modules/url-parse/index.js"(exports, module) {
     "use strict";
     var required = require_requires_port();
     var qs = require_querystringify();
@@ -419,7 +419,7 @@ var require_url_parse = __commonJS({
   }
 });
 
-// src/codec.ts
+// sdk/typescript/src/codec.ts
 var NUMERIC = /* @__PURE__ */ new Set([
   "seq",
   "lastSeq",
@@ -519,7 +519,7 @@ function decodeFrame(data) {
   return f;
 }
 
-// src/errors.ts
+// sdk/typescript/src/errors.ts
 var ParleyError = class extends Error {
   constructor(code, message, temporary, status, details = {}) {
     const reason = details.reason ?? "";
@@ -595,7 +595,7 @@ function isCode(err, code) {
   return err.code === code || err.code === code.replace(/^ERROR_CODE_/, "").toLowerCase();
 }
 
-// src/connection.ts
+// sdk/typescript/src/connection.ts
 var OPEN = 1;
 var Connection = class _Connection {
   constructor(url, ws, opts) {
@@ -759,7 +759,7 @@ var Connection = class _Connection {
   }
 };
 
-// src/emitter.ts
+// sdk/typescript/src/emitter.ts
 var Emitter = class {
   constructor() {
     __publicField(this, "handlers", /* @__PURE__ */ new Map());
@@ -789,7 +789,7 @@ var Emitter = class {
   }
 };
 
-// src/http.ts
+// sdk/typescript/src/http.ts
 async function call(o, path, init) {
   const f = o.fetch ?? globalThis.fetch;
   const res = await f((o.baseUrl ?? "").replace(/\/$/, "") + path, init);
@@ -842,7 +842,7 @@ async function webPushKey(o = {}) {
   return body.publicKey;
 }
 
-// node_modules/tus-js-client/lib/error.js
+// sdk/typescript/node_modules/tus-js-client/lib/error.js
 var DetailedError = class extends Error {
   constructor(message, causingErr = null, req = null, res = null) {
     super(message);
@@ -865,14 +865,14 @@ var DetailedError = class extends Error {
 };
 var error_default = DetailedError;
 
-// node_modules/tus-js-client/lib/logger.js
+// sdk/typescript/node_modules/tus-js-client/lib/logger.js
 var isEnabled = false;
 function log(msg) {
   if (!isEnabled) return;
   console.log(msg);
 }
 
-// node_modules/tus-js-client/lib/noopUrlStorage.js
+// sdk/typescript/node_modules/tus-js-client/lib/noopUrlStorage.js
 var NoopUrlStorage = class {
   listAllUploads() {
     return Promise.resolve([]);
@@ -888,7 +888,7 @@ var NoopUrlStorage = class {
   }
 };
 
-// node_modules/js-base64/base64.mjs
+// sdk/typescript/node_modules/js-base64/base64.mjs
 var version = "3.9.7";
 var VERSION = version;
 var _TD = typeof TextDecoder === "function" ? new TextDecoder("utf-8", { ignoreBOM: true }) : void 0;
@@ -1055,10 +1055,10 @@ var gBase64 = {
   extendBuiltins
 };
 
-// node_modules/tus-js-client/lib/upload.js
+// sdk/typescript/node_modules/tus-js-client/lib/upload.js
 var import_url_parse = __toESM(require_url_parse());
 
-// node_modules/tus-js-client/lib/uuid.js
+// sdk/typescript/node_modules/tus-js-client/lib/uuid.js
 function uuid() {
   return "xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx".replace(/[xy]/g, (c) => {
     const r = Math.random() * 16 | 0;
@@ -1067,7 +1067,7 @@ function uuid() {
   });
 }
 
-// node_modules/tus-js-client/lib/upload.js
+// sdk/typescript/node_modules/tus-js-client/lib/upload.js
 var PROTOCOL_TUS_V1 = "tus-v1";
 var PROTOCOL_IETF_DRAFT_03 = "ietf-draft-03";
 var PROTOCOL_IETF_DRAFT_05 = "ietf-draft-05";
@@ -1818,11 +1818,11 @@ function splitSizeIntoParts(totalSize, partCount) {
 BaseUpload.defaultOptions = defaultOptions;
 var upload_default = BaseUpload;
 
-// node_modules/tus-js-client/lib/browser/isReactNative.js
+// sdk/typescript/node_modules/tus-js-client/lib/browser/isReactNative.js
 var isReactNative = () => typeof navigator !== "undefined" && typeof navigator.product === "string" && navigator.product.toLowerCase() === "reactnative";
 var isReactNative_default = isReactNative;
 
-// node_modules/tus-js-client/lib/browser/uriToBlob.js
+// sdk/typescript/node_modules/tus-js-client/lib/browser/uriToBlob.js
 function uriToBlob(uri) {
   return new Promise((resolve, reject) => {
     const xhr = new XMLHttpRequest();
@@ -1839,11 +1839,11 @@ function uriToBlob(uri) {
   });
 }
 
-// node_modules/tus-js-client/lib/browser/sources/isCordova.js
+// sdk/typescript/node_modules/tus-js-client/lib/browser/sources/isCordova.js
 var isCordova = () => typeof window !== "undefined" && (typeof window.PhoneGap !== "undefined" || typeof window.Cordova !== "undefined" || typeof window.cordova !== "undefined");
 var isCordova_default = isCordova;
 
-// node_modules/tus-js-client/lib/browser/sources/readAsByteArray.js
+// sdk/typescript/node_modules/tus-js-client/lib/browser/sources/readAsByteArray.js
 function readAsByteArray(chunk) {
   return new Promise((resolve, reject) => {
     const reader = new FileReader();
@@ -1858,7 +1858,7 @@ function readAsByteArray(chunk) {
   });
 }
 
-// node_modules/tus-js-client/lib/browser/sources/FileSource.js
+// sdk/typescript/node_modules/tus-js-client/lib/browser/sources/FileSource.js
 var FileSource = class {
   // Make this.size a method
   constructor(file) {
@@ -1877,7 +1877,7 @@ var FileSource = class {
   }
 };
 
-// node_modules/tus-js-client/lib/browser/sources/StreamSource.js
+// sdk/typescript/node_modules/tus-js-client/lib/browser/sources/StreamSource.js
 function len(blobOrArray) {
   if (blobOrArray === void 0) return 0;
   if (blobOrArray.size !== void 0) return blobOrArray.size;
@@ -1947,7 +1947,7 @@ var StreamSource = class {
   }
 };
 
-// node_modules/tus-js-client/lib/browser/fileReader.js
+// sdk/typescript/node_modules/tus-js-client/lib/browser/fileReader.js
 var FileReader2 = class {
   async openFile(input, chunkSize) {
     if (isReactNative_default() && input && typeof input.uri !== "undefined") {
@@ -1982,7 +1982,7 @@ var FileReader2 = class {
   }
 };
 
-// node_modules/tus-js-client/lib/browser/fileSignature.js
+// sdk/typescript/node_modules/tus-js-client/lib/browser/fileSignature.js
 function fingerprint(file, options) {
   if (isReactNative_default()) {
     return Promise.resolve(reactNativeFingerprint(file, options));
@@ -2010,7 +2010,7 @@ function hashCode(str) {
   return hash;
 }
 
-// node_modules/tus-js-client/lib/browser/httpStack.js
+// sdk/typescript/node_modules/tus-js-client/lib/browser/httpStack.js
 var XHRHttpStack = class {
   createRequest(method, url) {
     return new Request(method, url);
@@ -2088,7 +2088,7 @@ var Response = class {
   }
 };
 
-// node_modules/tus-js-client/lib/browser/urlStorage.js
+// sdk/typescript/node_modules/tus-js-client/lib/browser/urlStorage.js
 var hasStorage = false;
 try {
   hasStorage = "localStorage" in window;
@@ -2139,7 +2139,7 @@ var WebStorageUrlStorage = class {
   }
 };
 
-// node_modules/tus-js-client/lib/browser/index.js
+// sdk/typescript/node_modules/tus-js-client/lib/browser/index.js
 var defaultOptions2 = {
   ...upload_default.defaultOptions,
   httpStack: new XHRHttpStack(),
@@ -2159,7 +2159,7 @@ var Upload = class extends upload_default {
 };
 var isSupported = typeof XMLHttpRequest === "function" && typeof Blob === "function" && typeof Blob.prototype.slice === "function";
 
-// src/media.ts
+// sdk/typescript/src/media.ts
 var RESUMABLE_ABOVE = 4 << 20;
 var DEFAULT_CHUNK = 8 << 20;
 var FILE_ID_HEADER = "Parley-File-Id";
@@ -2355,7 +2355,7 @@ function resolveFileUrl(baseUrl, url) {
   return new URL(url, baseUrl).toString();
 }
 
-// src/push.ts
+// sdk/typescript/src/push.ts
 function pushTargetBody(t) {
   const kinds = ["apns", "fcm", "webpush"].filter((k) => t?.[k] != null);
   if (kinds.length !== 1) throw new TypeError("parley: a push target has exactly one of apns, fcm or webpush");
@@ -2391,7 +2391,7 @@ function sameBytes(a, b) {
   return true;
 }
 
-// src/client.ts
+// sdk/typescript/src/client.ts
 function randomHex(bytes) {
   const b = new Uint8Array(bytes);
   globalThis.crypto.getRandomValues(b);
@@ -3133,10 +3133,14 @@ var ParleyClient = class extends Emitter {
    * Starts a streamed message (users with the bot role only; others get
    * ERROR_CODE_PERMISSION_DENIED): text appended with `append` reaches the
    * members online as `streamChunk` events, and `finish` stores it as one
-   * message. A stream lives on the connection that opened it: appends are
-   * not retried (a repeat would add the text twice) and fail with
-   * ClosedError when the link drops. The server stores a stream whose sender
-   * went quiet as incomplete.
+   * message. A stream belongs to its user on the server node that opened it
+   * (it outlives a dropped connection to the same node); its calls go on
+   * the client's current connection and are not retried (a repeated append
+   * would add the text twice): a call cut by a dropped link fails with
+   * ClosedError, and one that reaches another node, or comes after the
+   * server ended the stream, with ERROR_CODE_BAD_REQUEST. The server stores
+   * a stream that went quiet (`stream_idle_timeout`, 30 s by default) as it
+   * is, marked incomplete.
    */
   async openStream(input) {
     const body = { clientMsgId: input.clientMsgId ?? newClientMsgId() };
@@ -3147,11 +3151,11 @@ var ParleyClient = class extends Emitter {
     if (input.threadRoot) body.threadRoot = input.threadRoot;
     if (input.mentions?.length) body.mentions = [...input.mentions];
     if (input.mentionAll) body.mentionAll = true;
-    const conn = await this.liveConn();
-    const f = await conn.request("streamOpen", body);
-    if (f.sendAck) return new MessageStream(conn, body.clientMsgId, f.sendAck.conversationId, "", f.sendAck);
+    const f = await this.request("streamOpen", body);
+    const send = (name, b) => this.request(name, b);
+    if (f.sendAck) return new MessageStream(send, body.clientMsgId, f.sendAck.conversationId, "", f.sendAck);
     const o = f.streamOpened;
-    return new MessageStream(conn, body.clientMsgId, o.conversationId, o.streamId, null);
+    return new MessageStream(send, body.clientMsgId, o.conversationId, o.streamId, null);
   }
   // Rooms (not stored: a push reaches the sessions in the room at that moment)
   /** Joins a room (rejoined after every reconnect). */
@@ -3281,8 +3285,9 @@ var ParleyClient = class extends Emitter {
   }
 };
 var MessageStream = class {
-  constructor(conn, clientMsgId, conversationId, streamId, finished) {
-    __publicField(this, "conn", conn);
+  /** @internal */
+  constructor(call2, clientMsgId, conversationId, streamId, finished) {
+    __publicField(this, "call", call2);
     __publicField(this, "clientMsgId", clientMsgId);
     __publicField(this, "conversationId", conversationId);
     __publicField(this, "streamId", streamId);
@@ -3303,22 +3308,22 @@ var MessageStream = class {
     if (this.done) throw new Error("parley: the stream is finished");
     if (!text2) return;
     this.sent += utf8(text2).length;
-    await this.conn.request("streamAppend", { streamId: this.streamId, text: text2 });
+    await this.call("streamAppend", { streamId: this.streamId, text: text2 });
   }
   /** Stores what was appended as one message; resolves with its ack. Calling it again returns the same ack. */
   finish() {
-    return this.done ?? (this.done = this.conn.request("streamFinish", { streamId: this.streamId }).then((f) => f.sendAck));
+    return this.done ?? (this.done = this.call("streamFinish", { streamId: this.streamId }).then((f) => f.sendAck));
   }
   /** Stores what was appended marked incomplete (the sender gave up). */
   abandon() {
-    return this.done ?? (this.done = this.conn.request("streamFinish", { streamId: this.streamId, abandon: true }).then((f) => f.sendAck));
+    return this.done ?? (this.done = this.call("streamFinish", { streamId: this.streamId, abandon: true }).then((f) => f.sendAck));
   }
 };
 function jitter(ms) {
   return ms / 2 + Math.random() * (ms / 2);
 }
 
-// src/rich.ts
+// sdk/typescript/src/rich.ts
 function applyReaction(target, u) {
   const v = u.version ?? 0;
   const held = target.reactionVersion ?? 0;
@@ -3341,7 +3346,7 @@ function mentionsUser(m, userId) {
   return !!m.mentionAll || !!m.mentions?.includes(userId);
 }
 
-// src/index.ts
+// sdk/typescript/src/index.ts
 function directConversationId(a, b) {
   return a < b ? `p:${a}:${b}` : `p:${b}:${a}`;
 }

@@ -1026,10 +1026,14 @@ export class ParleyClient extends Emitter<ClientEvents> {
    * Starts a streamed message (users with the bot role only; others get
    * ERROR_CODE_PERMISSION_DENIED): text appended with `append` reaches the
    * members online as `streamChunk` events, and `finish` stores it as one
-   * message. A stream lives on the connection that opened it: appends are
-   * not retried (a repeat would add the text twice) and fail with
-   * ClosedError when the link drops. The server stores a stream whose sender
-   * went quiet as incomplete.
+   * message. A stream belongs to its user on the server node that opened it
+   * (it outlives a dropped connection to the same node); its calls go on
+   * the client's current connection and are not retried (a repeated append
+   * would add the text twice): a call cut by a dropped link fails with
+   * ClosedError, and one that reaches another node, or comes after the
+   * server ended the stream, with ERROR_CODE_BAD_REQUEST. The server stores
+   * a stream that went quiet (`stream_idle_timeout`, 30 s by default) as it
+   * is, marked incomplete.
    */
   async openStream(input: StreamInput): Promise<MessageStream> {
     const body: StreamOpen = { clientMsgId: input.clientMsgId ?? newClientMsgId() };
@@ -1040,11 +1044,11 @@ export class ParleyClient extends Emitter<ClientEvents> {
     if (input.threadRoot) body.threadRoot = input.threadRoot;
     if (input.mentions?.length) body.mentions = [...input.mentions];
     if (input.mentionAll) body.mentionAll = true;
-    const conn = await this.liveConn();
-    const f = await conn.request('streamOpen', body);
-    if (f.sendAck) return new MessageStream(conn, body.clientMsgId!, f.sendAck.conversationId, '', f.sendAck);
+    const f = await this.request('streamOpen', body);
+    const send = <K extends 'streamAppend' | 'streamFinish'>(name: K, b: ClientBodies[K]) => this.request(name, b);
+    if (f.sendAck) return new MessageStream(send, body.clientMsgId!, f.sendAck.conversationId, '', f.sendAck);
     const o = f.streamOpened!;
-    return new MessageStream(conn, body.clientMsgId!, o.conversationId, o.streamId, null);
+    return new MessageStream(send, body.clientMsgId!, o.conversationId, o.streamId, null);
   }
 
   // Rooms (not stored: a push reaches the sessions in the room at that moment)
@@ -1190,15 +1194,18 @@ export class ParleyClient extends Emitter<ClientEvents> {
   }
 }
 
+type StreamRequest = <K extends 'streamAppend' | 'streamFinish'>(name: K, body: ClientBodies[K]) => Promise<ServerFrame>;
+
 /**
  * A streamed message being written (ParleyClient.openStream). Calls are sent
- * in order on the connection that opened the stream.
+ * in order, each once, on the client's connection.
  */
 export class MessageStream {
   private done: Promise<SendAck> | null;
   private sent = 0;
+  /** @internal */
   constructor(
-    private readonly conn: Connection,
+    private readonly call: StreamRequest,
     /** The clientMsgId of the message the stream becomes. */
     readonly clientMsgId: string,
     readonly conversationId: string,
@@ -1224,17 +1231,17 @@ export class MessageStream {
     if (this.done) throw new Error('parley: the stream is finished');
     if (!text) return;
     this.sent += utf8(text).length;
-    await this.conn.request('streamAppend', { streamId: this.streamId, text });
+    await this.call('streamAppend', { streamId: this.streamId, text });
   }
 
   /** Stores what was appended as one message; resolves with its ack. Calling it again returns the same ack. */
   finish(): Promise<SendAck> {
-    return (this.done ??= this.conn.request('streamFinish', { streamId: this.streamId }).then((f) => f.sendAck!));
+    return (this.done ??= this.call('streamFinish', { streamId: this.streamId }).then((f) => f.sendAck!));
   }
 
   /** Stores what was appended marked incomplete (the sender gave up). */
   abandon(): Promise<SendAck> {
-    return (this.done ??= this.conn.request('streamFinish', { streamId: this.streamId, abandon: true }).then((f) => f.sendAck!));
+    return (this.done ??= this.call('streamFinish', { streamId: this.streamId, abandon: true }).then((f) => f.sendAck!));
   }
 }
 
