@@ -71,6 +71,7 @@ const typingTimers = new Map(); // convId -> Map(userId -> timeout)
 let editing = null; // {conversationId, seq}
 let replying = null; // {conversationId, seq}: the main composer's next message answers it
 let threadOpen = null; // {conversationId, root}: the thread shown in the thread panel
+let openActions = ''; // "conversation|where|seq" of the message whose actions are shown
 
 function conv(id) {
   let c = convs.get(id);
@@ -498,6 +499,7 @@ function msgNode(c, m, where) {
     b.onclick = (ev) => {
       ev.stopPropagation();
       li.classList.remove('open');
+      openActions = '';
       run();
     };
     acts.append(b);
@@ -514,6 +516,7 @@ function msgNode(c, m, where) {
       b.onclick = (ev) => {
         ev.stopPropagation();
         li.classList.remove('open');
+        openActions = '';
         toggleReaction(c, m, e);
       };
       picker.append(b);
@@ -549,9 +552,12 @@ function msgNode(c, m, where) {
     );
   }
   li.append(acts);
+  // The message whose actions are shown stays so across re-renders (live updates redraw the list).
+  const key = `${c.id}|${where}|${seq}`;
+  if (openActions === key) li.classList.add('open');
   li.onclick = () => {
     for (const o of document.querySelectorAll('.msg.open')) if (o !== li) o.classList.remove('open');
-    li.classList.toggle('open');
+    openActions = li.classList.toggle('open') ? key : '';
   };
   return li;
 }
