@@ -602,7 +602,7 @@ function bodyNode(m, body) {
     if (!names.has(name)) name = name.replace(/[.@-]+$/, ''); // "@bob." ends a sentence
     if (!names.has(name)) continue;
     const end = x.index + 1 + name.length;
-    d.append(body.slice(last, x.index), el('span', 'mention' + (name === me || name === 'all' ? ' me' : ''), '@' + name));
+    d.append(body.slice(last, x.index), el('span', 'mention' + (name === me || name === 'all' ? ' you' : ''), '@' + name));
     last = end;
     re.lastIndex = end;
   }
@@ -937,9 +937,11 @@ function renderThread() {
   if (!threadOpen || threadOpen.conversationId !== openId) {
     panel.hidden = true;
     document.querySelector('.app').classList.remove('show-thread');
+    $('chat').classList.remove('threaded');
     return;
   }
   panel.hidden = false;
+  $('chat').classList.add('threaded'); // wide screens: the conversation makes room for the panel
   const c = conv(openId);
   const rootSeq = threadOpen.root;
   const root = c.msgs.get(rootSeq);

@@ -41,8 +41,11 @@ async function createGroup(page: Page, name: string, members: string[]): Promise
   await page.waitForSelector(`#chat-title:text-is("${name}")`);
 }
 
+/** A selector part matching an element whose whole text is t (mentions split a body into several text nodes, which :text-is does not join). */
+const fullText = (t: string) => `:text-matches("${('^' + t.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '$').replace(/\\/g, '\\\\').replace(/"/g, '\\"')}")`;
+
 /** The message bubble (main timeline) whose text is t. */
-const bubble = (page: Page, t: string) => page.locator(`#msg-list li.msg:has(> .body:text-is("${t}"))`);
+const bubble = (page: Page, t: string) => page.locator(`#msg-list li.msg:has(> .body${fullText(t)})`);
 
 /** Opens a message's actions (a tap) and clicks one. */
 async function act(page: Page, t: string, action: string): Promise<void> {
@@ -136,7 +139,7 @@ describe('rich messages in the web client (Chromium)', () => {
     await openConversation(ann.page, 'lunch crew');
     await bubble(ann.page, mentionText).waitFor();
     expect(await bubble(ann.page, mentionText).getAttribute('class')).toContain('mentioned');
-    expect(await bubble(ann.page, mentionText).locator('.mention.me').textContent()).toBe('@' + ann.name);
+    expect(await bubble(ann.page, mentionText).locator('.mention.you').textContent()).toBe('@' + ann.name);
     await waitChips(ann.page, 'lunch today?', { '👍': [2, true] }, 'ann’s chips after a reload');
     expect(await bubble(ann.page, 'yes, at noon').locator('.quote-text').textContent()).toBe('lunch today?');
     // Read now: the badge is gone.
