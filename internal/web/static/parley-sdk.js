@@ -32,9 +32,9 @@ var __toESM = (mod, isNodeMode, target) => (target = mod != null ? __create(__ge
 ));
 var __publicField = (obj, key, value) => __defNormalProp(obj, typeof key !== "symbol" ? key + "" : key, value);
 
-// sdk/typescript/node_modules/requires-port/index.js
+// node_modules/requires-port/index.js
 var require_requires_port = __commonJS({
-  "sdk/typescript/node_modules/requires-port/index.js"(exports, module) {
+  "node_modules/requires-port/index.js"(exports, module) {
     "use strict";
     module.exports = function required(port, protocol) {
       protocol = protocol.split(":")[0];
@@ -59,9 +59,9 @@ var require_requires_port = __commonJS({
   }
 });
 
-// sdk/typescript/node_modules/querystringify/index.js
+// node_modules/querystringify/index.js
 var require_querystringify = __commonJS({
-  "sdk/typescript/node_modules/querystringify/index.js"(exports) {
+  "node_modules/querystringify/index.js"(exports) {
     "use strict";
     var has = Object.prototype.hasOwnProperty;
     var undef;
@@ -111,9 +111,9 @@ var require_querystringify = __commonJS({
   }
 });
 
-// sdk/typescript/node_modules/url-parse/index.js
+// node_modules/url-parse/index.js
 var require_url_parse = __commonJS({
-  "sdk/typescript/node_modules/url-parse/index.js"(exports, module) {
+  "node_modules/url-parse/index.js"(exports, module) {
     "use strict";
     var required = require_requires_port();
     var qs = require_querystringify();
@@ -419,7 +419,7 @@ var require_url_parse = __commonJS({
   }
 });
 
-// sdk/typescript/src/codec.ts
+// src/codec.ts
 var NUMERIC = /* @__PURE__ */ new Set([
   "seq",
   "lastSeq",
@@ -519,7 +519,7 @@ function decodeFrame(data) {
   return f;
 }
 
-// sdk/typescript/src/errors.ts
+// src/errors.ts
 var ParleyError = class extends Error {
   constructor(code, message, temporary, status, details = {}) {
     const reason = details.reason ?? "";
@@ -595,7 +595,7 @@ function isCode(err, code) {
   return err.code === code || err.code === code.replace(/^ERROR_CODE_/, "").toLowerCase();
 }
 
-// sdk/typescript/src/connection.ts
+// src/connection.ts
 var OPEN = 1;
 var Connection = class _Connection {
   constructor(url, ws, opts) {
@@ -759,7 +759,7 @@ var Connection = class _Connection {
   }
 };
 
-// sdk/typescript/src/emitter.ts
+// src/emitter.ts
 var Emitter = class {
   constructor() {
     __publicField(this, "handlers", /* @__PURE__ */ new Map());
@@ -789,7 +789,7 @@ var Emitter = class {
   }
 };
 
-// sdk/typescript/src/http.ts
+// src/http.ts
 async function call(o, path, init) {
   const f = o.fetch ?? globalThis.fetch;
   const res = await f((o.baseUrl ?? "").replace(/\/$/, "") + path, init);
@@ -842,7 +842,7 @@ async function webPushKey(o = {}) {
   return body.publicKey;
 }
 
-// sdk/typescript/node_modules/tus-js-client/lib/error.js
+// node_modules/tus-js-client/lib/error.js
 var DetailedError = class extends Error {
   constructor(message, causingErr = null, req = null, res = null) {
     super(message);
@@ -865,14 +865,14 @@ var DetailedError = class extends Error {
 };
 var error_default = DetailedError;
 
-// sdk/typescript/node_modules/tus-js-client/lib/logger.js
+// node_modules/tus-js-client/lib/logger.js
 var isEnabled = false;
 function log(msg) {
   if (!isEnabled) return;
   console.log(msg);
 }
 
-// sdk/typescript/node_modules/tus-js-client/lib/noopUrlStorage.js
+// node_modules/tus-js-client/lib/noopUrlStorage.js
 var NoopUrlStorage = class {
   listAllUploads() {
     return Promise.resolve([]);
@@ -888,7 +888,7 @@ var NoopUrlStorage = class {
   }
 };
 
-// sdk/typescript/node_modules/js-base64/base64.mjs
+// node_modules/js-base64/base64.mjs
 var version = "3.9.7";
 var VERSION = version;
 var _TD = typeof TextDecoder === "function" ? new TextDecoder("utf-8", { ignoreBOM: true }) : void 0;
@@ -1055,10 +1055,10 @@ var gBase64 = {
   extendBuiltins
 };
 
-// sdk/typescript/node_modules/tus-js-client/lib/upload.js
+// node_modules/tus-js-client/lib/upload.js
 var import_url_parse = __toESM(require_url_parse());
 
-// sdk/typescript/node_modules/tus-js-client/lib/uuid.js
+// node_modules/tus-js-client/lib/uuid.js
 function uuid() {
   return "xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx".replace(/[xy]/g, (c) => {
     const r = Math.random() * 16 | 0;
@@ -1067,7 +1067,7 @@ function uuid() {
   });
 }
 
-// sdk/typescript/node_modules/tus-js-client/lib/upload.js
+// node_modules/tus-js-client/lib/upload.js
 var PROTOCOL_TUS_V1 = "tus-v1";
 var PROTOCOL_IETF_DRAFT_03 = "ietf-draft-03";
 var PROTOCOL_IETF_DRAFT_05 = "ietf-draft-05";
@@ -1818,11 +1818,11 @@ function splitSizeIntoParts(totalSize, partCount) {
 BaseUpload.defaultOptions = defaultOptions;
 var upload_default = BaseUpload;
 
-// sdk/typescript/node_modules/tus-js-client/lib/browser/isReactNative.js
+// node_modules/tus-js-client/lib/browser/isReactNative.js
 var isReactNative = () => typeof navigator !== "undefined" && typeof navigator.product === "string" && navigator.product.toLowerCase() === "reactnative";
 var isReactNative_default = isReactNative;
 
-// sdk/typescript/node_modules/tus-js-client/lib/browser/uriToBlob.js
+// node_modules/tus-js-client/lib/browser/uriToBlob.js
 function uriToBlob(uri) {
   return new Promise((resolve, reject) => {
     const xhr = new XMLHttpRequest();
@@ -1839,11 +1839,11 @@ function uriToBlob(uri) {
   });
 }
 
-// sdk/typescript/node_modules/tus-js-client/lib/browser/sources/isCordova.js
+// node_modules/tus-js-client/lib/browser/sources/isCordova.js
 var isCordova = () => typeof window !== "undefined" && (typeof window.PhoneGap !== "undefined" || typeof window.Cordova !== "undefined" || typeof window.cordova !== "undefined");
 var isCordova_default = isCordova;
 
-// sdk/typescript/node_modules/tus-js-client/lib/browser/sources/readAsByteArray.js
+// node_modules/tus-js-client/lib/browser/sources/readAsByteArray.js
 function readAsByteArray(chunk) {
   return new Promise((resolve, reject) => {
     const reader = new FileReader();
@@ -1858,7 +1858,7 @@ function readAsByteArray(chunk) {
   });
 }
 
-// sdk/typescript/node_modules/tus-js-client/lib/browser/sources/FileSource.js
+// node_modules/tus-js-client/lib/browser/sources/FileSource.js
 var FileSource = class {
   // Make this.size a method
   constructor(file) {
@@ -1877,7 +1877,7 @@ var FileSource = class {
   }
 };
 
-// sdk/typescript/node_modules/tus-js-client/lib/browser/sources/StreamSource.js
+// node_modules/tus-js-client/lib/browser/sources/StreamSource.js
 function len(blobOrArray) {
   if (blobOrArray === void 0) return 0;
   if (blobOrArray.size !== void 0) return blobOrArray.size;
@@ -1947,7 +1947,7 @@ var StreamSource = class {
   }
 };
 
-// sdk/typescript/node_modules/tus-js-client/lib/browser/fileReader.js
+// node_modules/tus-js-client/lib/browser/fileReader.js
 var FileReader2 = class {
   async openFile(input, chunkSize) {
     if (isReactNative_default() && input && typeof input.uri !== "undefined") {
@@ -1982,7 +1982,7 @@ var FileReader2 = class {
   }
 };
 
-// sdk/typescript/node_modules/tus-js-client/lib/browser/fileSignature.js
+// node_modules/tus-js-client/lib/browser/fileSignature.js
 function fingerprint(file, options) {
   if (isReactNative_default()) {
     return Promise.resolve(reactNativeFingerprint(file, options));
@@ -2010,7 +2010,7 @@ function hashCode(str) {
   return hash;
 }
 
-// sdk/typescript/node_modules/tus-js-client/lib/browser/httpStack.js
+// node_modules/tus-js-client/lib/browser/httpStack.js
 var XHRHttpStack = class {
   createRequest(method, url) {
     return new Request(method, url);
@@ -2088,7 +2088,7 @@ var Response = class {
   }
 };
 
-// sdk/typescript/node_modules/tus-js-client/lib/browser/urlStorage.js
+// node_modules/tus-js-client/lib/browser/urlStorage.js
 var hasStorage = false;
 try {
   hasStorage = "localStorage" in window;
@@ -2139,7 +2139,7 @@ var WebStorageUrlStorage = class {
   }
 };
 
-// sdk/typescript/node_modules/tus-js-client/lib/browser/index.js
+// node_modules/tus-js-client/lib/browser/index.js
 var defaultOptions2 = {
   ...upload_default.defaultOptions,
   httpStack: new XHRHttpStack(),
@@ -2159,7 +2159,7 @@ var Upload = class extends upload_default {
 };
 var isSupported = typeof XMLHttpRequest === "function" && typeof Blob === "function" && typeof Blob.prototype.slice === "function";
 
-// sdk/typescript/src/media.ts
+// src/media.ts
 var RESUMABLE_ABOVE = 4 << 20;
 var DEFAULT_CHUNK = 8 << 20;
 var FILE_ID_HEADER = "Parley-File-Id";
@@ -2355,7 +2355,7 @@ function resolveFileUrl(baseUrl, url) {
   return new URL(url, baseUrl).toString();
 }
 
-// sdk/typescript/src/push.ts
+// src/push.ts
 function pushTargetBody(t) {
   const kinds = ["apns", "fcm", "webpush"].filter((k) => t?.[k] != null);
   if (kinds.length !== 1) throw new TypeError("parley: a push target has exactly one of apns, fcm or webpush");
@@ -2391,7 +2391,7 @@ function sameBytes(a, b) {
   return true;
 }
 
-// sdk/typescript/src/client.ts
+// src/client.ts
 function randomHex(bytes) {
   const b = new Uint8Array(bytes);
   globalThis.crypto.getRandomValues(b);
@@ -3323,7 +3323,7 @@ function jitter(ms) {
   return ms / 2 + Math.random() * (ms / 2);
 }
 
-// sdk/typescript/src/rich.ts
+// src/rich.ts
 function applyReaction(target, u) {
   const v = u.version ?? 0;
   const held = target.reactionVersion ?? 0;
@@ -3346,7 +3346,7 @@ function mentionsUser(m, userId) {
   return !!m.mentionAll || !!m.mentions?.includes(userId);
 }
 
-// sdk/typescript/src/index.ts
+// src/index.ts
 function directConversationId(a, b) {
   return a < b ? `p:${a}:${b}` : `p:${b}:${a}`;
 }
