@@ -244,13 +244,23 @@ function apply(m, live) {
     if (live && m.from !== me) {
       if (isVisibleOpen(c.id)) scheduleRead(c);
       else if (kind === 'MESSAGE_KIND_NORMAL') {
-        c.unread++;
-        if (!m.recalled && mentionsUser(m, me)) c.unreadMentions++;
+        // As the server counts: a thread reply is unread for those who take part in the
+        // thread or whom it mentions (the next conversation list corrects a guess).
+        const mentioned = !m.recalled && mentionsUser(m, me);
+        if (mentioned) c.unreadMentions++;
+        if (!m.threadRoot || mentioned || takesPart(c, m.threadRoot)) c.unread++;
       }
     }
   }
   if (live && m.from) clearTyping(c.id, m.from);
   if (!c.group && c.peer) ensurePresence(c.peer);
+}
+
+/** Whether this user wrote thread root's message or a reply in it (as far as this tab knows). */
+function takesPart(c, root) {
+  if (c.msgs.get(root)?.from === me) return true;
+  for (const x of c.msgs.values()) if (x.threadRoot === root && x.from === me) return true;
+  return false;
 }
 
 // Presence is visible once a conversation with messages exists: subscribe

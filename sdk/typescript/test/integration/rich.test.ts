@@ -313,4 +313,32 @@ describe('rich messages against a real server', () => {
     await c.waitReady(5000);
     expect((await rejection(c.openStream({ to: bob.id }))).code).toBe('ERROR_CODE_PERMISSION_DENIED');
   });
+
+  it('a stream its bot stops appending to is stored as it is, marked incomplete, after stream_idle_timeout', async () => {
+    const local = await startServer(inject('parleyBin'), undefined, { config: 'stream_idle_timeout: 1s\n' });
+    try {
+      const botUser = await newUser(local, 'bot');
+      const bob = await newUser(local, 'bob');
+      const res = await fetch(`${local.http}/v1/admin/users/${encodeURIComponent(botUser.id)}`, {
+        method: 'PATCH',
+        headers: { 'X-Api-Key': local.adminKey(), 'Content-Type': 'application/json' },
+        body: JSON.stringify({ bot: true }),
+      });
+      expect(res.ok).toBe(true);
+      const bot = connect(local, botUser);
+      const b = connect(local, bob);
+      const bGot = inbox(b);
+      await Promise.all([bot.waitReady(5000), b.waitReady(5000)]);
+      const st = await bot.openStream({ to: bob.id });
+      await st.append('cut short');
+      const stored = await waitFor(() => bGot.find((m) => m.streamId === st.streamId), 8000, 'the timed-out stream stored');
+      expect(stored.incomplete).toBe(true);
+      expect(text(stored.payload)).toBe('cut short');
+      // The stream is gone: appending or finishing it is refused.
+      expect((await rejection(st.append('more'))).code).toBe('ERROR_CODE_BAD_REQUEST');
+    } finally {
+      closeClients();
+      await local.dispose();
+    }
+  });
 });
