@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import WebSocket from 'ws';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { ParleyClient, login, register, type WebSocketConstructor } from '../../src/index.js';
+import { ParleyClient, directConversationId, login, register, type WebSocketConstructor } from '../../src/index.js';
 import { startServer, uniqueName, waitFor, type RunningServer } from '../helpers/server.js';
 import { launch, newPage, openChatWith, openConversation, screenshot, sendText, signUp } from '../helpers/browser.js';
 
@@ -266,6 +266,25 @@ describe('rich messages in the web client (Chromium)', () => {
     await openConversation(viewer.page, botName);
     await viewer.page.waitForSelector('#msg-list li.msg.incomplete:has(> .body:text-is("I was about to"))');
     await bubble(viewer.page, 'Thinking about it carefully.').waitFor();
+
+    // Markup in what others write shows as text: a reaction "emoji" (any 1-32 bytes without
+    // spaces), streamed text, a reply's quote of it.
+    const evil = '<img/src=x/onerror=__x=1>'; // 25 bytes
+    const hello = (await viewer.page.getAttribute(`#msg-list li.msg:has(> .body:text-is("hello, ask me anything"))`, 'data-seq'))!;
+    await bot.react(directConversationId(t.user_id, viewer.name), Number(hello), evil);
+    const chip = bubble(viewer.page, 'hello, ask me anything').locator('.chip .emoji');
+    await chip.waitFor();
+    expect(await chip.textContent()).toBe(evil);
+    const hs = await bot.openStream({ to: viewer.name, replyTo: Number(hello) });
+    await hs.append('<b>not bold</b> ' + evil);
+    await viewer.page.waitForSelector('#msg-list li.msg.streaming .body:has-text("<b>not bold</b>")');
+    const done = await hs.finish();
+    await bubble(viewer.page, '<b>not bold</b> ' + evil).waitFor();
+    await bot.sendText(viewer.name, 'quoting it', { replyTo: done.seq });
+    await bubble(viewer.page, 'quoting it').locator('.quote-text').waitFor();
+    expect(await bubble(viewer.page, 'quoting it').locator('.quote-text').textContent()).toBe('<b>not bold</b> ' + evil);
+    expect(await viewer.page.locator('#msg-list b, #msg-list img').count()).toBe(0);
+    expect(await viewer.page.evaluate(() => (window as unknown as { __x?: number }).__x)).toBeUndefined();
     for (const e of allErrors) expect(e).toEqual([]);
   });
 
