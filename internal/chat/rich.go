@@ -451,11 +451,20 @@ func (s *Service) react(ctx context.Context, c Replier, sess *session.Session, i
 	}
 }
 
-// reactLoop stores reactions in batches (one durable write each) and
-// answers them; the counts go to the members through the coalescer.
+// reactBatch is a stored (or failed) batch of reactions on its way to
+// reactAnswerLoop.
+type reactBatch struct {
+	reqs []*reactReq
+	res  []store.ReactionResult
+	err  error
+}
+
+// reactLoop stores reactions in batches (one durable write each) and hands
+// them to reactAnswerLoop, which answers them while the next batch is
+// stored; the counts go to the members through the coalescer.
 func (s *Service) reactLoop() {
 	defer s.wg.Done()
-	batch := make([]*reactReq, 0, reactionBatchMax)
+	defer close(s.reactsDone)
 	ops := make([]store.ReactionOp, 0, reactionBatchMax)
 	for {
 		var first *reactReq
@@ -468,7 +477,8 @@ func (s *Service) reactLoop() {
 				return
 			}
 		}
-		batch = append(batch[:0], first)
+		batch := make([]*reactReq, 1, reactionBatchMax)
+		batch[0] = first
 	drain:
 		for len(batch) < reactionBatchMax {
 			select {
@@ -485,8 +495,15 @@ func (s *Service) reactLoop() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CommitTimeout)
 		res, err := s.store.React(ctx, ops)
 		cancel()
-		s.reacted(batch, res, err)
-		clear(batch)
+		s.reactsDone <- reactBatch{reqs: batch, res: res, err: err}
+	}
+}
+
+// reactAnswerLoop answers stored batches of reactions, in order.
+func (s *Service) reactAnswerLoop() {
+	defer s.wg.Done()
+	for b := range s.reactsDone {
+		s.reacted(b.reqs, b.res, b.err)
 	}
 }
 
@@ -661,6 +678,9 @@ func (s *Service) streamAppend(ctx context.Context, c Replier, sess *session.Ses
 		out := wire.NewOutbound(&pb.ServerFrame{Body: &pb.ServerFrame_StreamChunk{StreamChunk: &pb.StreamChunk{
 			StreamId: st.ID, ConversationId: m.ConversationId, From: m.From, Offset: uint32(off), Text: r.Text,
 			ContentType: m.ContentType, ReplyTo: m.ReplyTo, ThreadRoot: m.ThreadRoot}}})
+		// The bot is answered first: its next chunk need not wait for
+		// this one's fan-out.
+		s.replyOK(c, id)
 		if m.SenderOnly {
 			err = s.router.DeliverToUsers(ctx, []string{m.From}, out, sess.ID, nil)
 		} else {
@@ -669,6 +689,7 @@ func (s *Service) streamAppend(ctx context.Context, c Replier, sess *session.Ses
 		if err != nil {
 			s.deliveryFailed("stream", err)
 		}
+		return nil
 	}
 	s.replyOK(c, id)
 	return nil

@@ -273,6 +273,7 @@ type Service struct {
 	moderatingBytes         *semaphore.Weighted // their bytes (moderatingBytesMax)
 	moderators              sync.WaitGroup      // the goroutines waiting for the hooks
 	reacts                  chan *reactReq      // to the reaction writer (rich.go)
+	reactsDone              chan reactBatch     // reaction writer to reactAnswerLoop
 	coalescer               *rich.Coalescer     // reaction counts on their way to members
 	streams                 *rich.Streams       // streamed messages being written
 
@@ -344,6 +345,7 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 	s.cluster.loading = make(map[string][]remoteGroupFrame)
 	s.rooms.watch = func(name string, on bool) { s.watch(route.TopicRoom, name, on) }
 	s.reacts = make(chan *reactReq, cfg.QueueDepth)
+	s.reactsDone = make(chan reactBatch, 2)
 	s.coalescer = rich.NewCoalescer(reactionFlushEvery, reactionPendingMax, s.announceReactions)
 	s.streams = rich.NewStreams(rich.StreamLimits{MaxOpen: cfg.MaxStreams, MaxPerUser: maxStreamsPerUser,
 		MaxBytes: int(cfg.MaxFrameBytes), Idle: cfg.StreamIdle, MaxLife: streamMaxLife}, s.streamExpired)
@@ -352,11 +354,12 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 
 // Start runs the committer and the cursor writer.
 func (s *Service) Start() {
-	s.wg.Add(6)
+	s.wg.Add(7)
 	go s.commitLoop()
 	go s.deliverLoop()
 	go s.cursorLoop()
 	go s.reactLoop()
+	go s.reactAnswerLoop()
 	go func() { defer s.wg.Done(); s.coalescer.Run(s.stop) }()
 	go func() { defer s.wg.Done(); s.streams.Run(time.Second, s.stop) }()
 	if s.router.Clustered() {
