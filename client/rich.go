@@ -145,13 +145,18 @@ type reactionKey struct {
 }
 
 type reactionEntry struct {
-	version uint64
-	counts  map[string]uint32
-	order   []string
-	mine    map[string]bool
+	version   uint64 // of the counts
+	counts    map[string]uint32
+	order     []string
+	meVersion uint64 // of the personal update mine came from
+	mine      map[string]bool
 }
 
-// Apply takes in one update.
+// Apply takes in one update. The counts come from the highest version; the
+// marks of what this user reacted with from the highest personal one (a
+// personal update older than the counts still says what was this user's
+// then, and only this user's own changes, each answered personally, change
+// that).
 func (rs *ReactionState) Apply(u *pb.ReactionUpdate) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
@@ -164,21 +169,26 @@ func (rs *ReactionState) Apply(u *pb.ReactionUpdate) {
 		e = &reactionEntry{mine: map[string]bool{}}
 		rs.msgs[k] = e
 	}
+	if u.Personal && u.Version >= e.meVersion {
+		e.meVersion = u.Version
+		clear(e.mine)
+		for _, r := range u.Reactions {
+			if r.Me {
+				e.mine[r.Emoji] = true
+			}
+		}
+	}
 	if u.Version < e.version {
 		return
 	}
 	e.version = u.Version
 	e.counts, e.order = make(map[string]uint32, len(u.Reactions)), e.order[:0]
-	if u.Personal {
-		clear(e.mine)
-	}
 	for _, r := range u.Reactions {
 		e.counts[r.Emoji] = r.Count
 		e.order = append(e.order, r.Emoji)
-		if u.Personal && r.Me {
-			e.mine[r.Emoji] = true
-		}
 	}
+	// An emoji of mine gone from newer counts was taken back by this user
+	// (no one else can): its mark goes, even if it comes back by others.
 	for emoji := range e.mine {
 		if _, ok := e.counts[emoji]; !ok {
 			delete(e.mine, emoji)

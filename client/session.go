@@ -32,6 +32,12 @@ type SessionOptions struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Cursors seeds the highest seq the app already has, per conversation.
 	Cursors map[string]uint64
+	// ReactionVersions seeds the reaction version the app holds, per
+	// conversation (see ReactionVersions). After each connection the
+	// session asks for the reaction changes past it (SyncReactions) and
+	// hands them to OnReaction, from the session goroutine; live updates
+	// reach OnReaction from the connection's reader as they come.
+	ReactionVersions map[string]uint64
 	// ResumeFromServer starts a conversation without a local cursor at the
 	// server's delivered_seq (from the conversation list) instead of at 0,
 	// so that a fresh install does not download whole histories.
@@ -69,6 +75,7 @@ type Session struct {
 	ready   bool          // connected and caught up
 	changed chan struct{} // closed (and replaced) when cl or ready change
 	cursors map[string]uint64
+	reacts  map[string]uint64 // reaction versions caught up to
 	sending int
 
 	imu    sync.Mutex
@@ -113,6 +120,10 @@ func NewSession(opts SessionOptions) (*Session, error) {
 	}
 	for k, v := range opts.Cursors {
 		s.cursors[k] = v
+	}
+	s.reacts = make(map[string]uint64, len(opts.ReactionVersions))
+	for k, v := range opts.ReactionVersions {
+		s.reacts[k] = v
 	}
 	if opts.AutoDeliveredAck {
 		s.acks = make(map[string]uint64)
@@ -177,6 +188,18 @@ func (s *Session) Cursor(conversationID string) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cursors[conversationID]
+}
+
+// ReactionVersions returns a copy of the reaction version caught up to per
+// conversation (to persist with the cursors).
+func (s *Session) ReactionVersions() map[string]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := make(map[string]uint64, len(s.reacts))
+	for k, v := range s.reacts {
+		m[k] = v
+	}
+	return m
 }
 
 // Cursors returns a copy of every conversation's cursor (to persist them).
@@ -469,9 +492,51 @@ func (s *Session) catchUp(c *Client) error {
 				return err
 			}
 		}
+		if err := s.syncReactions(c, conv); err != nil {
+			return err
+		}
 	}
 	s.flushAcks(c)
 	return s.drain(c)
+}
+
+// syncReactions hands OnReaction the reaction changes of conv past the
+// version caught up to. A conversation new to the session starts at the
+// server's version under ResumeFromServer (its pages carry the counts),
+// else at 0.
+func (s *Session) syncReactions(c *Client, conv *pb.Conversation) error {
+	id := conv.ConversationId
+	s.mu.Lock()
+	held, known := s.reacts[id]
+	if !known && s.opts.ResumeFromServer {
+		held = conv.ReactionVersion
+		s.reacts[id] = held
+	}
+	s.mu.Unlock()
+	if s.opts.OnReaction == nil || conv.ReactionVersion <= held {
+		return nil
+	}
+	for {
+		p, err := c.SyncReactions(s.ctx, id, held, 0)
+		if err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				return nil // refused (left the group, ...): nothing to catch up
+			}
+			return err
+		}
+		for _, u := range p.Updates {
+			s.opts.OnReaction(u)
+			held = max(held, u.Version)
+		}
+		if !p.HasMore || len(p.Updates) == 0 {
+			held = max(held, p.Version)
+			s.mu.Lock()
+			s.reacts[id] = held
+			s.mu.Unlock()
+			return nil
+		}
+	}
 }
 
 // serve delivers pushes until the connection ends or the session closes.

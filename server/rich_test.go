@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -806,4 +807,66 @@ func TestReactionsConcurrent(t *testing.T) {
 	if k := len(ownerRec.snapshot().reacts); k >= 3*n+n/2 {
 		t.Logf("the owner got %d updates for %d changes (none coalesced this run)", k, 3*n+n/2)
 	}
+}
+
+// The Go SDK's Session catches up on reaction changes made while it was
+// away (from the versions it was seeded with) and, fed to a ReactionState,
+// shows the same counts as a fresh read.
+func TestSessionCatchesUpReactions(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	ctx := ctx10(t)
+	alice, _ := ts.connect(t, "alice", "a1", "phone", transports[0])
+	m, err := sendTo(ctx, alice, "bob", "react while bob is away")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := m.ConversationId
+	if _, err := alice.React(ctx, conv, m.Seq, "👍"); err != nil {
+		t.Fatal(err)
+	}
+	var state client.ReactionState
+	var mu sync.Mutex
+	updates := 0
+	open := func(seed map[string]uint64) *client.Session {
+		s, err := client.NewSession(client.SessionOptions{
+			Options: client.Options{Token: ts.mint(t, "bob"), DeviceID: "b1", DeviceType: "phone",
+				OnReaction: func(u *pb.ReactionUpdate) { mu.Lock(); updates++; mu.Unlock(); state.Apply(u) }},
+			Addrs: []string{"tcp://" + ts.tcpAddr}, ReactionVersions: seed,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open(nil)
+	if rs, _ := state.Get(conv, m.Seq); !slices.Equal(counts(rs), []string{"👍=1"}) {
+		t.Fatalf("after the first catch-up: %v", counts(rs))
+	}
+	held := s.ReactionVersions()
+	s.Close()
+
+	if _, err := alice.React(ctx, conv, m.Seq, "🎉"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Unreact(ctx, conv, m.Seq, "👍"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	before := updates
+	mu.Unlock()
+	s = open(held)
+	defer s.Close()
+	rs, v := state.Get(conv, m.Seq)
+	if !slices.Equal(counts(rs), []string{"🎉=1"}) {
+		t.Fatalf("after catching up from version %d: %v (v%d)", held[conv], counts(rs), v)
+	}
+	mu.Lock()
+	if updates-before != 1 {
+		t.Errorf("the second catch-up handed %d updates, want 1 (only the changed message)", updates-before)
+	}
+	mu.Unlock()
 }
