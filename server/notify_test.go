@@ -871,3 +871,58 @@ func TestPushBadgesOfGroupMembers(t *testing.T) {
 		}
 	}
 }
+
+// TestPushMentionsAndThreads: a muted conversation still pushes the
+// messages that mention the user; a thread reply pushes those who take
+// part in the thread and those it mentions, not every member.
+func TestPushMentionsAndThreads(t *testing.T) {
+	e := startPushServer(t, nil)
+	admin := adminClient(e.testServer)
+	g, err := admin.CreateGroup(ctx10(t), client.GroupSpec{Name: "team", Owner: "alice", UserIDs: []string{"bob", "carol", "dave"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := g.ConversationId
+	alice, _ := e.connect(t, "alice", "a-web", "web", transports[0])
+	root, err := alice.Send(ctx10(t), &pb.Send{ClientMsgId: "root", ConversationId: conv, ContentType: "text", Payload: []byte("plan")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob := e.device(t, "bob", "b-phone", 2, true)
+	if err := bob.MuteConversation(ctx10(t), conv, true); err != nil {
+		t.Fatal(err)
+	}
+	bob.Close()
+	e.device(t, "carol", "c-phone", 3, true).Close()
+	e.device(t, "dave", "d-phone", 4, true).Close()
+	e.device(t, "alice", "a-phone", 1, true).Close()
+
+	// Muted bob is pushed only the message that mentions him.
+	if _, err := alice.Send(ctx10(t), &pb.Send{ClientMsgId: "plain", ConversationId: conv, ContentType: "text", Payload: []byte("lunch?")}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitNotes(t, 3, 1) // carol: the plain message
+	if _, err := alice.Send(ctx10(t), &pb.Send{ClientMsgId: "ping-bob", ConversationId: conv, ContentType: "text",
+		Payload: []byte("@bob review please"), Mentions: []string{"bob"}}); err != nil {
+		t.Fatal(err)
+	}
+	got := e.waitNotes(t, 2, 1)
+	if got[0].Payload.Aps.Alert.Body != "@bob review please" {
+		t.Fatalf("bob (muted) was pushed %q, want the mention", got[0].Payload.Aps.Alert.Body)
+	}
+
+	// Carol replies in alice's thread: alice (the root's author) is pushed,
+	// dave (not in it, not mentioned) is not.
+	carol, _ := e.connect(t, "carol", "c-web", "web", transports[1])
+	if _, err := carol.Send(ctx10(t), &pb.Send{ClientMsgId: "t1", ConversationId: conv, ContentType: "text",
+		Payload: []byte("in thread"), ThreadRoot: root.Seq}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitNotes(t, 1, 1)
+	dave := e.waitNotes(t, 4, 2) // the plain message and the mention of bob; not the thread reply
+	for _, n := range dave {
+		if n.Payload.Aps.Alert.Body == "in thread" {
+			t.Fatal("dave, who takes no part in the thread, was pushed its reply")
+		}
+	}
+}

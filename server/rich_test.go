@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/parleyim/parley/client"
-	"github.com/parleyim/parley/server"
 	pb "github.com/parleyim/parley/proto/parleyv1"
+	"github.com/parleyim/parley/server"
 )
 
 // text sends a text message with the rich fields of extra set.

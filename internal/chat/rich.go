@@ -371,6 +371,12 @@ func mentions(h store.MessageHead, uid string) bool {
 	return h.MentionAll || slices.Contains(h.Mentions, uid)
 }
 
+// TakesPart reports whether uid takes part in root's thread of conv (see
+// takesPart).
+func (s *Service) TakesPart(ctx context.Context, uid, conv string, root uint64) bool {
+	return s.takesPart(ctx, uid, conv, root, map[uint64]bool{})
+}
+
 // takesPart reports whether uid takes part in root's thread (wrote the root
 // or a reply); memo keeps the answers of one count. A failed read counts
 // as taking part: a badge too high is better than a message missed.

@@ -128,6 +128,13 @@ func (n *Notifier) decideUser(ctx context.Context, w *window, u string, items []
 		}
 		extra = 0 // the messages past the window's cap are not known to mention
 	}
+	// A thread reply is for those in the thread, and whom it mentions.
+	if slices.ContainsFunc(items, func(it item) bool { return it.threadRoot != 0 }) {
+		items = n.threadItems(ctx, u, w.conv, items)
+	}
+	if len(items) == 0 {
+		return rec, false
+	}
 	items, err = n.withoutBlocked(ctx, u, items)
 	if err != nil {
 		n.log.Warn("push: block list not read; recipient skipped", "user", u, "err", err)
@@ -219,3 +226,20 @@ func (n *Notifier) emitOffline(w *window, recs []chat.OfflineRecipient) {
 
 // targetKey names one device's state.
 func targetKey(t store.PushTarget) string { return t.UserID + "\x00" + t.DeviceID }
+
+// threadItems leaves out the thread replies that are not for u: those of
+// threads u takes no part in that do not mention u.
+func (n *Notifier) threadItems(ctx context.Context, u, conv string, items []item) []item {
+	parts := map[uint64]bool{}
+	return slices.DeleteFunc(slices.Clone(items), func(it item) bool {
+		if it.threadRoot == 0 || it.mentionAll || slices.Contains(it.mentions, u) {
+			return false
+		}
+		in, ok := parts[it.threadRoot]
+		if !ok {
+			in = n.chat.TakesPart(ctx, u, conv, it.threadRoot)
+			parts[it.threadRoot] = in
+		}
+		return !in
+	})
+}

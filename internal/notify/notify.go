@@ -47,6 +47,10 @@ type Chat interface {
 	// Unread is uid's unread message count (the badge); hint, when not
 	// nil, is their state in one conversation as just read.
 	Unread(ctx context.Context, uid string, hint *chat.UnreadHint) (int, error)
+	// TakesPart reports whether uid takes part in the thread under root
+	// (wrote it or a reply): thread replies notify only those, and the
+	// users they mention.
+	TakesPart(ctx context.Context, uid, conv string, root uint64) bool
 }
 
 // Template makes a notification's title and body. {sender}, {group},

@@ -23,6 +23,7 @@ type item struct {
 	// delivery, never modified). A mention reaches a muted conversation.
 	mentions   []string
 	mentionAll bool
+	threadRoot uint64
 }
 
 // window is one conversation's messages stored within Delay of its first.
@@ -66,7 +67,7 @@ func (n *Notifier) Stored(m *pb.Message) {
 	}
 	n.stats.considered.Add(1)
 	it := item{seq: m.Seq, from: m.From, to: m.To, contentType: m.ContentType, stored: time.UnixMilli(m.ServerTime),
-		mentions: m.Mentions, mentionAll: m.MentionAll}
+		mentions: m.Mentions, mentionAll: m.MentionAll, threadRoot: m.ThreadRoot}
 	size := int64(itemOverhead + len(it.from) + len(it.to) + len(it.contentType))
 	for _, u := range m.Mentions {
 		size += int64(len(u)) + 16

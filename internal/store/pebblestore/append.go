@@ -37,10 +37,7 @@ func (s *Store) Append(ctx context.Context, msgs []*pb.Message) ([]store.AppendR
 
 	s.appendMu.Lock()
 	defer s.appendMu.Unlock()
-	clear(s.pendingDup)
-	clear(s.pendingConv)
-	clear(s.batchSeqs)
-	clear(s.batchUsage)
+	s.resetBatch()
 
 	b := s.db.NewBatch()
 	defer b.Close()
@@ -96,6 +93,9 @@ func (s *Store) Append(ctx context.Context, msgs []*pb.Message) ([]store.AppendR
 		if m.To != "" && m.To != m.From {
 			s.addToConversationList(b, m.To, conv)
 		}
+		if err := s.indexMessage(b, m); err != nil {
+			return fail(err)
+		}
 	}
 
 	if b.Empty() { // every message was a duplicate
@@ -107,12 +107,28 @@ func (s *Store) Append(ctx context.Context, msgs []*pb.Message) ([]store.AppendR
 	return res, nil
 }
 
-// commit writes the newest seq of each conversation in batchSeqs into b,
+// resetBatch empties the scratch state of one write. Called with appendMu
+// held.
+func (s *Store) resetBatch() {
+	clear(s.pendingDup)
+	clear(s.pendingConv)
+	clear(s.batchSeqs)
+	clear(s.batchUsage)
+	clear(s.batchThreads)
+}
+
+// commit writes the newest seq of each conversation in batchSeqs (and the
+// thread summaries in batchThreads) into b,
 // commits b and, once it is durable, advances the caches from batchSeqs,
 // pendingDup (indexes into msgs) and pendingConv. Called with appendMu held.
 func (s *Store) commit(b *pebble.Batch, msgs []*pb.Message) error {
 	for conv, seq := range s.batchSeqs {
 		putLastSeq(b, conv, seq)
+	}
+	for key, sum := range s.batchThreads {
+		if err := b.Set([]byte(key), frame([]byte(key), encodeThreadSummary(*sum)), nil); err != nil {
+			return err
+		}
 	}
 	for user, add := range s.batchUsage {
 		cur, err := s.committedUsage(user)

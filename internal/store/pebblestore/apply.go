@@ -35,10 +35,7 @@ func (s *Store) Apply(ctx context.Context, ch store.Change) (store.AppendResult,
 
 	s.appendMu.Lock()
 	defer s.appendMu.Unlock()
-	clear(s.pendingDup)
-	clear(s.pendingConv)
-	clear(s.batchSeqs)
-	clear(s.batchUsage)
+	s.resetBatch()
 
 	if ev.ClientMsgId != "" {
 		dk := dedupKey(s.keyBuf[:0], ev.From, ev.ClientMsgId)
@@ -52,10 +49,12 @@ func (s *Store) Apply(ctx context.Context, ch store.Change) (store.AppendResult,
 		}
 		s.pendingDup[string(dk)] = 0
 	}
+	var old *pb.Message // the message Update replaces, as stored
 	if u := ch.Update; u != nil {
 		// Messages are only written under appendMu, so it cannot vanish
 		// before the commit below.
-		old, err := s.getMessage(u.ConversationId, u.Seq)
+		var err error
+		old, err = s.getMessage(u.ConversationId, u.Seq)
 		if err != nil {
 			return store.AppendResult{}, err
 		}
@@ -75,7 +74,7 @@ func (s *Store) Apply(ctx context.Context, ch store.Change) (store.AppendResult,
 
 	b := s.db.NewBatch()
 	defer b.Close()
-	if err := s.writeChange(b, &ch); err != nil {
+	if err := s.writeChange(b, &ch, old); err != nil {
 		ev.Seq = 0
 		return store.AppendResult{}, mapErr(err)
 	}
@@ -106,8 +105,9 @@ func validateChange(ch *store.Change) error {
 }
 
 // writeChange puts everything of ch into b; ch.Event.Seq is assigned and
-// s.keyBuf holds its de-dup key when it has a client message id.
-func (s *Store) writeChange(b *pebble.Batch, ch *store.Change) error {
+// s.keyBuf holds its de-dup key when it has a client message id. old is the
+// stored message ch.Update replaces (nil without an Update).
+func (s *Store) writeChange(b *pebble.Batch, ch *store.Change, old *pb.Message) error {
 	ev := ch.Event
 	conv := ev.ConversationId
 	if err := putMessage(b, ev); err != nil {
@@ -151,10 +151,26 @@ func (s *Store) writeChange(b *pebble.Batch, ch *store.Change) error {
 		}
 		s.addToConversationList(b, m.UserID, conv)
 	}
+	if err := s.indexMessage(b, ev); err != nil {
+		return err
+	}
 	if ch.Update != nil {
 		if err := putMessage(b, ch.Update); err != nil {
 			return err
 		}
+		if ch.Update.Recalled {
+			if err := unindexMentions(b, old); err != nil {
+				return err
+			}
+		}
+	}
+	if p := ch.Pin; p != nil {
+		key := pinKey(nil, conv, p.Seq)
+		if p.Unpin {
+			// Blind: unpinning a message that is not pinned deletes nothing.
+			return b.Delete(key, nil)
+		}
+		return b.Set(key, frame(key, encodePin(p.By, p.At, ev.Seq)), nil)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"time"
 
 	"github.com/parleyim/parley/internal/store"
@@ -92,14 +93,15 @@ func decodeCursor(key, body []byte) (delivered, read uint64, err error) {
 }
 
 // user values: lp(password hash) uvarint(epoch) flags(disabled, shadow
-// muted) varint(unix s) uvarint(ns). The flags byte was a bare disabled byte
-// (0 or 1) before shadow muting, so older records read the same.
+// muted, bot) varint(unix s) uvarint(ns). The flags byte was a bare disabled
+// byte (0 or 1) before shadow muting, and a flag added later is a bit that
+// older records leave zero, so they read the same.
 // Seconds and nanoseconds rather than UnixNano so any time.Time, including
 // the zero value, round-trips.
 func encodeUser(u store.User) []byte {
 	b := appendLP(make([]byte, 0, 32+len(u.PasswordHash)), u.PasswordHash)
 	b = binary.AppendUvarint(b, u.TokenEpoch)
-	b = append(b, flags(u.Disabled, u.ShadowMuted))
+	b = append(b, flags(u.Disabled, u.ShadowMuted, u.Bot))
 	b = binary.AppendVarint(b, u.CreatedAt.Unix())
 	return binary.AppendUvarint(b, uint64(u.CreatedAt.Nanosecond()))
 }
@@ -117,7 +119,7 @@ func decodeUser(key []byte, id string, body []byte) (store.User, error) {
 	f := rest[n]
 	rest = rest[n+1:]
 	sec, n := binary.Varint(rest)
-	if n <= 0 || f > 3 {
+	if n <= 0 || f > 7 {
 		return bad()
 	}
 	nsec, m := binary.Uvarint(rest[n:])
@@ -130,6 +132,7 @@ func decodeUser(key []byte, id string, body []byte) (store.User, error) {
 		TokenEpoch:   epoch,
 		Disabled:     f&1 != 0,
 		ShadowMuted:  f&2 != 0,
+		Bot:          f&4 != 0,
 		CreatedAt:    time.Unix(sec, int64(nsec)).UTC(),
 	}, nil
 }
@@ -229,13 +232,14 @@ func (r *bodyReader) time() time.Time {
 func (r *bodyReader) ok() bool { return !r.bad && len(r.b) == 0 }
 
 // group values: lp(name) lp(avatar) lp(announcement) lp(owner)
-// flags(open join, mute all, dissolved) time(created)
+// flags(open join, mute all, dissolved, members mention all) time(created)
 // [varint(add policy) varint(history visibility)]. The bracketed fields
-// are absent in records written before they existed (read as zero).
+// are absent in records written before they existed (read as zero), as is
+// the members-mention-all bit (written later: older records leave it 0).
 func encodeGroup(g *store.Group) []byte {
 	b := make([]byte, 0, 32+len(g.Name)+len(g.AvatarURL)+len(g.Announcement)+len(g.Owner))
 	b = appendLP(appendLP(appendLP(appendLP(b, g.Name), g.AvatarURL), g.Announcement), g.Owner)
-	b = append(b, flags(g.OpenJoin, g.MuteAll, g.Dissolved))
+	b = append(b, flags(g.OpenJoin, g.MuteAll, g.Dissolved, g.MembersMentionAll))
 	b = appendTime(b, g.CreatedAt)
 	b = binary.AppendVarint(b, int64(g.AddPolicy))
 	return binary.AppendVarint(b, int64(g.HistoryVisibility))
@@ -244,8 +248,8 @@ func encodeGroup(g *store.Group) []byte {
 func decodeGroup(key []byte, conv string, body []byte) (store.Group, error) {
 	r := bodyReader{b: body}
 	g := store.Group{ConversationID: conv, Name: r.str(), AvatarURL: r.str(), Announcement: r.str(), Owner: r.str()}
-	f := r.flags(3)
-	g.OpenJoin, g.MuteAll, g.Dissolved = f&1 != 0, f&2 != 0, f&4 != 0
+	f := r.flags(4)
+	g.OpenJoin, g.MuteAll, g.Dissolved, g.MembersMentionAll = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0
 	g.CreatedAt = r.time()
 	if len(r.b) > 0 {
 		g.AddPolicy, g.HistoryVisibility = pb.GroupAddPolicy(r.varint()), pb.HistoryVisibility(r.varint())
@@ -321,4 +325,63 @@ func decodeLastSeen(key, body []byte) (time.Time, error) {
 		return time.Time{}, corruptf(key, "bad last-seen record")
 	}
 	return t, nil
+}
+
+// pin values: lp(by) time(at) uvarint(order): order is the seq of the event
+// that pinned, so pins list in the order they were made whatever the clocks.
+func encodePin(by string, at time.Time, order uint64) []byte {
+	b := appendTime(appendLP(make([]byte, 0, 24+len(by)), by), at)
+	return binary.AppendUvarint(b, order)
+}
+
+func decodePin(key []byte, seq uint64, body []byte) (store.Pin, uint64, error) {
+	r := bodyReader{b: body}
+	p := store.Pin{Seq: seq, By: r.str(), At: r.time()}
+	order := r.uvarint()
+	if !r.ok() {
+		return store.Pin{}, 0, corruptf(key, "bad pin record")
+	}
+	return p, order, nil
+}
+
+// thread summary values: uvarint(reply count) uvarint(last reply seq)
+// varint(last reply at, unix ms).
+func encodeThreadSummary(t store.ThreadSummary) []byte {
+	b := binary.AppendUvarint(make([]byte, 0, 24), uint64(t.ReplyCount))
+	b = binary.AppendUvarint(b, t.LastReplySeq)
+	return binary.AppendVarint(b, t.LastReplyAt)
+}
+
+func decodeThreadSummary(key, body []byte) (store.ThreadSummary, error) {
+	r := bodyReader{b: body}
+	n := r.uvarint()
+	t := store.ThreadSummary{LastReplySeq: r.uvarint(), LastReplyAt: r.varint()}
+	if !r.ok() || n == 0 || n > math.MaxUint32 {
+		return store.ThreadSummary{}, corruptf(key, "bad thread summary record")
+	}
+	t.ReplyCount = uint32(n)
+	return t, nil
+}
+
+// reaction count values: uvarint(count) uvarint(order), count > 0 (a count
+// that falls to zero deletes the row).
+func encodeReactCount(count, order uint64) []byte {
+	return binary.AppendUvarint(binary.AppendUvarint(make([]byte, 0, 20), count), order)
+}
+
+func decodeReactCount(key, body []byte) (count, order uint64, err error) {
+	r := bodyReader{b: body}
+	count, order = r.uvarint(), r.uvarint()
+	if !r.ok() || count == 0 || count > math.MaxUint32 {
+		return 0, 0, corruptf(key, "bad reaction count record")
+	}
+	return count, order, nil
+}
+
+// decodeUint64 decodes an 8-byte big-endian value (versions, seqs).
+func decodeUint64(key, body []byte, what string) (uint64, error) {
+	if len(body) != 8 {
+		return 0, corruptf(key, "bad %s record", what)
+	}
+	return binary.BigEndian.Uint64(body), nil
 }

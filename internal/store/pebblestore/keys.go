@@ -36,6 +36,17 @@ import (
 //	'D' lp(reporter) lp(conversation) seq(8)  -> report id        (one report per reporter and message)
 //	'A' id(8, BE)                             -> audit entry
 //	'V' lp(key)                               -> setting value    (server-wide settings)
+//	'e' lp(conversation) seq(8) lp(user) lp(emoji) -> empty       (one user's reaction)
+//	'E' lp(conversation) seq(8)               -> message's reaction version
+//	'E' lp(conversation) seq(8) lp(emoji)     -> count, order     (an emoji's count on a message)
+//	'v' lp(conversation)                      -> reaction version (the conversation's newest)
+//	'w' lp(conversation) version(8, BE)       -> seq              (reaction changes, by version)
+//	'P' lp(conversation) seq(8)               -> pin              (pinned messages)
+//	'T' lp(conversation) root(8) seq(8)       -> empty            (thread replies)
+//	'S' lp(conversation) root(8)              -> thread summary
+//	'I' lp(conversation) root(8) lp(user)     -> empty            (thread participants)
+//	'M' lp(user) lp(conversation) seq(8)      -> empty            (mentions by name)
+//	'X' lp(conversation) seq(8)               -> lp(sender)       (mentions of everyone)
 //
 // The last component of 'n', 'o', 'f', 'b' and 'p' keys is the raw user id, not
 // length-prefixed: those lists are returned ordered by user id, and a length
@@ -43,6 +54,19 @@ import (
 // unambiguous: it is the rest of the key after a length-prefixed prefix.
 // Report ids in 'R' and 'r' keys are raw for the same reason (reports are
 // listed in id order), after a fixed-size prefix.
+//
+// A user's reactions to a message are one short range of 'e' keys: what
+// the user has on a message (Reaction.Me for every emoji) is one seek, not
+// one lookup per emoji the message has.
+//
+// A message's reaction version and its emoji counts share the 'E' prefix
+// (the version's key is the bare prefix, so it sorts first): reading a
+// message's reactions is one short scan, never a scan of every reaction. A
+// count row's order is the reaction version at which the emoji appeared on
+// the message (versions are unique per conversation), so emojis list in the
+// order they were first added. A message's 'w' entry moves (the old one is
+// deleted) whenever its version changes, so the 'w' range lists each changed
+// message once, at its newest version.
 //
 // A member record sits under exactly one of 'n' and 'o': Apply moves it
 // between them in the same batch. Members pages through 'n' only, so the
@@ -73,6 +97,16 @@ const (
 	nsReportDup  byte = 'D'
 	nsAudit      byte = 'A'
 	nsSetting    byte = 'V'
+	nsReaction   byte = 'e'
+	nsReactCount byte = 'E'
+	nsReactVer   byte = 'v'
+	nsReactIdx   byte = 'w'
+	nsPin        byte = 'P'
+	nsThread     byte = 'T'
+	nsThreadSum  byte = 'S'
+	nsThreadUser byte = 'I'
+	nsMention    byte = 'M'
+	nsMentionAll byte = 'X'
 )
 
 var errBadKey = errors.New("malformed key")
@@ -218,4 +252,84 @@ func prefixEnd(prefix []byte) []byte {
 		}
 	}
 	return nil
+}
+
+// convSeqKey is ns lp(conv) seq(8): the shape of several per-message keys.
+func convSeqKey(b []byte, ns byte, conv string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(appendLP(append(b, ns), conv), seq)
+}
+
+// reactionUserPrefix is the prefix of one user's reactions to a message.
+func reactionUserPrefix(b []byte, conv string, seq uint64, user string) []byte {
+	return appendLP(convSeqKey(b, nsReaction, conv, seq), user)
+}
+
+// reactionKey is one user's reaction to a message with one emoji.
+func reactionKey(b []byte, conv string, seq uint64, user, emoji string) []byte {
+	return appendLP(reactionUserPrefix(b, conv, seq, user), emoji)
+}
+
+// reactCountPrefix is a message's reaction prefix; the bare prefix is also
+// the key of the message's reaction version.
+func reactCountPrefix(b []byte, conv string, seq uint64) []byte {
+	return convSeqKey(b, nsReactCount, conv, seq)
+}
+
+func reactCountKey(b []byte, conv string, seq uint64, emoji string) []byte {
+	return appendLP(reactCountPrefix(b, conv, seq), emoji)
+}
+
+func reactVerKey(b []byte, conv string) []byte {
+	return appendLP(append(b, nsReactVer), conv)
+}
+
+func reactIdxPrefix(b []byte, conv string) []byte {
+	return appendLP(append(b, nsReactIdx), conv)
+}
+
+func reactIdxKey(b []byte, conv string, version uint64) []byte {
+	return binary.BigEndian.AppendUint64(reactIdxPrefix(b, conv), version)
+}
+
+func pinPrefix(b []byte, conv string) []byte {
+	return appendLP(append(b, nsPin), conv)
+}
+
+func pinKey(b []byte, conv string, seq uint64) []byte {
+	return convSeqKey(b, nsPin, conv, seq)
+}
+
+// threadPrefix is 'T' lp(conv) root(8): the replies of one thread.
+func threadPrefix(b []byte, conv string, root uint64) []byte {
+	return convSeqKey(b, nsThread, conv, root)
+}
+
+func threadKey(b []byte, conv string, root, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(threadPrefix(b, conv, root), seq)
+}
+
+func threadSumKey(b []byte, conv string, root uint64) []byte {
+	return convSeqKey(b, nsThreadSum, conv, root)
+}
+
+func threadUserKey(b []byte, conv string, root uint64, user string) []byte {
+	return appendLP(convSeqKey(b, nsThreadUser, conv, root), user)
+}
+
+// mentionPrefix is 'M' lp(user) lp(conv): the user's mentions in one
+// conversation.
+func mentionPrefix(b []byte, user, conv string) []byte {
+	return appendLP(appendLP(append(b, nsMention), user), conv)
+}
+
+func mentionKey(b []byte, user, conv string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(mentionPrefix(b, user, conv), seq)
+}
+
+func mentionAllPrefix(b []byte, conv string) []byte {
+	return appendLP(append(b, nsMentionAll), conv)
+}
+
+func mentionAllKey(b []byte, conv string, seq uint64) []byte {
+	return convSeqKey(b, nsMentionAll, conv, seq)
 }

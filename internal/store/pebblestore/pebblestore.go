@@ -6,7 +6,9 @@
 // recent client message ids, known conversation-list entries) only advance
 // after the commit succeeded, so seqs stay gap-free when a commit fails.
 // Callers get throughput by batching (group commit), not by calling Append
-// from many goroutines at once.
+// from many goroutines at once. React works the same way under a mutex of
+// its own (reactions have their own keys and versions, react.go): one batch
+// of ops is one Pebble batch and one commit.
 package pebblestore
 
 import (
@@ -163,6 +165,9 @@ type Store struct {
 	usage       *genMap[uint64]     // sender → payload bytes stored, as committed
 	keyBuf      []byte              // de-dup key of the message being appended
 	convBuf     []byte              // conversation-list key being checked
+	// batchThreads: thread summary key → the summary as the batch leaves
+	// it (read from disk at the batch's first reply in that thread).
+	batchThreads map[string]*store.ThreadSummary
 
 	// seqMu guards seqs for LastSeq, which reads without appendMu. Append
 	// (the only writer) takes it for writing only to update.
@@ -179,6 +184,21 @@ type Store struct {
 	settingMu sync.Mutex // serializes setting writes: SwapSetting's compare is read-modify-write
 	tokenMu   sync.Mutex // serializes RevokeToken; guards lastPurge
 	lastPurge time.Time
+
+	// reactMu serializes React (react.go): each conversation's reaction
+	// version is read, raised and written under it, so versions are
+	// gap-free and grow in commit order. It guards reactVers' writes.
+	// Reactions have keys of their own: React never waits for appendMu.
+	reactMu sync.Mutex
+	// reactVerMu guards reactVers for ReactionVersion, which reads without
+	// reactMu; React (the only writer) takes it for writing to update.
+	reactVerMu sync.RWMutex
+	reactVers  *genMap[uint64] // conversation → newest committed reaction version
+	react      reactBatch      // React's scratch state, guarded by reactMu
+	// reactMsgs: message → its reactions as committed, for messages React
+	// touched recently (a hot message's counts are not read back every
+	// batch). Guarded by reactMu.
+	reactMsgs *genMap[reactCached]
 
 	auditMu sync.Mutex // serializes AppendAudit; guards auditLast
 	// auditLast is the highest audit ID given out (0: not read from disk
@@ -329,7 +349,10 @@ func (s *Store) resetCaches() {
 	s.pendingConv = make(map[string]struct{})
 	s.batchSeqs = make(map[string]uint64)
 	s.batchUsage = make(map[string]uint64)
+	s.batchThreads = make(map[string]*store.ThreadSummary)
 	s.usage = newGenMap[uint64](o.ConversationCacheEntries)
+	s.reactVers = newGenMap[uint64](o.ConversationCacheEntries)
+	s.reactMsgs = newGenMap[reactCached](min(o.ConversationCacheEntries, reactCacheEntries))
 }
 
 // enter checks the store is open and holds closeMu for reading; the caller

@@ -156,6 +156,8 @@ func rewrite(t *testing.T, s *Store, key []byte, change func(v []byte) []byte) {
 	// The caches could answer without reading the bad value; drop them.
 	s.dedup = newGenMap[dedupEntry](8)
 	s.seqs = newGenMap[uint64](8)
+	s.reactVers = newGenMap[uint64](8)
+	s.reactMsgs = newGenMap[reactCached](8)
 }
 
 func flipByte(i int) func([]byte) []byte {

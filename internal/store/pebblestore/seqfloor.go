@@ -22,10 +22,7 @@ func (s *Store) RaiseSeq(ctx context.Context, conversationID string, floor uint6
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	clear(s.pendingDup)
-	clear(s.pendingConv)
-	clear(s.batchSeqs)
-	clear(s.batchUsage)
+	s.resetBatch()
 	s.batchSeqs[conversationID] = floor
 	return mapErr(s.commit(b, nil))
 }

@@ -985,7 +985,7 @@ func testMessageHeads(t *testing.T, s store.Store) {
 				want = append(want, store.MessageHead{Seq: m.Seq, From: m.From, Kind: m.Kind, Recalled: m.Recalled})
 			}
 		}
-		if !slices.Equal(heads, want) {
+		if !slices.EqualFunc(heads, want, sameHead) {
 			t.Fatalf("MessageHeads(after %d, limit %d) = %+v, want %+v", page.after, page.limit, heads, want)
 		}
 	}
@@ -998,4 +998,11 @@ func testMessageHeads(t *testing.T, s store.Store) {
 	if heads, _ := s.MessageHeads(ctx, "g:h", 0, 10); len(heads) != 5 || !heads[0].Recalled || heads[2].Kind != pb.MessageKind_MESSAGE_KIND_MEMBERS_ADDED || heads[3].From != "carol" {
 		t.Fatalf("MessageHeads = %+v: the recall, the event or a sender is missing", heads)
 	}
+}
+
+// sameHead compares heads field by field (MessageHead holds a slice).
+func sameHead(a, b store.MessageHead) bool {
+	return a.Seq == b.Seq && a.From == b.From && a.Kind == b.Kind && a.Recalled == b.Recalled &&
+		a.SenderOnly == b.SenderOnly && a.ThreadRoot == b.ThreadRoot && a.MentionAll == b.MentionAll &&
+		slices.Equal(a.Mentions, b.Mentions)
 }
