@@ -124,6 +124,7 @@ func (s *reactionsScenario) Setup(ctx context.Context, e *Env) error {
 		o := e.ClientOptions(toks[i], "d0")
 		o.OnReaction = func(u *pb.ReactionUpdate) {
 			m.updates.Add(1)
+			e.M.delivered.Add(1) // the progress line's deliveries
 			m.view.Apply(u)
 		}
 		c, err := e.Dial(ctx, o)
