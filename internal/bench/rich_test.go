@@ -53,17 +53,18 @@ func checkReactions(t *testing.T, rep *Report, members uint64) {
 	}
 }
 
-// reactions: 40 members react at 4,000/s in all for 1.5 s, two requests
+// reactions: 40 members react at 1,000/s in all for 1.5 s, two requests
 // in flight each; then -c 3,000 split over two processes.
 func TestReactions(t *testing.T) {
 	t.Parallel()
 	cfg := startServer(t, "reactions")
-	cfg.Members, cfg.Pipeline, cfg.Rate, cfg.Duration = 40, 2, 4000, 1500*time.Millisecond
+	cfg.Members, cfg.Pipeline, cfg.Rate, cfg.Duration = 40, 2, 1000, 1500*time.Millisecond
 	rep := run(t, cfg, Options{})
 	checkReactions(t, rep, 40)
-	// Paced: about 6,000 reactions.
-	if rep.OK < 3000 || rep.OK > 6500 {
-		t.Errorf("%d reactions at 4,000/s for 1.5 s", rep.OK)
+	// Paced: about 1,500 reactions, never more (a slow machine, or the race
+	// detector, may fall behind a little).
+	if rep.OK < 750 || rep.OK > 1650 {
+		t.Errorf("%d reactions at 1,000/s for 1.5 s", rep.OK)
 	}
 	if rep.Config.Plan == nil || rep.Config.Plan.Groups[0].Seq == 0 || rep.Config.Plan.Groups[0].Members != 41 {
 		t.Errorf("plan %+v", rep.Config.Plan)
@@ -155,8 +156,8 @@ func TestStream(t *testing.T) {
 	cfg.Concurrency, cfg.Members, cfg.Rate, cfg.Chunks, cfg.Duration = 3, 5, 100, 20, 1500*time.Millisecond
 	rep := run(t, cfg, Options{})
 	checkStream(t, rep, 3, 5)
-	// Paced: about 450 chunks, 22 messages.
-	if rep.OK < 300 || rep.OK > 480 || rep.Stream.Messages < 15 {
+	// Paced: about 450 chunks, 22 messages, never more.
+	if rep.OK < 225 || rep.OK > 480 || rep.Stream.Messages < 12 {
 		t.Errorf("%d chunks, %d messages", rep.OK, rep.Stream.Messages)
 	}
 
