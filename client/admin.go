@@ -76,14 +76,9 @@ func (a *Admin) SetBot(ctx context.Context, userID string, bot bool) (*User, err
 // role) through the admin API: the answer names the stream for
 // StreamAppend and StreamFinish, which take UserRPC too.
 func (a *Admin) OpenStream(ctx context.Context, userID string, o *pb.StreamOpen) (*pb.StreamOpened, error) {
-	var out pb.ServerFrame
-	if err := a.UserRPC(ctx, userID, &pb.ClientFrame{Body: &pb.ClientFrame_StreamOpen{StreamOpen: o}}, &out); err != nil {
-		return nil, err
-	}
-	if so := out.GetStreamOpened(); so != nil {
-		return so, nil
-	}
-	return nil, ErrProtocol
+	var out pb.StreamOpened
+	err := a.UserRPC(ctx, userID, &pb.ClientFrame{Body: &pb.ClientFrame_StreamOpen{StreamOpen: o}}, &out)
+	return retT(&out, err)
 }
 
 // StreamAppend adds text to userID's stream.
@@ -95,15 +90,10 @@ func (a *Admin) StreamAppend(ctx context.Context, userID, streamID, text string)
 // StreamFinish stores userID's stream as one message (marked incomplete
 // with abandon).
 func (a *Admin) StreamFinish(ctx context.Context, userID, streamID string, abandon bool) (*pb.SendAck, error) {
-	var out pb.ServerFrame
-	if err := a.UserRPC(ctx, userID, &pb.ClientFrame{Body: &pb.ClientFrame_StreamFinish{
-		StreamFinish: &pb.StreamFinish{StreamId: streamID, Abandon: abandon}}}, &out); err != nil {
-		return nil, err
-	}
-	if ack := out.GetSendAck(); ack != nil {
-		return ack, nil
-	}
-	return nil, ErrProtocol
+	var out pb.SendAck
+	err := a.UserRPC(ctx, userID, &pb.ClientFrame{Body: &pb.ClientFrame_StreamFinish{
+		StreamFinish: &pb.StreamFinish{StreamId: streamID, Abandon: abandon}}}, &out)
+	return retT(&out, err)
 }
 
 // SetPassword sets a user's password (revoking their tokens).

@@ -39,6 +39,11 @@ func groupRequests(conv string) map[string]*pb.ClientFrame {
 		"typing":            {Body: &pb.ClientFrame_Typing{Typing: &pb.Typing{ConversationId: conv}}},
 		"setConversation":   {Body: &pb.ClientFrame_SetConversation{SetConversation: &pb.SetConversation{ConversationId: conv, Pinned: &yes}}},
 		"fileUrl":           {Body: &pb.ClientFrame_FileUrl{FileUrl: &pb.FileUrl{FileId: "0123456789abcdef0123456789abcdef", ConversationId: conv, Seq: 2}}},
+		"react":             {Body: &pb.ClientFrame_React{React: &pb.React{ConversationId: conv, Seq: 2, Emoji: "👍"}}},
+		"syncReactions":     {Body: &pb.ClientFrame_SyncReactions{SyncReactions: &pb.SyncReactions{ConversationId: conv}}},
+		"pin":               {Body: &pb.ClientFrame_Pin{Pin: &pb.Pin{ConversationId: conv, Seq: 2}}},
+		"threadHistory":     {Body: &pb.ClientFrame_ThreadHistory{ThreadHistory: &pb.ThreadHistory{ConversationId: conv, RootSeq: 2}}},
+		"reply":             {Body: &pb.ClientFrame_Send{Send: &pb.Send{ClientMsgId: "authz-r-" + conv, ConversationId: conv, Payload: []byte("x"), ReplyTo: 2, Mentions: []string{"owner"}}}},
 	}
 }
 
@@ -92,7 +97,7 @@ func TestAuthorizationTable(t *testing.T) {
 		"stranger": {},
 		// A removed member still reads up to their removal.
 		"removed": {"syncMessages": "ok", "history": "ok", "delivered": "ok", "read": "ok", "getGroup": "ok",
-			"readCounts": "ok", "deleteForMe": "ok", "setConversation": "ok"},
+			"readCounts": "ok", "deleteForMe": "ok", "setConversation": "ok", "syncReactions": "ok", "threadHistory": "ok"},
 	}
 	for who, ok := range allowed {
 		for _, tc := range transports {

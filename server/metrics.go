@@ -67,6 +67,8 @@ func (s *Server) writeMetrics(out io.Writer) error {
 	w.Counter("parley_cursor_beyond_last_total", "Syncs from a cursor past the conversation's newest stored seq: stored messages were lost (see the error log); the next seq was raised past the cursor.", float64(cs.CursorsAhead))
 	w.Counter("parley_reads_refused_total", "Page reads refused with TOO_MANY_REQUESTS: read_memory_bytes was taken.", float64(cs.ReadsRefused))
 	w.Counter("parley_quota_refused_total", "Sends refused because the sender's storage quota (user_storage_quota_bytes) is used up.", float64(cs.QuotaRefused))
+	w.Counter("parley_reactions_total", "Reactions stored (or found already in the state asked for).", float64(cs.Reactions))
+	w.Gauge("parley_streams_open", "Streamed messages being written on this node (max_streams bounds them).", float64(cs.StreamsOpen))
 	w.Counter("parley_auth_failures_total", "Failed authentications on sockets.", float64(cs.AuthFailures))
 	w.Counter("parley_sessions_kicked_total", "Sessions replaced by a newer login (kick policy).", float64(cs.SessionsKicked))
 	w.Counter("parley_protocol_errors_total", "Connections refused for malformed, oversized or unknown frames.", float64(gs.ProtocolErrors))

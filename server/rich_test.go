@@ -245,6 +245,10 @@ func TestReactions(t *testing.T) {
 	if _, err := outsider.SyncReactions(ctx, conv, 0, 0); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED) {
 		t.Errorf("a non-member's reaction sync: %v, want PERMISSION_DENIED", err)
 	}
+	// 25 taken (a repeat and a removal of nothing among them), refusals not counted.
+	if n := diskMetric(t, ts, "parley_reactions_total"); n != 25 {
+		t.Errorf("parley_reactions_total = %v, want 25", n)
+	}
 }
 
 func counts(rs []*pb.Reaction) []string {
@@ -463,26 +467,37 @@ func TestThreads(t *testing.T) {
 	// Dave took no part: the thread does not bump his unread count.
 	// Carol is mentioned in one reply: that one counts. Alice wrote the
 	// root: all four count.
-	for _, tc := range []struct {
-		c    *client.Client
-		name string
-		want uint64
-	}{{dave, "dave", 0}, {carol, "carol", 1}, {alice, "alice", 4}} {
-		c := conversationOf(t, ctx, tc.c, conv)
-		if c.UnreadCount != tc.want {
-			t.Errorf("%s: %d unread after the thread, want %d", tc.name, c.UnreadCount, tc.want)
+	// (Read cursors are written in the background: wait for them.)
+	unread := func(c *client.Client, name string, want uint64) {
+		t.Helper()
+		var got uint64
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			got = conversationOf(t, ctx, c, conv).UnreadCount
+			if got == want || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got != want {
+			t.Errorf("%s: %d unread, want %d", name, got, want)
 		}
 	}
+	unread(dave, "dave", 0)
+	unread(carol, "carol (mentioned once)", 1)
+	unread(alice, "alice (the root's author)", 4)
 	// Once dave replies in the thread he takes part.
-	if _, err := text(ctx, dave, conv, "me too", func(s *pb.Send) { s.ThreadRoot = root.Seq }); err != nil {
+	mine, err := text(ctx, dave, conv, "me too", func(s *pb.Send) { s.ThreadRoot = root.Seq })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dave.MarkRead(ctx, conv, mine.Seq); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := text(ctx, bob, conv, "welcome", func(s *pb.Send) { s.ThreadRoot = root.Seq }); err != nil {
 		t.Fatal(err)
 	}
-	if c := conversationOf(t, ctx, dave, conv); c.UnreadCount != 1 {
-		t.Errorf("dave, now in the thread: %d unread, want 1", c.UnreadCount)
-	}
+	unread(dave, "dave, now in the thread", 1)
 }
 
 func seqsOf(msgs []*pb.Message) []uint64 {
@@ -538,8 +553,10 @@ func TestStreams(t *testing.T) {
 		}
 		live.WriteString(c.Text)
 	}
-	if n := bobRec.count(); n != 0 {
-		t.Fatalf("bob got %d messages before the stream finished", n)
+	for _, m := range bobRec.messages() {
+		if m.From == "helper-bot" {
+			t.Fatalf("bob got a stored message before the stream finished: %v", m)
+		}
 	}
 	ack, err := st.Finish(ctx)
 	if err != nil {
@@ -624,5 +641,169 @@ func TestStreams(t *testing.T) {
 	})
 	if _, err := admin.OpenStream(ctx, "alice", &pb.StreamOpen{ConversationId: conv}); err == nil {
 		t.Fatal("the admin API streamed as a user without the bot role")
+	}
+}
+
+// Bad rich-message requests get a clear code each, and the connection
+// keeps working.
+func TestRichBadInput(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	ctx := ctx10(t)
+	alice, _ := ts.connect(t, "alice", "a1", "phone", transports[1])
+	g, err := alice.CreateGroup(ctx, &pb.CreateGroup{Name: "g", UserIds: []string{"bob"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := g.ConversationId
+	m, err := text(ctx, alice, conv, "x", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	many := make([]string, 51)
+	for i := range many {
+		many[i] = fmt.Sprintf("u%d", i)
+	}
+	bad := pb.ErrorCode_ERROR_CODE_BAD_REQUEST
+	for _, tc := range []struct {
+		name string
+		f    *pb.ClientFrame
+		want pb.ErrorCode
+	}{
+		{"reply to seq 2^64-1", sendF(conv, func(s *pb.Send) { s.ReplyTo = ^uint64(0) }), bad},
+		{"thread under 2^64-1", sendF(conv, func(s *pb.Send) { s.ThreadRoot = ^uint64(0) }), bad},
+		{"51 mentions", sendF(conv, func(s *pb.Send) { s.Mentions = many }), pb.ErrorCode_ERROR_CODE_TOO_LARGE},
+		{"an invalid user id mentioned", sendF(conv, func(s *pb.Send) { s.Mentions = []string{"a b\x00"} }), bad},
+		{"@all in a 1:1", &pb.ClientFrame{Body: &pb.ClientFrame_Send{Send: &pb.Send{ClientMsgId: "dm-all", To: "bob", Payload: []byte("x"), MentionAll: true}}}, bad},
+		{"react to seq 0", &pb.ClientFrame{Body: &pb.ClientFrame_React{React: &pb.React{ConversationId: conv, Emoji: "👍"}}}, bad},
+		{"react to seq 2^64-1", &pb.ClientFrame{Body: &pb.ClientFrame_React{React: &pb.React{ConversationId: conv, Seq: ^uint64(0), Emoji: "👍"}}}, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED},
+		{"pin seq 0", &pb.ClientFrame{Body: &pb.ClientFrame_Pin{Pin: &pb.Pin{ConversationId: conv}}}, bad},
+		{"pin seq 2^64-1", &pb.ClientFrame{Body: &pb.ClientFrame_Pin{Pin: &pb.Pin{ConversationId: conv, Seq: ^uint64(0)}}}, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED},
+		{"thread history of root 0", &pb.ClientFrame{Body: &pb.ClientFrame_ThreadHistory{ThreadHistory: &pb.ThreadHistory{ConversationId: conv}}}, bad},
+		{"thread history both ways", &pb.ClientFrame{Body: &pb.ClientFrame_ThreadHistory{ThreadHistory: &pb.ThreadHistory{ConversationId: conv, RootSeq: m.Seq, AfterSeq: 1, BeforeSeq: 9}}}, bad},
+		{"thread history of a missing root", &pb.ClientFrame{Body: &pb.ClientFrame_ThreadHistory{ThreadHistory: &pb.ThreadHistory{ConversationId: conv, RootSeq: 999}}}, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED},
+		{"append to no stream", &pb.ClientFrame{Body: &pb.ClientFrame_StreamAppend{StreamAppend: &pb.StreamAppend{StreamId: "0-nope", Text: "x"}}}, bad},
+		{"finish no stream", &pb.ClientFrame{Body: &pb.ClientFrame_StreamFinish{StreamFinish: &pb.StreamFinish{StreamId: strings.Repeat("z", 5000)}}}, bad},
+		{"sync reactions of a missing conversation", &pb.ClientFrame{Body: &pb.ClientFrame_SyncReactions{SyncReactions: &pb.SyncReactions{ConversationId: "g:missing", Limit: 1 << 31}}}, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED},
+	} {
+		if got := code(alice.Do(ctx, tc.f)); got != tc.want.String() {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	if _, err := text(ctx, alice, conv, "still here", nil); err != nil {
+		t.Fatalf("the connection after bad requests: %v", err)
+	}
+	// A reaction sync with a huge limit is served within the page bound.
+	rp, err := alice.SyncReactions(ctx, conv, 0, 1<<31)
+	if err != nil || len(rp.Updates) != 0 {
+		t.Fatalf("reaction sync: %v, %v", rp, err)
+	}
+}
+
+func sendF(conv string, extra func(*pb.Send)) *pb.ClientFrame {
+	s := &pb.Send{ClientMsgId: "bad-" + fmt.Sprint(time.Now().UnixNano()), ConversationId: conv, Payload: []byte("x")}
+	extra(s)
+	return &pb.ClientFrame{Body: &pb.ClientFrame_Send{Send: s}}
+}
+
+// A stream still open when its server shuts down is stored as it is,
+// marked incomplete, not lost: after a restart the members read it.
+func TestStreamOpenAtShutdownIsStored(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ts := startServer(t, func(c *server.Config) { c.DataDir = dir })
+	ctx := ctx10(t)
+	admin := adminClient(ts)
+	if _, err := admin.CreateUser(ctx, "writer-bot", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.SetBot(ctx, "writer-bot", true); err != nil {
+		t.Fatal(err)
+	}
+	bot, _ := ts.connect(t, "writer-bot", "bot1", "server", transports[0])
+	st, err := bot.OpenStream(ctx, &pb.StreamOpen{To: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Append(ctx, "cut short by a restart"); err != nil {
+		t.Fatal(err)
+	}
+	shutdown(t, ts)
+
+	ts2 := startServer(t, func(c *server.Config) { c.DataDir = dir })
+	bob, _ := ts2.connect(t, "bob", "b1", "phone", transports[1])
+	page, err := bob.SyncMessages(ctx, st.ConversationID, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Messages) != 1 || !page.Messages[0].Incomplete || string(page.Messages[0].Payload) != "cut short by a restart" ||
+		page.Messages[0].StreamId != st.ID {
+		t.Fatalf("after the restart bob reads %v", page.Messages)
+	}
+}
+
+// Many members reacting to one message at once: every reaction is counted
+// exactly once, and a member watching live converges on the final counts.
+func TestReactionsConcurrent(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	ctx := ctx10(t)
+	const n = 40
+	var ids []string
+	for i := range n {
+		ids = append(ids, fmt.Sprintf("m%02d", i))
+	}
+	owner, ownerRec := ts.connect(t, "owner", "o1", "phone", transports[0])
+	g, err := owner.CreateGroup(ctx, &pb.CreateGroup{Name: "big", UserIds: ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := g.ConversationId
+	msg, err := text(ctx, owner, conv, "vote", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, n)
+	for i, id := range ids {
+		c, _ := ts.connect(t, id, "d", "phone", transports[i%len(transports)])
+		go func() {
+			for _, e := range []string{"👍", "🎉", "🚀"} {
+				if _, err := c.React(ctx, conv, msg.Seq, e); err != nil {
+					errs <- err
+					return
+				}
+			}
+			if i%2 == 0 { // half take their rocket back
+				if _, err := c.Unreact(ctx, conv, msg.Seq, "🚀"); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range ids {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{fmt.Sprintf("👍=%d", n), fmt.Sprintf("🎉=%d", n), fmt.Sprintf("🚀=%d", n/2)}
+	page, err := owner.History(ctx, conv, 0, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := counts(bySeq(page.Messages, msg.Seq).GetReactions()); !slices.Equal(got, want) {
+		t.Fatalf("stored counts %v, want %v", got, want)
+	}
+	var live client.ReactionState
+	eventually(t, "the owner's live view reaches the final counts", func() bool {
+		for _, u := range ownerRec.snapshot().reacts {
+			live.Apply(u)
+		}
+		rs, _ := live.Get(conv, msg.Seq)
+		return slices.Equal(counts(rs), want)
+	})
+	if k := len(ownerRec.snapshot().reacts); k >= 3*n+n/2 {
+		t.Logf("the owner got %d updates for %d changes (none coalesced this run)", k, 3*n+n/2)
 	}
 }

@@ -639,7 +639,6 @@ func (s *Service) streamOpen(ctx context.Context, c Replier, sess *session.Sessi
 	if err != nil {
 		return errInternal
 	}
-	msg.StreamId = st.ID
 	c.SendFrame(&pb.ServerFrame{Id: id, Body: &pb.ServerFrame_StreamOpened{StreamOpened: &pb.StreamOpened{
 		StreamId: st.ID, ConversationId: msg.ConversationId}}})
 	return nil

@@ -22,7 +22,7 @@ func TestSnippet(t *testing.T) {
 		{"short", []byte("hello"), 5, false},
 		{"exact", bytes.Repeat([]byte("a"), SnippetBytes), SnippetBytes, false},
 		{"ascii", bytes.Repeat([]byte("a"), 1000), SnippetBytes, true},
-		{"two-byte chars", []byte(strings.Repeat("é", 200)), SnippetBytes, true},        // 256 is a boundary
+		{"two-byte chars", []byte(strings.Repeat("é", 200)), SnippetBytes, true},       // 256 is a boundary
 		{"three-byte chars", []byte(strings.Repeat("日", 100)), SnippetBytes - 1, true}, // 255
 		{"four-byte chars", []byte(strings.Repeat("😀", 100)), SnippetBytes, true},      // 256
 		{"binary", bytes.Repeat([]byte{0xff, 0x80}, 300), SnippetBytes, true},

@@ -66,14 +66,15 @@ func NewStreams(lim StreamLimits, expire func(*Stream)) *Streams {
 	return &Streams{lim: lim, expire: expire, open: make(map[string]*Stream), perUser: make(map[string]int)}
 }
 
-// Open registers a stream of owner that will store msg; prefix starts its
-// id (the node's, so an id names where it lives).
+// Open registers a stream of owner that will store msg (its StreamId is
+// set); prefix starts its id (the node's, so an id names where it lives).
 func (r *Streams) Open(prefix, owner string, msg *pb.Message, now time.Time) (*Stream, error) {
 	var b [12]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
 	st := &Stream{ID: prefix + hex.EncodeToString(b[:]), Owner: owner, Msg: msg, opened: now, recent: now}
+	msg.StreamId = st.ID // before the stream can be seen
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.open) >= r.lim.MaxOpen || r.perUser[owner] >= r.lim.MaxPerUser {

@@ -7641,8 +7641,9 @@ func (x *ThreadHistory) GetLimit() uint32 {
 // once, as one message, by StreamFinish. Reply: stream_opened.
 type StreamOpen struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// As Send's: names the stored message (a retry of a finished stream gets
-	// its send_ack from StreamFinish).
+	// As Send's: names the stored message. A stream finished with the id of
+	// a message already stored stores nothing: StreamFinish answers with that
+	// message's send_ack (duplicate set).
 	ClientMsgId    string `protobuf:"bytes,1,opt,name=client_msg_id,json=clientMsgId,proto3" json:"client_msg_id,omitempty"`
 	To             string `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
 	ConversationId string `protobuf:"bytes,3,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`

@@ -295,7 +295,13 @@ func (s *Store) reactMessage(st *reactBatch, conv string, seq uint64) *reactMsg 
 		err = store.ErrNotFound
 	}
 	if err == nil {
-		m.diskVer, m.emojis, err = readReactions(context.Background(), s.db, conv, seq)
+		var it *pebble.Iterator
+		if it, err = nsIter(context.Background(), s.db, nsReactCount); err == nil {
+			m.diskVer, m.emojis, err = readReactions(it, conv, seq)
+			if cerr := it.Close(); err == nil {
+				err = mapErr(cerr)
+			}
+		}
 		m.version = m.diskVer
 	}
 	m.err = err
@@ -318,19 +324,44 @@ func (s *Store) messageExists(st *reactBatch, conv string, seq uint64) (bool, er
 	return true, nil
 }
 
-// readReactions reads a message's reaction version and counts from r,
-// counts in order.
-func readReactions(ctx context.Context, r pebble.Reader, conv string, seq uint64) (version uint64, emojis []reactEmoji, err error) {
+// nsIter opens an iterator over one namespace of r, to seek in.
+func nsIter(ctx context.Context, r pebble.Reader, ns byte) (*pebble.Iterator, error) {
+	it, err := r.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: []byte{ns}, UpperBound: []byte{ns + 1}})
+	return it, mapErr(err)
+}
+
+// scanPrefix seeks it to prefix and calls fn with each key under it and its
+// verified body (valid only during the call).
+func scanPrefix(it *pebble.Iterator, prefix []byte, fn func(key, body []byte) error) error {
+	for valid := it.SeekGE(prefix); valid && bytes.HasPrefix(it.Key(), prefix); valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return mapErr(err)
+		}
+		body, err := unframe(it.Key(), v)
+		if err != nil {
+			return err
+		}
+		if err := fn(it.Key(), body); err != nil {
+			return err
+		}
+	}
+	return mapErr(it.Error())
+}
+
+// readReactions reads a message's reaction version and counts with it (an
+// iterator over the 'E' namespace), counts in order.
+func readReactions(it *pebble.Iterator, conv string, seq uint64) (version uint64, emojis []reactEmoji, err error) {
 	prefix := reactCountPrefix(nil, conv, seq)
-	err = iterateIn(ctx, r, prefix, prefixEnd(prefix), false, func(key, body []byte) (bool, error) {
+	err = scanPrefix(it, prefix, func(key, body []byte) error {
 		if len(key) == len(prefix) {
 			v, err := decodeUint64(key, body, "reaction version")
 			version = v
-			return true, err
+			return err
 		}
 		e, err := decodeCountRow(key, prefix, body)
 		emojis = append(emojis, e)
-		return true, err
+		return err
 	})
 	if err != nil {
 		return 0, nil, err
@@ -385,9 +416,8 @@ func (s *Store) reactUser(st *reactBatch, conv string, seq uint64, user string) 
 		// One iterator for the batch's reads: reactMu is held, so nothing
 		// it could miss is written meanwhile.
 		var err error
-		ns := []byte{nsReaction}
-		if st.it, err = s.db.NewIter(&pebble.IterOptions{LowerBound: ns, UpperBound: prefixEnd(ns)}); err != nil {
-			return mapErr(err)
+		if st.it, err = nsIter(context.Background(), s.db, nsReaction); err != nil {
+			return err
 		}
 	}
 	st.key = reactionUserPrefix(st.key[:0], conv, seq, user)
@@ -415,23 +445,14 @@ func (st *reactBatch) row(conv string, seq uint64, user, emoji string) *reactRow
 // userReactions calls fn with each emoji under prefix (one user's
 // reactions to one message), seeking it.
 func userReactions(it *pebble.Iterator, prefix []byte, fn func(emoji string)) error {
-	for valid := it.SeekGE(prefix); valid && bytes.HasPrefix(it.Key(), prefix); valid = it.Next() {
-		key := it.Key()
-		v, err := it.ValueAndErr()
-		if err != nil {
-			return mapErr(err)
-		}
-		body, err := unframe(key, v)
-		if err != nil {
-			return err
-		}
+	return scanPrefix(it, prefix, func(key, body []byte) error {
 		emoji, rest, err := readLP(key[len(prefix):])
 		if err != nil || len(rest) != 0 || len(body) != 0 {
 			return corruptf(key, "bad reaction record")
 		}
 		fn(emoji)
-	}
-	return mapErr(it.Error())
+		return nil
+	})
 }
 
 // write puts what the batch changed into b: the reaction rows whose state
@@ -498,8 +519,9 @@ func (st *reactBatch) write(b *pebble.Batch) error {
 	return nil
 }
 
-// Reactions implements store.Store: per message, one short scan of its
-// counts and one of userID's own reactions, all from one snapshot.
+// Reactions implements store.Store: per message, one seek to its counts
+// and one to userID's own reactions, all from one snapshot with two
+// iterators for the whole call.
 func (s *Store) Reactions(ctx context.Context, conversationID string, seqs []uint64, userID string) (map[uint64]store.ReactionSet, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, err
@@ -511,10 +533,14 @@ func (s *Store) Reactions(ctx context.Context, conversationID string, seqs []uin
 	}
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
-	ns := []byte{nsReaction}
-	it, err := snap.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: ns, UpperBound: prefixEnd(ns)})
+	counts, err := nsIter(ctx, snap, nsReactCount)
 	if err != nil {
-		return nil, mapErr(err)
+		return nil, err
+	}
+	defer counts.Close()
+	it, err := nsIter(ctx, snap, nsReaction)
+	if err != nil {
+		return nil, err
 	}
 	defer it.Close()
 	var prefix []byte
@@ -522,7 +548,7 @@ func (s *Store) Reactions(ctx context.Context, conversationID string, seqs []uin
 		if _, done := out[seq]; done {
 			continue
 		}
-		version, emojis, err := readReactions(ctx, snap, conversationID, seq)
+		version, emojis, err := readReactions(counts, conversationID, seq)
 		if err != nil {
 			return nil, err
 		}

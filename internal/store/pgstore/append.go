@@ -110,6 +110,7 @@ func (s *Store) appendOnce(ctx context.Context, conn *pgx.Conn, msgs []*pb.Messa
 		remaining[c] = k
 	}
 	lists := newListSet()
+	var idx indexRows
 	for j, i := range fresh {
 		m := msgs[i]
 		remaining[m.ConversationId]--
@@ -117,6 +118,7 @@ func (s *Store) appendOnce(ctx context.Context, conn *pgx.Conn, msgs []*pb.Messa
 		if bodies[j], crcs[j], err = s.encode(m); err != nil {
 			return err
 		}
+		idx.add(m, backs[j])
 		lists.add(m.From, m.ConversationId)
 		if m.To != "" && m.To != m.From {
 			lists.add(m.To, m.ConversationId)
@@ -137,6 +139,7 @@ func (s *Store) appendOnce(ctx context.Context, conn *pgx.Conn, msgs []*pb.Messa
 	if len(lists.users) > 0 {
 		b.Queue(s.q.insertLists, lists.users, lists.convs)
 	}
+	idx.queue(b, &s.q)
 	br := conn.SendBatch(ctx, b)
 	last, err := readLastSeqs(br)
 	for k := 1; k < b.Len() && err == nil; k++ {
@@ -416,9 +419,9 @@ func (s *Store) applyOnce(ctx context.Context, conn *pgx.Conn, ch *store.Change)
 	if missing {
 		return store.AppendResult{}, store.ErrNotFound
 	}
+	var old *pb.Message
 	if u := ch.Update; u != nil {
-		old, err := s.decode(u.ConversationId, int64(u.Seq), oldBody, oldCRC)
-		if err != nil {
+		if old, err = s.decode(u.ConversationId, int64(u.Seq), oldBody, oldCRC); err != nil {
 			return store.AppendResult{}, err
 		}
 		if old.Recalled {
@@ -440,7 +443,7 @@ func (s *Store) applyOnce(ctx context.Context, conn *pgx.Conn, ch *store.Change)
 	}
 	if g := ch.Group; g != nil {
 		b.Queue(s.q.upsertGroup, conv, g.Name, g.AvatarURL, g.Announcement, g.Owner, g.OpenJoin, g.MuteAll, g.Dissolved, timestamp(g.CreatedAt),
-			int32(g.AddPolicy), int32(g.HistoryVisibility))
+			int32(g.AddPolicy), int32(g.HistoryVisibility), g.MembersMentionAll)
 	}
 	if len(ch.Members) > 0 {
 		// The last record of a user wins, as if written in order (ON
@@ -474,6 +477,25 @@ func (s *Store) applyOnce(ctx context.Context, conn *pgx.Conn, ch *store.Change)
 	s.dropKnownLists(lists)
 	if len(lists.users) > 0 {
 		b.Queue(s.q.insertLists, lists.users, lists.convs)
+	}
+	var idx indexRows
+	idx.add(ev, 0)
+	idx.queue(b, &s.q)
+	if u := ch.Update; u != nil && u.Recalled {
+		// Out of Mentions: the rows were made from the stored message's names.
+		if len(old.Mentions) > 0 {
+			b.Queue(s.q.deleteMentions, old.Mentions, u.ConversationId, int64(u.Seq))
+		}
+		if old.MentionAll {
+			b.Queue(s.q.deleteMentionsAll, u.ConversationId, int64(u.Seq))
+		}
+	}
+	if p := ch.Pin; p != nil {
+		if p.Unpin {
+			b.Queue(s.q.deletePin, conv, clampSeq(p.Seq))
+		} else {
+			b.Queue(s.q.upsertPin, conv, clampSeq(p.Seq), p.By, timestamp(p.At), seq)
+		}
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return store.AppendResult{}, err

@@ -31,7 +31,9 @@
 // client_msg_id) for de-dup), user_conversations, cursors, users,
 // revoked_tokens, groups, members, conversation_settings, hidden_messages,
 // contacts, blocks, last_seen, user_storage, push_targets, files, reports,
-// audit_log, settings, schema_migrations. Text keys are COLLATE "C", so ids
+// audit_log, settings, reaction_versions, reactions, reaction_counts,
+// reaction_messages, pins, thread_replies, threads, thread_participants,
+// mentions, mentions_all, schema_migrations. Text keys are COLLATE "C", so ids
 // order bytewise as in the embedded store. Back the database up like any
 // other; initdb --data-checksums adds page checksums underneath ours.
 //

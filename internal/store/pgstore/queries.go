@@ -27,6 +27,18 @@ type queries struct {
 	putReport, reportOf, getReport, reportsAfter              string
 	reportsByStatus, closeReport, appendAudit, auditLog       string
 	getSetting, putSetting, addSetting, swapSetting           string
+	// Rich messages: indexes written by Append and Apply.
+	insertThreadReplies, upsertThreads, insertParticipants  string
+	insertMentions, insertMentionsAll                       string
+	deleteMentions, deleteMentionsAll, upsertPin, deletePin string
+	// React.
+	probeJoins, lockReactionVersions, messagesExist, readReactionCounts, readReactionMessages string
+	readUserReactions, insertReactions, deleteReactions                                       string
+	upsertReactionCounts, deleteReactionCounts, upsertReactionMessages                        string
+	setReactionVersions                                                                       string
+	// Reads of rich messages.
+	reactions, reactionChanges, reactionVersion, pins           string
+	threads, threadAfter, threadBefore, inThread, mentionsAfter string
 }
 
 func newQueries(schema string) queries {
@@ -62,12 +74,13 @@ func newQueries(schema string) queries {
 			WHERE m.conversation_id = $1 AND m.seq = $2
 			RETURNING old.body, old.crc`),
 		upsertGroup: q(`INSERT INTO {s}.groups (conversation_id, name, avatar_url, announcement, owner_id, open_join, mute_all, dissolved, created_at,
-				add_policy, history_visibility)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+				add_policy, history_visibility, members_mention_all)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 			ON CONFLICT (conversation_id) DO UPDATE SET name = excluded.name, avatar_url = excluded.avatar_url,
 				announcement = excluded.announcement, owner_id = excluded.owner_id, open_join = excluded.open_join,
 				mute_all = excluded.mute_all, dissolved = excluded.dissolved, created_at = excluded.created_at,
-				add_policy = excluded.add_policy, history_visibility = excluded.history_visibility`),
+				add_policy = excluded.add_policy, history_visibility = excluded.history_visibility,
+				members_mention_all = excluded.members_mention_all`),
 		upsertMembers: q(`INSERT INTO {s}.members (conversation_id, user_id, role, muted_until, joined_at, has_left, left_seq, join_seq)
 			SELECT $1, * FROM unnest($2::text[], $3::int4[], $4::timestamptz[], $5::timestamptz[], $6::bool[], $7::int8[], $8::int8[])
 			ON CONFLICT (conversation_id, user_id) DO UPDATE SET role = excluded.role, muted_until = excluded.muted_until,
@@ -100,20 +113,20 @@ func newQueries(schema string) queries {
 
 		// No conflict target: a taken id and a taken name_key both insert
 		// nothing (the unique index decides between concurrent creates).
-		createUser: q(`INSERT INTO {s}.users (id, password_hash, token_epoch, disabled, shadow_muted, created_at, name_key)
-			VALUES ($1, $2, $3, $4, $5, $6, nullif($7, '')) ON CONFLICT DO NOTHING`),
-		userByName: q(`SELECT id, password_hash, token_epoch, disabled, shadow_muted, created_at FROM {s}.users WHERE name_key = $1`),
-		updateUser: q(`UPDATE {s}.users SET password_hash = $2, token_epoch = $3, disabled = $4, shadow_muted = $5, created_at = $6
-			WHERE id = $1`),
-		getUser: q(`SELECT password_hash, token_epoch, disabled, shadow_muted, created_at FROM {s}.users WHERE id = $1`),
+		createUser: q(`INSERT INTO {s}.users (id, password_hash, token_epoch, disabled, shadow_muted, created_at, bot, name_key)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, nullif($8, '')) ON CONFLICT DO NOTHING`),
+		userByName: q(`SELECT id, password_hash, token_epoch, disabled, shadow_muted, created_at, bot FROM {s}.users WHERE name_key = $1`),
+		updateUser: q(`UPDATE {s}.users SET password_hash = $2, token_epoch = $3, disabled = $4, shadow_muted = $5, created_at = $6,
+			bot = $7 WHERE id = $1`),
+		getUser: q(`SELECT password_hash, token_epoch, disabled, shadow_muted, created_at, bot FROM {s}.users WHERE id = $1`),
 
 		revokeToken: q(`INSERT INTO {s}.revoked_tokens AS t (id, expires_at) VALUES ($1, $2)
 			ON CONFLICT (id) DO UPDATE SET expires_at = greatest(t.expires_at, excluded.expires_at)`),
 		tokenRevoked: q(`SELECT EXISTS (SELECT 1 FROM {s}.revoked_tokens WHERE id = $1)`),
 		purgeTokens:  q(`DELETE FROM {s}.revoked_tokens WHERE expires_at < $1`),
 
-		getGroup: q(`SELECT name, avatar_url, announcement, owner_id, open_join, mute_all, dissolved, created_at, add_policy, history_visibility
-			FROM {s}.groups WHERE conversation_id = $1`),
+		getGroup: q(`SELECT name, avatar_url, announcement, owner_id, open_join, mute_all, dissolved, created_at, add_policy, history_visibility,
+			members_mention_all FROM {s}.groups WHERE conversation_id = $1`),
 		getMember: q(`SELECT user_id, role, muted_until, joined_at, has_left, left_seq, join_seq
 			FROM {s}.members WHERE conversation_id = $1 AND user_id = $2`),
 		membersAfter: q(`SELECT user_id, role, muted_until, joined_at, has_left, left_seq, join_seq
@@ -197,5 +210,101 @@ func newQueries(schema string) queries {
 			SELECT id, n FROM unnest($1::text[], $2::int8[]) AS t(id, n) ORDER BY id COLLATE "C"
 			ON CONFLICT (user_id) DO UPDATE SET bytes = u.bytes + excluded.bytes`),
 		userStorage: q(`SELECT bytes FROM {s}.user_storage WHERE user_id = $1`),
+
+		// The index rows of new messages, seqs derived like insertMessages'
+		// (back: how many new messages of the conversation follow).
+		insertThreadReplies: q(`INSERT INTO {s}.thread_replies (conversation_id, root, seq)
+			SELECT i.conv, i.root, c.last_seq - i.back FROM unnest($1::text[], $2::int8[], $3::int8[]) AS i(conv, back, root)
+			JOIN {s}.conversations c ON c.id = i.conv`),
+		// One row per thread of the batch (ON CONFLICT cannot update a row
+		// twice): its counted replies, and its newest (smallest back).
+		upsertThreads: q(`INSERT INTO {s}.threads AS t (conversation_id, root, reply_count, last_reply_seq, last_reply_at)
+			SELECT i.conv, i.root, count(*), max(c.last_seq - i.back), (array_agg(i.at ORDER BY i.back))[1]
+			FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[]) AS i(conv, back, root, at)
+			JOIN {s}.conversations c ON c.id = i.conv
+			GROUP BY i.conv, i.root ORDER BY i.conv COLLATE "C", i.root
+			ON CONFLICT (conversation_id, root) DO UPDATE SET reply_count = t.reply_count + excluded.reply_count,
+				last_reply_seq = excluded.last_reply_seq, last_reply_at = excluded.last_reply_at`),
+		insertParticipants: q(`INSERT INTO {s}.thread_participants (conversation_id, root, user_id)
+			SELECT DISTINCT * FROM unnest($1::text[], $2::int8[], $3::text[]) ON CONFLICT DO NOTHING`),
+		insertMentions: q(`INSERT INTO {s}.mentions (user_id, conversation_id, seq)
+			SELECT DISTINCT i.usr, i.conv, c.last_seq - i.back FROM unnest($1::text[], $2::text[], $3::int8[]) AS i(usr, conv, back)
+			JOIN {s}.conversations c ON c.id = i.conv`),
+		insertMentionsAll: q(`INSERT INTO {s}.mentions_all (conversation_id, seq, sender)
+			SELECT i.conv, c.last_seq - i.back, i.sender FROM unnest($1::text[], $2::int8[], $3::text[]) AS i(conv, back, sender)
+			JOIN {s}.conversations c ON c.id = i.conv`),
+		deleteMentions:    q(`DELETE FROM {s}.mentions WHERE user_id = ANY($1::text[]) AND conversation_id = $2 AND seq = $3`),
+		deleteMentionsAll: q(`DELETE FROM {s}.mentions_all WHERE conversation_id = $1 AND seq = $2`),
+		upsertPin: q(`INSERT INTO {s}.pins (conversation_id, seq, pinned_by, pinned_at, event_seq) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (conversation_id, seq) DO UPDATE SET pinned_by = excluded.pinned_by, pinned_at = excluded.pinned_at,
+				event_seq = excluded.event_seq`),
+		deletePin: q(`DELETE FROM {s}.pins WHERE conversation_id = $1 AND seq = $2`),
+
+		// For the rest of a transaction whose joins all probe tables by
+		// primary key with a batch's keys: nested loops over the index.
+		// Without it a table whose statistics are stale (new, or grown
+		// since the last analyze) can get a full scan and sort per
+		// statement, ~100 ms at 100k reactions, growing with the table.
+		probeJoins: `SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`,
+		// Locks the batch's conversations' version rows (creating missing
+		// ones at 0) in id order, so concurrent batches queue rather than
+		// deadlock, and returns the versions.
+		lockReactionVersions: q(`INSERT INTO {s}.reaction_versions AS v (conversation_id, version)
+			SELECT id, 0 FROM unnest($1::text[]) AS t(id) ORDER BY id COLLATE "C"
+			ON CONFLICT (conversation_id) DO UPDATE SET version = v.version
+			RETURNING conversation_id, version`),
+		messagesExist: q(`SELECT m.conversation_id, m.seq FROM unnest($1::text[], $2::int8[]) AS k(c, s)
+			JOIN {s}.messages m ON m.conversation_id = k.c AND m.seq = k.s`),
+		readReactionCounts: q(`SELECT r.conversation_id, r.seq, r.emoji, r.count, r.first_version
+			FROM unnest($1::text[], $2::int8[]) AS k(c, s)
+			JOIN {s}.reaction_counts r ON r.conversation_id = k.c AND r.seq = k.s`),
+		readReactionMessages: q(`SELECT r.conversation_id, r.seq, r.version FROM unnest($1::text[], $2::int8[]) AS k(c, s)
+			JOIN {s}.reaction_messages r ON r.conversation_id = k.c AND r.seq = k.s`),
+		readUserReactions: q(`SELECT r.conversation_id, r.seq, r.user_id, r.emoji FROM unnest($1::text[], $2::int8[], $3::text[]) AS k(c, s, u)
+			JOIN {s}.reactions r ON r.conversation_id = k.c AND r.seq = k.s AND r.user_id = k.u`),
+		insertReactions: q(`INSERT INTO {s}.reactions (conversation_id, seq, user_id, emoji)
+			SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[])`),
+		deleteReactions: q(`DELETE FROM {s}.reactions r USING unnest($1::text[], $2::int8[], $3::text[], $4::text[]) AS k(c, s, u, e)
+			WHERE r.conversation_id = k.c AND r.seq = k.s AND r.user_id = k.u AND r.emoji = k.e`),
+		upsertReactionCounts: q(`INSERT INTO {s}.reaction_counts (conversation_id, seq, emoji, count, first_version)
+			SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::int8[])
+			ON CONFLICT (conversation_id, seq, emoji) DO UPDATE SET count = excluded.count, first_version = excluded.first_version`),
+		deleteReactionCounts: q(`DELETE FROM {s}.reaction_counts r USING unnest($1::text[], $2::int8[], $3::text[]) AS k(c, s, e)
+			WHERE r.conversation_id = k.c AND r.seq = k.s AND r.emoji = k.e`),
+		upsertReactionMessages: q(`INSERT INTO {s}.reaction_messages (conversation_id, seq, version)
+			SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[])
+			ON CONFLICT (conversation_id, seq) DO UPDATE SET version = excluded.version`),
+		setReactionVersions: q(`UPDATE {s}.reaction_versions v SET version = k.v FROM unnest($1::text[], $2::int8[]) AS k(c, v)
+			WHERE v.conversation_id = k.c`),
+
+		// One statement (one snapshot): counts, version and the reader's
+		// own. The version and Me are subqueries, run per count row as
+		// primary-key probes whatever the statistics say.
+		reactions: q(`SELECT r.seq,
+				(SELECT m.version FROM {s}.reaction_messages m WHERE m.conversation_id = r.conversation_id AND m.seq = r.seq),
+				r.emoji, r.count, r.first_version,
+				EXISTS (SELECT 1 FROM {s}.reactions u
+					WHERE u.conversation_id = r.conversation_id AND u.seq = r.seq AND u.user_id = $3 AND u.emoji = r.emoji)
+			FROM {s}.reaction_counts r
+			WHERE r.conversation_id = $1 AND r.seq = ANY($2::int8[])
+			ORDER BY r.seq, r.first_version`),
+		reactionChanges: q(`SELECT seq, version FROM {s}.reaction_messages WHERE conversation_id = $1 AND version > $2
+			ORDER BY version LIMIT $3`),
+		reactionVersion: q(`SELECT version FROM {s}.reaction_versions WHERE conversation_id = $1`),
+		pins:            q(`SELECT seq, pinned_by, pinned_at FROM {s}.pins WHERE conversation_id = $1 ORDER BY event_seq, seq`),
+		threads: q(`SELECT root, reply_count, last_reply_seq, last_reply_at FROM {s}.threads
+			WHERE conversation_id = $1 AND root = ANY($2::int8[])`),
+		threadAfter: q(`SELECT m.seq, m.body, m.crc FROM {s}.thread_replies t
+			JOIN {s}.messages m ON m.conversation_id = t.conversation_id AND m.seq = t.seq
+			WHERE t.conversation_id = $1 AND t.root = $2 AND t.seq > $3 ORDER BY t.seq LIMIT $4`),
+		threadBefore: q(`SELECT m.seq, m.body, m.crc FROM {s}.thread_replies t
+			JOIN {s}.messages m ON m.conversation_id = t.conversation_id AND m.seq = t.seq
+			WHERE t.conversation_id = $1 AND t.root = $2 AND t.seq < $3 ORDER BY t.seq DESC LIMIT $4`),
+		inThread: q(`SELECT EXISTS (SELECT 1 FROM {s}.thread_participants WHERE conversation_id = $1 AND root = $2 AND user_id = $3)`),
+		// Each side bounded by the limit before the merge.
+		mentionsAfter: q(`(SELECT seq FROM {s}.mentions WHERE user_id = $1 AND conversation_id = $2 AND seq > $3 ORDER BY seq LIMIT $4)
+			UNION
+			(SELECT seq FROM {s}.mentions_all WHERE conversation_id = $2 AND seq > $3 AND sender <> $1 ORDER BY seq LIMIT $4)
+			ORDER BY seq LIMIT $4`),
 	}
 }

@@ -105,7 +105,7 @@ func (s *Store) UserByName(ctx context.Context, key string) (store.User, error) 
 	var u store.User
 	var epoch int64
 	var created pgtype.Timestamptz
-	err = s.pool.QueryRow(ctx, s.q.userByName, key).Scan(&u.ID, &u.PasswordHash, &epoch, &u.Disabled, &u.ShadowMuted, &created)
+	err = s.pool.QueryRow(ctx, s.q.userByName, key).Scan(&u.ID, &u.PasswordHash, &epoch, &u.Disabled, &u.ShadowMuted, &created, &u.Bot)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.User{}, store.ErrNotFound
 	}
@@ -132,7 +132,7 @@ func (s *Store) writeUser(ctx context.Context, op, sql string, u store.User, noR
 	if u.ID == "" {
 		return errEmptyID
 	}
-	args := append([]any{u.ID, u.PasswordHash, int64(u.TokenEpoch), u.Disabled, u.ShadowMuted, timestamp(u.CreatedAt)}, extra...)
+	args := append([]any{u.ID, u.PasswordHash, int64(u.TokenEpoch), u.Disabled, u.ShadowMuted, timestamp(u.CreatedAt), u.Bot}, extra...)
 	tag, err := s.pool.Exec(ctx, sql, args...)
 	if err != nil {
 		return mapErr(op, err)
@@ -153,7 +153,7 @@ func (s *Store) GetUser(ctx context.Context, id string) (store.User, error) {
 	u := store.User{ID: id}
 	var epoch int64
 	var created pgtype.Timestamptz
-	err = s.pool.QueryRow(ctx, s.q.getUser, id).Scan(&u.PasswordHash, &epoch, &u.Disabled, &u.ShadowMuted, &created)
+	err = s.pool.QueryRow(ctx, s.q.getUser, id).Scan(&u.PasswordHash, &epoch, &u.Disabled, &u.ShadowMuted, &created, &u.Bot)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.User{}, store.ErrNotFound
 	}
@@ -230,7 +230,8 @@ func (s *Store) GetGroup(ctx context.Context, conversationID string) (store.Grou
 	var created pgtype.Timestamptz
 	var addPolicy, visibility int32
 	err = s.pool.QueryRow(ctx, s.q.getGroup, conversationID).Scan(
-		&g.Name, &g.AvatarURL, &g.Announcement, &g.Owner, &g.OpenJoin, &g.MuteAll, &g.Dissolved, &created, &addPolicy, &visibility)
+		&g.Name, &g.AvatarURL, &g.Announcement, &g.Owner, &g.OpenJoin, &g.MuteAll, &g.Dissolved, &created, &addPolicy, &visibility,
+		&g.MembersMentionAll)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Group{}, store.ErrNotFound
 	}

@@ -32,6 +32,7 @@ func RunPersistence(t *testing.T, newStore func(t *testing.T) (open func() store
 		{"SocialRecordsSurvive", testRestartSocial},
 		{"RaisedSeqSurvives", testRestartRaisedSeq},
 		{"ModerationSurvives", testRestartModeration},
+		{"RichMessagesSurvive", testRestartRich},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

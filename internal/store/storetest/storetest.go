@@ -75,6 +75,14 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Settings", testSettings},
 		{"SwapSetting", testSwapSetting},
 		{"ConcurrentSwapSetting", testConcurrentSwapSetting},
+		{"Reactions", testReactions},
+		{"ReactionLimits", testReactionLimits},
+		{"ReactionVersions", testReactionVersions},
+		{"ConcurrentReactions", testConcurrentReactions},
+		{"Pins", testPins},
+		{"Threads", testThreads},
+		{"Mentions", testMentions},
+		{"BotAndMentionAllRecords", testRichRecords},
 		{"ConcurrentAppend", testConcurrentAppend},
 		{"ConcurrentApplyAndAppend", testConcurrentApplyAndAppend},
 		{"ConcurrentResends", testConcurrentResends},
@@ -645,7 +653,7 @@ func checkUser(t *testing.T, s store.Store, want store.User) {
 		t.Fatalf("GetUser(%q): %v", want.ID, err)
 	}
 	if got.ID != want.ID || got.PasswordHash != want.PasswordHash || got.TokenEpoch != want.TokenEpoch ||
-		got.Disabled != want.Disabled || got.ShadowMuted != want.ShadowMuted || !got.CreatedAt.Equal(want.CreatedAt) {
+		got.Disabled != want.Disabled || got.ShadowMuted != want.ShadowMuted || got.Bot != want.Bot || !got.CreatedAt.Equal(want.CreatedAt) {
 		t.Fatalf("GetUser(%q) = %+v, want %+v", want.ID, got, want)
 	}
 }

@@ -1,6 +1,6 @@
 // Parley web client: plain ES modules, no build step. The SDK
 // (parley-sdk.js) is the TypeScript SDK bundled for browsers.
-import { ParleyClient, register, login, logout, directConversationId, text, isCode, webPushKey } from './parley-sdk.js';
+import { ParleyClient, register, login, logout, directConversationId, text, isCode, webPushKey, applyReaction, mentionsUser } from './parley-sdk.js';
 
 const $ = (id) => document.getElementById(id);
 const el = (tag, cls, txt) => {
@@ -69,6 +69,9 @@ let openId = '';
 const presence = new Map(); // userId -> online
 const typingTimers = new Map(); // convId -> Map(userId -> timeout)
 let editing = null; // {conversationId, seq}
+let replying = null; // {conversationId, seq}: the main composer's next message answers it
+let threadOpen = null; // {conversationId, root}: the thread shown in the thread panel
+let openActions = ''; // "conversation|where|seq" of the message whose actions are shown
 
 function conv(id) {
   let c = convs.get(id);
@@ -95,6 +98,14 @@ function conv(id) {
       removed: new Set(), // seqs of messages the app's moderators deleted (a RECALL marked moderated)
       reported: new Set(), // seqs of messages this tab reported
       drafts: [], // files attached in the composer, uploading or uploaded (see "files")
+      pins: [], // PinnedMessage[], oldest pin first
+      pinMsgs: new Map(), // seq -> Message: pinned messages not loaded in the timeline (for the pinned bar)
+      unreadMentions: 0,
+      members: null, // Member[] of a group (roles: who may pin, mention everyone), once loaded
+      membersP: null, // the request loading them
+      streams: new Map(), // streamId -> {text, from, next, ...}: messages a bot is streaming
+      doneStreams: new Set(), // streamIds whose stored message arrived (late chunks are dropped)
+      threads: new Map(), // root seq -> {loaded, hasOlder, loading}
     };
     if (!c.group) c.peer = peerOf(id);
     convs.set(id, c);
@@ -136,6 +147,10 @@ function summary(m) {
       return m.event?.moderated ? 'A moderator removed a message' : `${who} recalled a message`;
     case 'MESSAGE_KIND_EDIT':
       return bodyText(m); // the new content
+    case 'MESSAGE_KIND_PINNED':
+      return `${who} pinned a message`;
+    case 'MESSAGE_KIND_UNPINNED':
+      return `${who} unpinned a message`;
   }
   if (m.recalled) return recalledText(m);
   return bodyText(m) || attachmentsSummary(m.attachments);
@@ -190,6 +205,35 @@ function apply(m, live) {
   }
   if (kind === 'MESSAGE_KIND_MEMBERS_ADDED' && c.info) c.info.memberCount = (c.info.memberCount || 0) + (m.event?.userIds?.length || 0);
   if (kind === 'MESSAGE_KIND_MEMBERS_REMOVED' && (m.event?.userIds || []).includes(me)) c.left = true;
+  // Membership and roles changed: who may pin or mention everyone is asked again when needed.
+  if (kind === 'MESSAGE_KIND_MEMBERS_ADDED' || kind === 'MESSAGE_KIND_MEMBERS_REMOVED' || kind === 'MESSAGE_KIND_ROLE_CHANGED' || kind === 'MESSAGE_KIND_OWNER_CHANGED') {
+    c.members = null;
+    if (live && c.id === openId) loadMembers(c);
+  }
+  // Pins: events newer than what this client had (replayed in order after the list's pins).
+  if (live && (kind === 'MESSAGE_KIND_PINNED' || kind === 'MESSAGE_KIND_UNPINNED')) {
+    const target = m.event?.targetSeq;
+    c.pins = c.pins.filter((p) => p.seq !== target);
+    if (kind === 'MESSAGE_KIND_PINNED') c.pins.push({ seq: target, pinnedBy: m.from, pinnedAt: m.serverTime });
+  }
+  if (m.streamId) {
+    c.streams.delete(m.streamId);
+    c.doneStreams.add(m.streamId);
+  }
+  // A reply in a thread: the root counts it (once: replies the root's summary already has are not counted again).
+  if (m.threadRoot && kind === 'MESSAGE_KIND_NORMAL') {
+    const root = c.msgs.get(m.threadRoot);
+    if (root && m.seq > (root.thread?.lastReplySeq || 0)) {
+      root.thread = { replyCount: (root.thread?.replyCount || 0) + 1, lastReplySeq: m.seq, lastReplyAt: m.serverTime || Date.now() };
+    }
+  }
+  const old = c.msgs.get(m.seq);
+  // A page may be older than a reaction update already applied: keep the newer counts.
+  if (old && (old.reactionVersion || 0) > (m.reactionVersion || 0)) {
+    m.reactions = old.reactions;
+    m.reactionVersion = old.reactionVersion;
+  }
+  if (old?.thread && (!m.thread || (old.thread.lastReplySeq || 0) > (m.thread.lastReplySeq || 0))) m.thread = old.thread;
   c.msgs.set(m.seq, m);
   if (m.from === me && m.clientMsgId) c.pending.delete(m.clientMsgId);
   if (m.seq > c.lastSeq) {
@@ -199,11 +243,24 @@ function apply(m, live) {
     // Unread counts messages from others, not events, as the server's do.
     if (live && m.from !== me) {
       if (isVisibleOpen(c.id)) scheduleRead(c);
-      else if (kind === 'MESSAGE_KIND_NORMAL') c.unread++;
+      else if (kind === 'MESSAGE_KIND_NORMAL') {
+        // As the server counts: a thread reply is unread for those who take part in the
+        // thread or whom it mentions (the next conversation list corrects a guess).
+        const mentioned = !m.recalled && mentionsUser(m, me);
+        if (mentioned) c.unreadMentions++;
+        if (!m.threadRoot || mentioned || takesPart(c, m.threadRoot)) c.unread++;
+      }
     }
   }
   if (live && m.from) clearTyping(c.id, m.from);
   if (!c.group && c.peer) ensurePresence(c.peer);
+}
+
+/** Whether this user wrote thread root's message or a reply in it (as far as this tab knows). */
+function takesPart(c, root) {
+  if (c.msgs.get(root)?.from === me) return true;
+  for (const x of c.msgs.values()) if (x.threadRoot === root && x.from === me) return true;
+  return false;
 }
 
 // Presence is visible once a conversation with messages exists: subscribe
@@ -244,6 +301,7 @@ function scheduleRead(c) {
     const seq = c.lastSeq;
     c.readSeq = seq;
     c.unread = 0;
+    c.unreadMentions = 0;
     renderList();
     client.markRead(c.id, seq).catch(() => {});
   }, 150);
@@ -255,12 +313,14 @@ function mergeList(list) {
     if (x.peer) c.peer = x.peer;
     if (x.group) c.info = x.group;
     c.left = !!x.left;
+    c.pins = x.pins || [];
     c.readSeq = Math.max(c.readSeq, x.readSeq || 0);
     c.peerDeliveredSeq = Math.max(c.peerDeliveredSeq, x.peerDeliveredSeq || 0);
     c.peerReadSeq = Math.max(c.peerReadSeq, x.peerReadSeq || 0);
     if ((x.lastSeq || 0) >= c.lastSeq) {
       c.lastSeq = x.lastSeq || 0;
       c.unread = x.unreadCount || 0;
+      c.unreadMentions = x.unreadMentions || 0;
       if (x.lastMessage) {
         c.last = x.lastMessage;
         c.activity = Math.max(c.activity, x.lastMessage.serverTime || 0);
@@ -314,8 +374,14 @@ function renderList() {
       const lastText = c.last ? summary(c.last) || '' : '';
       const prefix = c.group && c.last && c.last.kind === 'MESSAGE_KIND_NORMAL' ? (c.last.from === me ? 'You: ' : c.last.from + ': ') : '';
       li.append(el('span', 'last', prefix + lastText));
-      if (c.unread > 0 && c.id !== openId) li.append(el('span', 'badge unread', String(c.unread)));
-      else li.append(el('span'));
+      const badges = el('span', 'badges');
+      if (c.unreadMentions > 0 && c.id !== openId) {
+        const at = el('span', 'badge mention', '@' + c.unreadMentions);
+        at.title = `${c.unreadMentions} unread mention${c.unreadMentions === 1 ? '' : 's'}`;
+        badges.append(at);
+      }
+      if (c.unread > 0 && c.id !== openId) badges.append(el('span', 'badge unread', String(c.unread)));
+      li.append(badges);
       li.onclick = () => openConv(c.id);
       return li;
     }),
@@ -363,7 +429,10 @@ function stateOf(c, m) {
 
 function renderChat() {
   renderHeader();
-  if (!openId) return;
+  if (!openId) {
+    renderThread();
+    return;
+  }
   const c = conv(openId);
   const box = $('messages');
   const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 60;
@@ -380,91 +449,11 @@ function renderChat() {
       nodes.push(s);
       continue;
     }
-    const mine = m.from === me;
-    const li = el('li', 'msg' + (mine ? ' mine' : '') + (m.recalled ? ' recalled' : '') + (m.recalled && m.moderated ? ' moderated' : ''));
-    li.dataset.seq = seq;
-    li.dataset.from = m.from;
-    if (c.group && !mine) li.append(el('div', 'from', m.from));
-    const atts = !m.recalled && m.attachments?.length ? attachmentsNode(c, m) : null;
-    if (atts) li.append(atts);
-    const body = m.recalled ? recalledText(m) : bodyText(m);
-    if (body || !atts) li.append(el('div', 'body', body));
-    const meta = el('div', 'meta', fmtTime(m.serverTime) + (m.editedAt && !m.recalled ? ' · edited' : ''));
-    if (mine && !m.recalled) {
-      const [st, label] = stateOf(c, m);
-      li.dataset.state = st;
-      meta.append(' ', el('span', 'state ' + st, label));
-    }
-    if (c.reported.has(m.seq)) {
-      li.dataset.reported = 'true';
-      meta.append(' · ', el('span', 'reported', 'Reported'));
-    }
-    li.append(meta);
-    const acts = el('div', 'msg-actions');
-    if (mine && !m.recalled) {
-      const e = el('button', 'secondary', 'Edit');
-      e.dataset.action = 'edit';
-      e.onclick = (ev) => {
-        ev.stopPropagation();
-        startEdit(c, m);
-      };
-      const r = el('button', 'secondary', 'Recall');
-      r.dataset.action = 'recall';
-      r.onclick = (ev) => {
-        ev.stopPropagation();
-        client.recall(c.id, m.seq).then((ack) => {
-          // Not echoed to this session either: apply the recall here (ack null: already recalled).
-          if (ack) apply({ conversationId: c.id, seq: ack.seq, from: me, clientMsgId: ack.clientMsgId, serverTime: ack.serverTime, kind: 'MESSAGE_KIND_RECALL', event: { targetSeq: m.seq } }, false);
-          else m.recalled = true;
-          rerender(c.id);
-        }, alertError);
-        li.classList.remove('open');
-      };
-      acts.append(e, r);
-    }
-    if (!mine && !m.recalled && !c.reported.has(m.seq)) {
-      const rp = el('button', 'secondary', 'Report');
-      rp.dataset.action = 'report';
-      rp.onclick = (ev) => {
-        ev.stopPropagation();
-        li.classList.remove('open');
-        openReport(c, m);
-      };
-      acts.append(rp);
-    }
-    const d = el('button', 'secondary', 'Delete for me');
-    d.dataset.action = 'delete';
-    d.onclick = (ev) => {
-      ev.stopPropagation();
-      client.deleteForMe(c.id, [m.seq]).then(() => {
-        c.msgs.delete(m.seq);
-        renderChat();
-      }, alertError);
-    };
-    acts.append(d);
-    li.append(acts);
-    li.onclick = () => {
-      for (const o of document.querySelectorAll('.msg.open')) if (o !== li) o.classList.remove('open');
-      li.classList.toggle('open');
-    };
-    nodes.push(li);
+    if (m.threadRoot) continue; // shown in its thread
+    nodes.push(msgNode(c, m, 'main'));
   }
-  for (const [id, p] of c.pending) {
-    const li = el('li', 'msg mine pending');
-    li.dataset.clientMsgId = id;
-    li.dataset.state = p.rejected ? 'rejected' : p.failed ? 'failed' : 'pending';
-    if (p.rejected) li.classList.add('rejected');
-    if (p.atts?.length) li.append(el('div', 'atts-pending', p.atts.map((a) => a.name || 'file').join(', ')));
-    if (p.text || !p.atts?.length) li.append(el('div', 'body', p.text));
-    if (p.failed) {
-      // A refusal by the app's moderation says why, in the app's words.
-      const meta = el('div', 'meta', 'Not sent: ');
-      meta.append(el('span', 'why', p.failed));
-      if (p.rejected) meta.setAttribute('role', 'alert');
-      li.append(meta);
-    } else li.append(el('div', 'meta', '🕓 Sending…'));
-    nodes.push(li);
-  }
+  for (const [id, p] of c.pending) if (!p.threadRoot) nodes.push(pendingNode(c, id, p));
+  for (const st of c.streams.values()) if (!st.threadRoot) nodes.push(streamNode(c, st));
   $('msg-list').replaceChildren(...nodes);
   $('older').textContent = c.loadingOlder ? 'Loading…' : c.loaded && !c.hasOlder ? 'Beginning of the conversation' : '';
   if (c.restoreFromBottom !== undefined) {
@@ -476,7 +465,606 @@ function renderChat() {
   } else {
     box.scrollTop = box.scrollHeight - fromBottom;
   }
+  renderPins(c);
+  renderReplyBar();
+  renderThread();
   renderTyping();
+}
+
+/** A message of the timeline ('main'), of a thread ('thread'), or a thread's root atop its panel ('root'). */
+function msgNode(c, m, where) {
+  const seq = m.seq;
+  const mine = m.from === me;
+  const mentioned = !m.recalled && mentionsUser(m, me);
+  const li = el('li', 'msg' + (mine ? ' mine' : '') + (m.recalled ? ' recalled' : '') + (m.recalled && m.moderated ? ' moderated' : '') + (mentioned ? ' mentioned' : '') + (m.incomplete ? ' incomplete' : ''));
+  li.dataset.seq = seq;
+  li.dataset.from = m.from;
+  if (c.pins.some((p) => p.seq === seq)) li.dataset.pinned = 'true';
+  if (c.group && !mine) li.append(el('div', 'from', m.from));
+  if (m.replyTo) li.append(quoteNode(c, m));
+  const atts = !m.recalled && m.attachments?.length ? attachmentsNode(c, m) : null;
+  if (atts) li.append(atts);
+  const body = m.recalled ? recalledText(m) : bodyText(m);
+  if (body || !atts) li.append(m.recalled ? el('div', 'body', body) : bodyNode(m, body));
+  if (!m.recalled && m.reactions?.length) li.append(reactionsNode(c, m));
+  if (where === 'main' && m.thread?.replyCount) li.append(threadLink(c, m));
+  const meta = el('div', 'meta', fmtTime(m.serverTime) + (m.editedAt && !m.recalled ? ' · edited' : ''));
+  if (m.incomplete) meta.append(' · ', el('span', 'incomplete-note', 'incomplete'));
+  if (li.dataset.pinned) meta.append(' · ', el('span', 'pinned-note', '📌 pinned'));
+  if (mine && !m.recalled) {
+    const [st, label] = stateOf(c, m);
+    li.dataset.state = st;
+    meta.append(' ', el('span', 'state ' + st, label));
+  }
+  if (c.reported.has(m.seq)) {
+    li.dataset.reported = 'true';
+    meta.append(' · ', el('span', 'reported', 'Reported'));
+  }
+  li.append(meta);
+  const acts = el('div', 'msg-actions');
+  const action = (label, name, run) => {
+    const b = el('button', 'secondary', label);
+    b.type = 'button';
+    b.dataset.action = name;
+    b.onclick = (ev) => {
+      ev.stopPropagation();
+      li.classList.remove('open');
+      openActions = '';
+      run();
+    };
+    acts.append(b);
+  };
+  if (!m.recalled && !c.left) {
+    const picker = el('div', 'picker');
+    picker.setAttribute('role', 'group');
+    picker.setAttribute('aria-label', 'React');
+    for (const e of QUICK_EMOJIS) {
+      const b = el('button', 'pick' + (m.reactions?.some((r) => r.emoji === e && r.me) ? ' mine' : ''), e);
+      b.type = 'button';
+      b.dataset.react = e;
+      b.title = 'React with ' + e;
+      b.onclick = (ev) => {
+        ev.stopPropagation();
+        li.classList.remove('open');
+        openActions = '';
+        toggleReaction(c, m, e);
+      };
+      picker.append(b);
+    }
+    acts.append(picker);
+  }
+  if (where === 'main' && !m.recalled && !c.left) {
+    action('Reply', 'reply', () => startReply(c, m));
+    action('Reply in thread', 'thread', () => openThread(c, m.seq));
+  }
+  if (where !== 'thread' && !m.recalled && canPin(c)) {
+    const pinned = c.pins.some((p) => p.seq === seq);
+    action(pinned ? 'Unpin' : 'Pin', pinned ? 'unpin' : 'pin', () => togglePin(c, seq, pinned));
+  }
+  if (mine && !m.recalled && where !== 'root') {
+    action('Edit', 'edit', () => startEdit(c, m));
+    action('Recall', 'recall', () =>
+      client.recall(c.id, m.seq).then((ack) => {
+        // Not echoed to this session either: apply the recall here (ack null: already recalled).
+        if (ack) apply({ conversationId: c.id, seq: ack.seq, from: me, clientMsgId: ack.clientMsgId, serverTime: ack.serverTime, kind: 'MESSAGE_KIND_RECALL', event: { targetSeq: m.seq } }, false);
+        else m.recalled = true;
+        rerender(c.id);
+      }, alertError),
+    );
+  }
+  if (!mine && !m.recalled && !c.reported.has(m.seq)) action('Report', 'report', () => openReport(c, m));
+  if (where !== 'root') {
+    action('Delete for me', 'delete', () =>
+      client.deleteForMe(c.id, [m.seq]).then(() => {
+        c.msgs.delete(m.seq);
+        rerender(c.id);
+      }, alertError),
+    );
+  }
+  li.append(acts);
+  // The message whose actions are shown stays so across re-renders (live updates redraw the list).
+  const key = `${c.id}|${where}|${seq}`;
+  if (openActions === key) li.classList.add('open');
+  li.onclick = () => {
+    for (const o of document.querySelectorAll('.msg.open')) if (o !== li) o.classList.remove('open');
+    openActions = li.classList.toggle('open') ? key : '';
+  };
+  return li;
+}
+
+/** A send waiting for its ack (or refused). */
+function pendingNode(c, id, p) {
+  const li = el('li', 'msg mine pending');
+  li.dataset.clientMsgId = id;
+  li.dataset.state = p.rejected ? 'rejected' : p.failed ? 'failed' : 'pending';
+  if (p.rejected) li.classList.add('rejected');
+  if (p.replyTo) li.append(quoteNode(c, { replyTo: p.replyTo }));
+  if (p.atts?.length) li.append(el('div', 'atts-pending', p.atts.map((a) => a.name || 'file').join(', ')));
+  if (p.text || !p.atts?.length) li.append(el('div', 'body', p.text));
+  if (p.failed) {
+    // A refusal by the app's moderation says why, in the app's words.
+    const meta = el('div', 'meta', 'Not sent: ');
+    meta.append(el('span', 'why', p.failed));
+    if (p.rejected) meta.setAttribute('role', 'alert');
+    li.append(meta);
+  } else li.append(el('div', 'meta', '🕓 Sending…'));
+  return li;
+}
+
+// ---- rich messages: replies, reactions, mentions, pins, threads, streams ----
+
+const QUICK_EMOJIS = ['👍', '❤️', '😂', '😮', '😢', '🎉'];
+
+/** The text of a message, with the mentions it carries marked (text nodes and spans only). */
+function bodyNode(m, body) {
+  const d = el('div', 'body');
+  const names = new Set(m.mentions || []);
+  if (m.mentionAll) names.add('all');
+  if (!names.size || !body) {
+    d.textContent = body;
+    return d;
+  }
+  const re = /@([A-Za-z0-9_.@-]+)/g;
+  let last = 0;
+  let x;
+  while ((x = re.exec(body))) {
+    let name = x[1];
+    if (!names.has(name)) name = name.replace(/[.@-]+$/, ''); // "@bob." ends a sentence
+    if (!names.has(name)) continue;
+    const end = x.index + 1 + name.length;
+    d.append(body.slice(last, x.index), el('span', 'mention' + (name === me || name === 'all' ? ' you' : ''), '@' + name));
+    last = end;
+    re.lastIndex = end;
+  }
+  d.append(body.slice(last));
+  return d;
+}
+
+/** The words a message preview shows. */
+function previewText(p) {
+  if (!p.contentType || p.contentType === 'text' || p.contentType.startsWith('text/')) {
+    const t = text(p.snippet);
+    if (t) return t + (p.truncated ? '…' : '');
+  }
+  if (p.attachments) return p.attachments > 1 ? `📎 ${p.attachments} files` : '📎 File';
+  return p.contentType ? `[${p.contentType}]` : '';
+}
+
+/** The quote of the message m answers: as this tab knows it now, else as the server described it. */
+function quoteNode(c, m) {
+  const q = el('button', 'reply-quote');
+  q.type = 'button';
+  q.dataset.replyTo = m.replyTo;
+  const orig = c.msgs.get(m.replyTo);
+  const p = m.replyPreview;
+  const from = orig?.from || p?.from || '';
+  let t;
+  if (orig ? orig.recalled : p?.recalled) {
+    t = orig ? recalledText(orig) : 'Message recalled';
+    q.classList.add('recalled');
+  } else if (!orig && (!p || p.missing)) {
+    t = 'Message unavailable';
+    q.classList.add('missing');
+  } else if (orig) {
+    const b = bodyText(orig) || attachmentsSummary(orig.attachments);
+    t = b.length > 200 ? b.slice(0, 200) + '…' : b;
+  } else t = previewText(p);
+  if (from) q.append(el('span', 'quote-from', from === me ? 'You' : from));
+  q.append(el('span', 'quote-text', t));
+  q.title = 'Show the original message';
+  q.onclick = (ev) => {
+    ev.stopPropagation();
+    jumpTo(c, m.replyTo);
+  };
+  return q;
+}
+
+/** Scrolls to message seq (loading older pages until it is there) and flashes it. */
+async function jumpTo(c, seq) {
+  for (let i = 0; i < 40 && !c.msgs.has(seq) && c.hasOlder && openId === c.id; i++) await loadOlder(c);
+  const m = c.msgs.get(seq);
+  if (!m || openId !== c.id) return alertError(new Error('that message is not available'));
+  if (m.threadRoot) {
+    await openThread(c, m.threadRoot);
+    return flash($('thread-list').querySelector(`li.msg[data-seq="${seq}"]`));
+  }
+  flash($('msg-list').querySelector(`li[data-seq="${seq}"]`));
+}
+
+function flash(node) {
+  if (!node) return;
+  node.scrollIntoView({ block: 'center', behavior: 'smooth' });
+  node.classList.add('flash');
+  setTimeout(() => node.classList.remove('flash'), 1600);
+}
+
+function startReply(c, m) {
+  replying = { conversationId: c.id, seq: m.seq };
+  editing = null;
+  $('edit-bar').hidden = true;
+  renderReplyBar();
+  $('composer-input').focus();
+}
+
+function renderReplyBar() {
+  const bar = $('reply-bar');
+  if (!replying || replying.conversationId !== openId) {
+    bar.hidden = true;
+    return;
+  }
+  const c = conv(openId);
+  const m = c.msgs.get(replying.seq);
+  bar.hidden = false;
+  $('reply-who').textContent = !m ? '' : m.from === me ? 'yourself' : m.from;
+  const t = !m ? '' : m.recalled ? recalledText(m) : bodyText(m) || attachmentsSummary(m.attachments);
+  $('reply-text').textContent = t.length > 80 ? t.slice(0, 80) + '…' : t;
+}
+
+function reactionsNode(c, m) {
+  const row = el('div', 'reactions');
+  for (const r of m.reactions) {
+    const b = el('button', 'chip' + (r.me ? ' mine' : ''));
+    b.type = 'button';
+    b.dataset.emoji = r.emoji;
+    b.setAttribute('aria-pressed', r.me ? 'true' : 'false');
+    b.title = r.me ? 'Take back your ' + r.emoji : 'React with ' + r.emoji;
+    b.append(el('span', 'emoji', r.emoji), el('span', 'count', String(r.count || 0)));
+    b.disabled = c.left;
+    b.onclick = (ev) => {
+      ev.stopPropagation();
+      toggleReaction(c, m, r.emoji);
+    };
+    row.append(b);
+  }
+  return row;
+}
+
+/** Adds my reaction, or takes it back when I have it; the answer (personal) updates the counts. */
+function toggleReaction(c, m, emoji) {
+  const mine = !!m.reactions?.some((r) => r.emoji === emoji && r.me);
+  const p = mine ? client.unreact(c.id, m.seq, emoji) : client.react(c.id, m.seq, emoji);
+  p.then((u) => {
+    const cur = c.msgs.get(m.seq) || m;
+    if (applyReaction(cur, u)) rerender(c.id);
+  }, alertError);
+}
+
+function threadLink(c, m) {
+  const n = m.thread.replyCount;
+  const b = el('button', 'thread-link', `${n} ${n === 1 ? 'reply' : 'replies'}` + (m.thread.lastReplyAt ? ' · ' + fmtTime(m.thread.lastReplyAt) : ''));
+  b.type = 'button';
+  b.onclick = (ev) => {
+    ev.stopPropagation();
+    openThread(c, m.seq);
+  };
+  return b;
+}
+
+/** A message a bot is streaming: the text so far, with a cursor. */
+function streamNode(c, st) {
+  const li = el('li', 'msg streaming' + (st.from === me ? ' mine' : ''));
+  li.dataset.streamId = st.id;
+  li.dataset.from = st.from;
+  if (c.group && st.from !== me) li.append(el('div', 'from', st.from));
+  if (st.replyTo) li.append(quoteNode(c, { replyTo: st.replyTo }));
+  const body = el('div', 'body', (st.missedStart ? '… ' : '') + st.text);
+  body.append(el('span', 'cursor'));
+  li.append(body, el('div', 'meta', 'writing…'));
+  li.setAttribute('aria-busy', 'true');
+  return li;
+}
+
+/** A chunk of a streamed message: appended to its bubble at its offset. */
+function applyChunk(ch) {
+  const c = conv(ch.conversationId);
+  if (c.doneStreams.has(ch.streamId)) return; // the stored message is here already
+  const off = ch.offset || 0;
+  let st = c.streams.get(ch.streamId);
+  if (!st) {
+    st = { id: ch.streamId, from: ch.from, text: '', next: off, missedStart: off > 0, replyTo: ch.replyTo, threadRoot: ch.threadRoot };
+    c.streams.set(ch.streamId, st);
+  }
+  const bytes = new TextEncoder().encode(ch.text || '');
+  if (off + bytes.length <= st.next && bytes.length) return; // a repeat
+  st.text += off < st.next ? new TextDecoder().decode(bytes.subarray(st.next - off)) : ch.text || '';
+  st.next = Math.max(st.next, off + bytes.length);
+  c.activity = Math.max(c.activity, Date.now());
+  if (c.id === openId) scheduleRender();
+}
+
+let renderQueued = false;
+function scheduleRender() {
+  if (renderQueued) return;
+  renderQueued = true;
+  requestAnimationFrame(() => {
+    renderQueued = false;
+    renderChat();
+  });
+}
+
+// -- who may do what in a group: its members and their roles, loaded when needed
+
+function loadMembers(c) {
+  if (!c.group || !client) return Promise.resolve([]);
+  if (c.members) return Promise.resolve(c.members);
+  if (!c.membersP) {
+    c.membersP = client.allMembers(c.id).then(
+      (ms) => {
+        c.members = ms;
+        c.membersP = null;
+        if (c.id === openId) renderChat();
+        return ms;
+      },
+      () => {
+        c.membersP = null;
+        return [];
+      },
+    );
+  }
+  return c.membersP;
+}
+
+function myRole(c) {
+  if (!c.group) return '';
+  if (c.info?.owner === me) return 'GROUP_ROLE_OWNER';
+  return c.members?.find((x) => x.userId === me)?.role || '';
+}
+
+const isAdmin = (c) => ['GROUP_ROLE_OWNER', 'GROUP_ROLE_ADMIN'].includes(myRole(c));
+
+/** Either side of a 1:1; a group's owner and admins. */
+function canPin(c) {
+  if (c.left || c.info?.dissolved) return false;
+  return !c.group || isAdmin(c);
+}
+
+function canMentionAll(c) {
+  return c.group && !c.left && (!!c.info?.membersMentionAll || isAdmin(c));
+}
+
+// -- pins
+
+function togglePin(c, seq, pinned) {
+  (pinned ? client.unpin(c.id, seq) : client.pin(c.id, seq)).then((ack) => {
+    // The event is not echoed to this session: apply it here (null: it was done already).
+    if (ack) apply({ conversationId: c.id, seq: ack.seq, from: me, clientMsgId: ack.clientMsgId, serverTime: ack.serverTime, kind: pinned ? 'MESSAGE_KIND_UNPINNED' : 'MESSAGE_KIND_PINNED', event: { targetSeq: seq } }, true);
+    else refreshList();
+    rerender(c.id);
+  }, alertError);
+}
+
+let pinsExpanded = false;
+
+/** The words a pinned message shows in the bar. */
+function pinText(c, seq) {
+  const m = c.msgs.get(seq) || c.pinMsgs.get(seq);
+  if (!m) return 'Message ' + seq;
+  if (m.recalled) return recalledText(m);
+  return bodyText(m) || attachmentsSummary(m.attachments) || 'Message ' + seq;
+}
+
+function renderPins(c) {
+  const bar = $('pinned-bar');
+  const pins = c.pins;
+  if (!pins.length) {
+    bar.hidden = true;
+    return;
+  }
+  bar.hidden = false;
+  // Pinned messages that are not loaded: fetch each once, for its text.
+  for (const p of pins) {
+    if (!c.msgs.has(p.seq) && !c.pinMsgs.has(p.seq)) {
+      c.pinMsgs.set(p.seq, null);
+      client
+        ?.history(c.id, p.seq + 1, 1)
+        .then((page) => {
+          const m = (page.messages || []).find((x) => x.seq === p.seq);
+          if (m) c.pinMsgs.set(p.seq, m);
+          if (openId === c.id) renderPins(c);
+        })
+        .catch(() => {});
+    }
+  }
+  const latest = pins[pins.length - 1];
+  const toggle = $('pinned-toggle');
+  toggle.replaceChildren(el('span', 'pin-icon', '📌'), el('span', 'pin-count', pins.length === 1 ? 'Pinned' : `${pins.length} pinned`), el('span', 'pin-latest', pinText(c, latest.seq)));
+  toggle.setAttribute('aria-expanded', pinsExpanded ? 'true' : 'false');
+  const list = $('pinned-list');
+  list.hidden = !pinsExpanded;
+  list.replaceChildren(
+    ...[...pins].reverse().map((p) => {
+      const li = el('li', 'pin');
+      li.dataset.seq = p.seq;
+      const jump = el('button', 'pin-jump');
+      jump.type = 'button';
+      jump.append(el('span', 'pin-text', pinText(c, p.seq)), el('span', 'pin-by', `${p.pinnedBy === me ? 'you' : p.pinnedBy || ''}${p.pinnedAt ? ' · ' + fmtTime(p.pinnedAt) : ''}`));
+      jump.onclick = () => {
+        pinsExpanded = false;
+        renderPins(c);
+        jumpTo(c, p.seq);
+      };
+      li.append(jump);
+      if (canPin(c)) {
+        const un = el('button', 'secondary pin-remove', 'Unpin');
+        un.type = 'button';
+        un.dataset.action = 'unpin';
+        un.onclick = () => togglePin(c, p.seq, true);
+        li.append(un);
+      }
+      return li;
+    }),
+  );
+}
+
+// -- threads
+
+async function openThread(c, root) {
+  const same = threadOpen && threadOpen.conversationId === c.id && threadOpen.root === root;
+  threadOpen = { conversationId: c.id, root };
+  document.querySelector('.app').classList.add('show-thread');
+  renderThread();
+  if (!same) $('thread-input').value = '';
+  $('thread-input').focus({ preventScroll: true });
+  const t = threadState(c, root);
+  if (!t.loaded) await loadThread(c, root, true);
+  $('thread-messages').scrollTop = $('thread-messages').scrollHeight;
+}
+
+function closeThread() {
+  threadOpen = null;
+  document.querySelector('.app').classList.remove('show-thread');
+  renderThread();
+}
+
+function threadState(c, root) {
+  let t = c.threads.get(root);
+  if (!t) c.threads.set(root, (t = { loaded: false, hasOlder: false, loading: false }));
+  return t;
+}
+
+async function loadThread(c, root, first = false) {
+  const t = threadState(c, root);
+  if (t.loading) return;
+  t.loading = true;
+  renderThread();
+  try {
+    const have = [...c.msgs.values()].filter((m) => m.threadRoot === root).map((m) => m.seq);
+    const before = first || !have.length ? 0 : Math.min(...have);
+    const page = await client.threadHistory(c.id, root, before, 50);
+    for (const m of page.messages || []) apply(m, false);
+    t.hasOlder = !!page.hasMore && (page.messages || []).length > 0;
+    t.loaded = true;
+  } catch (err) {
+    alertError(err);
+  } finally {
+    t.loading = false;
+  }
+  if (openId === c.id) renderChat();
+}
+
+function renderThread() {
+  const panel = $('thread-panel');
+  if (!threadOpen || threadOpen.conversationId !== openId) {
+    panel.hidden = true;
+    document.querySelector('.app').classList.remove('show-thread');
+    $('chat').classList.remove('threaded');
+    return;
+  }
+  panel.hidden = false;
+  $('chat').classList.add('threaded'); // wide screens: the conversation makes room for the panel
+  const c = conv(openId);
+  const rootSeq = threadOpen.root;
+  const root = c.msgs.get(rootSeq);
+  $('thread-root').replaceChildren(...(root ? [msgNode(c, root, 'root')] : []));
+  const replies = [...c.msgs.values()].filter((m) => m.threadRoot === rootSeq && (m.kind || 'MESSAGE_KIND_NORMAL') === 'MESSAGE_KIND_NORMAL').sort((a, b) => a.seq - b.seq);
+  const n = Math.max(root?.thread?.replyCount || 0, replies.length);
+  $('thread-count').textContent = n ? `${n} ${n === 1 ? 'reply' : 'replies'}` : '';
+  const box = $('thread-messages');
+  const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 60;
+  const nodes = replies.map((m) => msgNode(c, m, 'thread'));
+  for (const [id, p] of c.pending) if (p.threadRoot === rootSeq) nodes.push(pendingNode(c, id, p));
+  for (const st of c.streams.values()) if (st.threadRoot === rootSeq) nodes.push(streamNode(c, st));
+  $('thread-list').replaceChildren(...nodes);
+  const t = threadState(c, rootSeq);
+  const older = $('thread-older');
+  older.replaceChildren();
+  if (t.loading) older.textContent = 'Loading…';
+  else if (t.hasOlder) {
+    const b = el('button', 'link', 'Earlier replies');
+    b.type = 'button';
+    b.onclick = () => loadThread(c, rootSeq);
+    older.append(b);
+  } else if (t.loaded && !replies.length) older.textContent = 'No replies yet';
+  if (atBottom) box.scrollTop = box.scrollHeight;
+  $('thread-input').disabled = c.left || !!c.info?.dissolved;
+}
+
+// -- mentions: typing @ offers the conversation's members
+
+let mentionState = null; // {start, query, items, index}
+
+/** Who can be mentioned in c: its members (a 1:1: the peer), and "all" where allowed. */
+function mentionCandidates(c) {
+  const users = c.group ? (c.members || []).map((x) => x.userId) : [c.peer];
+  const out = users.filter((u) => u && u !== me).map((u) => ({ id: u, label: u }));
+  if (canMentionAll(c)) out.unshift({ id: 'all', label: 'all', note: 'everyone in the group' });
+  return out;
+}
+
+function updateMentions() {
+  const input = $('composer-input');
+  const c = openId ? conv(openId) : null;
+  const before = input.value.slice(0, input.selectionStart ?? input.value.length);
+  const m = /(^|\s)@([A-Za-z0-9_.@-]*)$/.exec(before);
+  if (!c || !m || editing) return hideMentions();
+  if (c.group && !c.members) {
+    loadMembers(c).then(() => openId === c.id && updateMentions());
+  }
+  const q = m[2].toLowerCase();
+  const items = mentionCandidates(c)
+    .filter((x) => x.id.toLowerCase().startsWith(q) || (q && x.id.toLowerCase().includes(q)))
+    .slice(0, 8);
+  if (!items.length) return hideMentions();
+  const keep = mentionState && mentionState.query === q ? mentionState.index : 0;
+  mentionState = { start: before.length - m[2].length - 1, query: q, items, index: Math.min(keep, items.length - 1) };
+  renderMentions();
+}
+
+function renderMentions() {
+  const ul = $('mention-list');
+  if (!mentionState) {
+    ul.hidden = true;
+    return;
+  }
+  ul.hidden = false;
+  ul.replaceChildren(
+    ...mentionState.items.map((x, i) => {
+      const li = el('li', 'mention-item' + (i === mentionState.index ? ' active' : ''));
+      li.setAttribute('role', 'option');
+      li.setAttribute('aria-selected', i === mentionState.index ? 'true' : 'false');
+      li.dataset.user = x.id;
+      li.append(el('span', 'mention-name', '@' + x.label));
+      if (x.note) li.append(el('span', 'mention-note', x.note));
+      li.onmousedown = (ev) => {
+        ev.preventDefault(); // keep the focus in the composer
+        pickMention(i);
+      };
+      return li;
+    }),
+  );
+}
+
+function hideMentions() {
+  mentionState = null;
+  renderMentions();
+}
+
+function pickMention(i) {
+  const st = mentionState;
+  if (!st) return;
+  const x = st.items[i];
+  const input = $('composer-input');
+  const caret = input.selectionStart ?? input.value.length;
+  const insert = '@' + x.id + ' ';
+  input.value = input.value.slice(0, st.start) + insert + input.value.slice(caret);
+  const pos = st.start + insert.length;
+  input.setSelectionRange(pos, pos);
+  hideMentions();
+  input.focus();
+}
+
+/** The users a text mentions (members named with @), and whether it mentions everyone (@all, where allowed). */
+function mentionsIn(c, textValue) {
+  const known = new Set(c.group ? (c.members || []).map((x) => x.userId) : [c.peer]);
+  const mentions = [];
+  let mentionAll = false;
+  for (const x of textValue.matchAll(/(^|[^A-Za-z0-9_.@-])@([A-Za-z0-9_.@-]+)/g)) {
+    let name = x[2];
+    if (!known.has(name) && name !== 'all') name = name.replace(/[.@-]+$/, '');
+    if (name === 'all' && canMentionAll(c)) mentionAll = true;
+    else if (name !== me && known.has(name) && !mentions.includes(name) && mentions.length < 50) mentions.push(name);
+  }
+  return { mentions, mentionAll };
 }
 
 function renderTyping() {
@@ -532,8 +1120,14 @@ async function openConv(id) {
   editing = null;
   $('edit-bar').hidden = true;
   document.querySelector('.app').classList.add('show-chat');
+  if (replying && replying.conversationId !== id) replying = null;
+  if (threadOpen && threadOpen.conversationId !== id) closeThread();
+  pinsExpanded = false;
+  hideMentions();
   const c = conv(id);
   c.stick = true;
+  c.unreadMentions = 0;
+  loadMembers(c);
   renderList();
   renderChat();
   if (!c.loaded) await loadOlder(c, true);
@@ -594,7 +1188,8 @@ function scheduleReadCounts() {
 
 // ---- sending, editing ----
 
-function send(textValue, atts = []) {
+/** Sends a message into the open conversation; extra: {replyTo, threadRoot, mentions, mentionAll}. */
+function send(textValue, atts = [], extra = {}) {
   const c = conv(openId);
   if (editing) {
     const target = editing;
@@ -609,19 +1204,21 @@ function send(textValue, atts = []) {
     return;
   }
   const clientMsgId = Array.from(crypto.getRandomValues(new Uint8Array(12)), (b) => b.toString(16).padStart(2, '0')).join('');
-  c.pending.set(clientMsgId, { text: textValue, atts });
+  c.pending.set(clientMsgId, { text: textValue, atts, replyTo: extra.replyTo, threadRoot: extra.threadRoot });
   c.activity = Date.now();
   c.stick = true;
   renderChat();
   renderList();
   const target = c.group ? { conversationId: c.id } : { to: c.peer };
-  client.send({ ...target, contentType: 'text', payload: textValue, clientMsgId, attachments: atts.map((a) => a.id) }).then(
+  client.send({ ...target, contentType: 'text', payload: textValue, clientMsgId, attachments: atts.map((a) => a.id), ...extra }).then(
     (ack) => {
       const p = c.pending.get(clientMsgId);
       c.pending.delete(clientMsgId);
       if (!c.msgs.has(ack.seq)) {
         const m = { conversationId: ack.conversationId, seq: ack.seq, messageId: ack.messageId, from: me, clientMsgId, contentType: 'text', payload: new TextEncoder().encode(p ? p.text : textValue), serverTime: ack.serverTime, kind: 'MESSAGE_KIND_NORMAL' };
         if (atts.length) m.attachments = atts;
+        for (const k of ['replyTo', 'threadRoot', 'mentionAll']) if (extra[k]) m[k] = extra[k];
+        if (extra.mentions?.length) m.mentions = extra.mentions;
         apply(m, false);
         // What the upload told may be partial (a resumable upload names the
         // file only): the stored message has the server's whole description.
@@ -645,6 +1242,8 @@ function send(textValue, atts = []) {
 
 function startEdit(c, m) {
   editing = { conversationId: c.id, seq: m.seq };
+  replying = null;
+  renderReplyBar();
   $('edit-bar').hidden = false;
   const input = $('composer-input');
   input.value = bodyText(m);
@@ -1406,6 +2005,8 @@ function start(auth) {
       if (r.readSeq && r.readSeq > c.readSeq) {
         c.readSeq = r.readSeq;
         c.unread = 0;
+        if (r.readSeq >= c.lastSeq) c.unreadMentions = 0;
+        else refreshList(); // the server counts what is left
       }
     } else {
       c.peerDeliveredSeq = Math.max(c.peerDeliveredSeq, r.deliveredSeq || 0, r.readSeq || 0);
@@ -1415,6 +2016,12 @@ function start(auth) {
     if (r.conversationId === openId) renderChat();
   });
   client.on('typing', (t) => t.userId !== me && showTyping(t.conversationId, t.userId));
+  client.on('reaction', (u) => {
+    const c = convs.get(u.conversationId);
+    const m = c?.msgs.get(u.seq);
+    if (m && applyReaction(m, u) && u.conversationId === openId) renderChat();
+  });
+  client.on('streamChunk', applyChunk);
   client.on('presence', (p) => {
     presence.set(p.userId, !!p.online);
     renderList();
@@ -1463,6 +2070,8 @@ function restart(auth) {
   client?.close();
   convs.clear();
   openId = '';
+  replying = null;
+  threadOpen = null;
   everReady = false;
   start(auth);
   renderList();
@@ -1481,7 +2090,18 @@ async function refreshOpen() {
     const page = await client.history(c.id, 0, Math.max(PAGE, Math.min(c.msgs.size, 200)));
     for (const m of page.messages || []) {
       const old = c.msgs.get(m.seq);
-      c.msgs.set(m.seq, old && old.kind === m.kind ? Object.assign(old, m) : m);
+      if (old && old.kind === m.kind) {
+        // What the server fills in is replaced, absent or not (reactions by their version).
+        const keepReactions = (old.reactionVersion || 0) > (m.reactionVersion || 0);
+        const { reactions, reactionVersion } = old;
+        for (const k of ['replyPreview', 'thread', 'reactions', 'reactionVersion']) delete old[k];
+        Object.assign(old, m);
+        if (keepReactions) Object.assign(old, { reactions, reactionVersion });
+      } else c.msgs.set(m.seq, m);
+    }
+    if (threadOpen?.conversationId === c.id) {
+      const t = await client.threadHistory(c.id, threadOpen.root, 0, 50);
+      for (const m of t.messages || []) apply(m, false);
     }
     if (openId === c.id) renderChat();
   } catch {}
@@ -1499,6 +2119,8 @@ function signOut(callServer = true) {
   store.del('open.' + me);
   convs.clear();
   openId = '';
+  replying = null;
+  threadOpen = null;
   me = '';
   everReady = false;
   notifyOp++;
@@ -1550,9 +2172,60 @@ function wire() {
     const ready = c.drafts.filter((d) => d.status === 'done');
     if (!v && !ready.length) return;
     input.value = '';
+    hideMentions();
     // Files that failed stay in the tray, with their error, until removed.
     for (const d of ready) dropDraft(c, d);
-    send(v, ready.map((d) => d.att));
+    const extra = v ? mentionsIn(c, v) : {};
+    if (!extra.mentions?.length) delete extra.mentions;
+    if (!extra.mentionAll) delete extra.mentionAll;
+    if (replying?.conversationId === c.id) extra.replyTo = replying.seq;
+    replying = null;
+    renderReplyBar();
+    send(v, ready.map((d) => d.att), extra);
+  });
+  $('composer-input').addEventListener('keydown', (ev) => {
+    if (!mentionState) return;
+    const n = mentionState.items.length;
+    if (ev.key === 'ArrowDown' || ev.key === 'ArrowUp') {
+      ev.preventDefault();
+      mentionState.index = (mentionState.index + (ev.key === 'ArrowDown' ? 1 : n - 1)) % n;
+      renderMentions();
+    } else if (ev.key === 'Enter' || ev.key === 'Tab') {
+      ev.preventDefault();
+      pickMention(mentionState.index);
+    } else if (ev.key === 'Escape') {
+      ev.preventDefault();
+      hideMentions();
+    }
+  });
+  $('composer-input').addEventListener('input', updateMentions);
+  $('composer-input').addEventListener('blur', () => setTimeout(hideMentions, 150));
+  $('reply-cancel').onclick = () => {
+    replying = null;
+    renderReplyBar();
+  };
+  $('thread-close').onclick = closeThread;
+  $('thread-composer').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    if (!openId || !threadOpen || threadOpen.conversationId !== openId) return;
+    const input = $('thread-input');
+    const v = input.value.trim();
+    if (!v) return;
+    input.value = '';
+    const c = conv(openId);
+    const extra = { threadRoot: threadOpen.root, ...mentionsIn(c, v) };
+    if (!extra.mentions.length) delete extra.mentions;
+    if (!extra.mentionAll) delete extra.mentionAll;
+    send(v, [], extra);
+    const box = $('thread-messages');
+    box.scrollTop = box.scrollHeight;
+  });
+  $('pinned-toggle').onclick = () => {
+    pinsExpanded = !pinsExpanded;
+    if (openId) renderPins(conv(openId));
+  };
+  document.addEventListener('keydown', (ev) => {
+    if (ev.key === 'Escape' && threadOpen && !document.querySelector('dialog[open]')) closeThread();
   });
   wireFiles();
   let lastTyping = 0;
@@ -1566,6 +2239,7 @@ function wire() {
   });
   $('edit-cancel').onclick = () => {
     editing = null;
+    hideMentions();
     $('edit-bar').hidden = true;
     $('composer-input').value = '';
   };

@@ -440,9 +440,16 @@ var NUMERIC = /* @__PURE__ */ new Set([
   "updatedAt",
   "size",
   "durationMs",
-  "expiresAt"
+  "expiresAt",
+  "replyTo",
+  "threadRoot",
+  "lastReplySeq",
+  "lastReplyAt",
+  "reactionVersion",
+  "version",
+  "pinnedAt"
 ]);
-var BYTES = /* @__PURE__ */ new Set(["payload", "body"]);
+var BYTES = /* @__PURE__ */ new Set(["payload", "body", "snippet"]);
 var B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 var B64_INDEX = (() => {
   const t = new Int16Array(128).fill(-1);
@@ -2410,6 +2417,7 @@ var ParleyClient = class extends Emitter {
     __publicField(this, "_userId", "");
     __publicField(this, "closedErr", null);
     __publicField(this, "cursorsMap", /* @__PURE__ */ new Map());
+    __publicField(this, "reactionVersionsMap", /* @__PURE__ */ new Map());
     __publicField(this, "outbox", /* @__PURE__ */ new Map());
     __publicField(this, "inbox", []);
     __publicField(this, "pumping", false);
@@ -2428,6 +2436,7 @@ var ParleyClient = class extends Emitter {
     this.WS = WS;
     this.deviceId = opts.deviceId ?? "web-" + randomHex(6);
     for (const [k, v] of Object.entries(opts.cursors ?? {})) this.cursorsMap.set(k, v);
+    for (const [k, v] of Object.entries(opts.reactionVersions ?? {})) this.reactionVersionsMap.set(k, v);
     queueMicrotask(() => void this.run());
   }
   // ---- state ----
@@ -2449,6 +2458,16 @@ var ParleyClient = class extends Emitter {
   /** Every conversation's cursor (to persist; seed them back with ClientOptions.cursors). */
   cursors() {
     return Object.fromEntries(this.cursorsMap);
+  }
+  /**
+   * Every conversation's reaction version the app is up to date with (to
+   * persist with the cursors; seed them back with
+   * ClientOptions.reactionVersions). It moves when the catch-up after a
+   * (re)connection has brought the changes, not with each live update: a
+   * reconnect asks again for what changed since the last catch-up.
+   */
+  reactionVersions() {
+    return Object.fromEntries(this.reactionVersionsMap);
   }
   /** Sends waiting for their ack (they are resent after each reconnect). */
   pendingSends() {
@@ -2635,8 +2654,10 @@ var ParleyClient = class extends Emitter {
   onPush(conn, f) {
     if (f.message) this.inbox.push({ msg: f.message });
     else if (f.receipt) this.inbox.push({ rcpt: f.receipt });
+    else if (f.reaction) this.inbox.push({ reaction: f.reaction });
     else {
-      if (f.typing) this.emit("typing", f.typing);
+      if (f.streamChunk) this.emit("streamChunk", f.streamChunk);
+      else if (f.typing) this.emit("typing", f.typing);
       else if (f.presenceEvent) this.emit("presence", f.presenceEvent.presence);
       else if (f.contactEvent) this.emit("contact", f.contactEvent.contact);
       else if (f.hidden) this.emit("hidden", f.hidden);
@@ -2658,10 +2679,41 @@ var ParleyClient = class extends Emitter {
         cur = Math.max(c.deliveredSeq ?? 0, c.clearedSeq ?? 0);
         this.cursorsMap.set(id, cur);
       }
+      const held = this.reactionVersionsMap.get(id);
+      if (held === void 0) this.reactionVersionsMap.set(id, c.reactionVersion ?? 0);
       const last = c.left ? Math.min(c.lastSeq ?? 0, c.leftSeq ?? c.lastSeq ?? 0) : c.lastSeq ?? 0;
       if (last > (cur ?? 0)) await this.syncConv(conn, id, 0);
+      if (held !== void 0 && (c.reactionVersion ?? 0) > held && this.opts.syncReactions !== false) await this.syncReactionsOn(conn, id);
     }
     this.flushAcks(conn);
+  }
+  /** Hands the app the reaction changes of a conversation after the version it holds, page by page. */
+  async syncReactionsOn(conn, conv) {
+    let busy = 0;
+    for (; ; ) {
+      const after = this.reactionVersionsMap.get(conv) ?? 0;
+      let page;
+      try {
+        page = (await conn.request("syncReactions", { conversationId: conv, afterVersion: after, limit: 500 })).reactions;
+      } catch (err) {
+        if (err instanceof ParleyError && !retryable(err)) return;
+        if (err instanceof ParleyError && conn.open && busy < 8) {
+          await this.sleep(jitter((this.opts.minBackoffMs ?? 200) * 2 ** Math.min(busy++, 5)));
+          continue;
+        }
+        throw err;
+      }
+      busy = 0;
+      const updates = page.updates ?? [];
+      let top = after;
+      for (const u of updates) {
+        this.emit("reaction", u);
+        top = Math.max(top, u.version ?? 0);
+      }
+      if (!page.hasMore || updates.length === 0) top = Math.max(top, page.version ?? 0);
+      this.reactionVersionsMap.set(conv, top);
+      if (!page.hasMore || top <= after) return;
+    }
   }
   /** Delivers queued pushes one at a time; a gap is filled first. */
   async pump(conn) {
@@ -2671,6 +2723,7 @@ var ParleyClient = class extends Emitter {
       while (this.inbox.length > 0 && conn.open && this.conn === conn) {
         const ev = this.inbox[0];
         if ("msg" in ev) await this.deliverPushed(conn, ev.msg);
+        else if ("reaction" in ev) this.emit("reaction", ev.reaction);
         else this.emit("receipt", ev.rcpt);
         this.inbox.shift();
         if (this.inbox.length === 0) this.flushAcks(conn);
@@ -2689,6 +2742,7 @@ var ParleyClient = class extends Emitter {
       this.cursorsMap.set(id, cur);
     }
     cur ?? (cur = 0);
+    if (!this.reactionVersionsMap.has(id)) this.reactionVersionsMap.set(id, 0);
     if (m.seq <= cur) return;
     if (m.seq > cur + 1) await this.syncConv(conn, id, m.seq - 1);
     if (m.seq > this.cursor(id)) this.deliver(m);
@@ -2758,20 +2812,29 @@ var ParleyClient = class extends Emitter {
     if (input.to) send.to = input.to;
     if (input.conversationId) send.conversationId = input.conversationId;
     if (input.attachments?.length) send.attachments = input.attachments.map((a) => ({ id: typeof a === "string" ? a : a.id }));
+    if (input.replyTo) send.replyTo = input.replyTo;
+    if (input.mentions?.length) send.mentions = [...input.mentions];
+    if (input.mentionAll) send.mentionAll = true;
+    if (input.threadRoot) send.threadRoot = input.threadRoot;
     return new Promise((resolve, reject) => {
       const e = { send, resolve, reject, inFlight: null };
       this.outbox.set(send.clientMsgId, e);
       this.trySend(e);
     });
   }
-  /** Sends UTF-8 text to a user (1:1) or, with a conversation id ("p:…" or "g:…"), into that conversation. */
-  sendText(target, text2, clientMsgId) {
+  /**
+   * Sends UTF-8 text to a user (1:1) or, with a conversation id ("p:…" or
+   * "g:…"), into that conversation. The third argument is a clientMsgId, or
+   * options: `{ replyTo, mentions, mentionAll, threadRoot, attachments, clientMsgId }`.
+   */
+  sendText(target, text2, opts) {
     const isConv = target.startsWith("g:") || target.startsWith("p:");
+    const o = typeof opts === "string" ? { clientMsgId: opts } : opts ?? {};
     return this.send({
+      ...o,
       ...isConv ? { conversationId: target } : { to: target },
       contentType: "text",
-      payload: text2,
-      clientMsgId
+      payload: text2
     });
   }
   trySend(e) {
@@ -2999,6 +3062,101 @@ var ParleyClient = class extends Emitter {
   reportMessage(conversationId, seq, reason, note) {
     return this.ok("reportMessage", note ? { conversationId, seq, reason, note } : { conversationId, seq, reason }, true);
   }
+  // Rich messages: reactions, pins, threads, streams (replies and mentions are send options)
+  /**
+   * Adds this user's emoji reaction to message seq (1-32 bytes, no spaces;
+   * at most 20 distinct emojis per message: ERROR_CODE_TOO_LARGE). Resolves
+   * with the message's counts, personal (`me` set for this user); the other
+   * members' devices get a `reaction` event. Adding one already there
+   * changes nothing, so it is retried across reconnects.
+   */
+  async react(conversationId, seq, emoji) {
+    return (await this.request("react", { conversationId, seq, emoji }, true)).reaction;
+  }
+  /** Takes back this user's emoji reaction (none there: nothing changes); as react. */
+  async unreact(conversationId, seq, emoji) {
+    return (await this.request("react", { conversationId, seq, emoji, remove: true }, true)).reaction;
+  }
+  /**
+   * One page of the messages whose reactions changed after afterVersion,
+   * oldest change first (personal updates). The client calls it itself after
+   * each reconnect (ClientOptions.syncReactions); this is for apps that
+   * keep their own versions.
+   */
+  async syncReactions(conversationId, afterVersion = 0, limit) {
+    return (await this.request("syncReactions", { conversationId, afterVersion, limit }, true)).reactions;
+  }
+  /**
+   * Pins message seq (a group's owner and admins, either side of a 1:1; at
+   * most 50 per conversation). Resolves with the ack of the PINNED event the
+   * other members (and your other devices) get as a message; this session
+   * does not get it back. Pinning a pinned message is ERROR_CODE_CONFLICT;
+   * a retry across a reconnect that finds it pinned resolves null.
+   */
+  pin(conversationId, seq) {
+    return this.pinRequest(conversationId, seq, false);
+  }
+  /** Unpins message seq; as pin (the UNPINNED event; a message not pinned is ERROR_CODE_CONFLICT). */
+  unpin(conversationId, seq) {
+    return this.pinRequest(conversationId, seq, true);
+  }
+  async pinRequest(conversationId, seq, unpin) {
+    const body = { conversationId, seq, clientMsgId: newClientMsgId() };
+    if (unpin) body.unpin = true;
+    for (let attempt = 0; ; attempt++) {
+      const conn = await this.liveConn();
+      try {
+        return (await conn.request("pin", body)).sendAck;
+      } catch (err) {
+        if (attempt > 0 && err instanceof ParleyError && err.code === "ERROR_CODE_CONFLICT") return null;
+        if (err instanceof ClosedError || err instanceof DisconnectError || retryable(err)) {
+          if (this.closedErr) throw err;
+          continue;
+        }
+        throw err;
+      }
+    }
+  }
+  /**
+   * The newest replies in the thread under rootSeq with seq < beforeSeq (0:
+   * the newest), ascending. Replies are delivered live like any message
+   * (with `threadRoot` set); this pages a thread's history.
+   */
+  async threadHistory(conversationId, rootSeq, beforeSeq = 0, limit = 30) {
+    return (await this.request("threadHistory", { conversationId, rootSeq, beforeSeq, limit }, true)).messages;
+  }
+  /** The replies in the thread under rootSeq with seq > afterSeq, ascending (forward paging). */
+  async syncThread(conversationId, rootSeq, afterSeq = 0, limit) {
+    return (await this.request("threadHistory", { conversationId, rootSeq, afterSeq, limit }, true)).messages;
+  }
+  /**
+   * Starts a streamed message (users with the bot role only; others get
+   * ERROR_CODE_PERMISSION_DENIED): text appended with `append` reaches the
+   * members online as `streamChunk` events, and `finish` stores it as one
+   * message. A stream belongs to its user on the server node that opened it
+   * (it outlives a dropped connection to the same node); its calls go on
+   * the client's current connection and are not retried (a repeated append
+   * would add the text twice): a call cut by a dropped link fails with
+   * ClosedError, and one that reaches another node, or comes after the
+   * server ended the stream, with ERROR_CODE_BAD_REQUEST. The server stores
+   * a stream that went quiet (`stream_idle_timeout`, 30 s by default) as it
+   * is, marked incomplete.
+   */
+  async openStream(input) {
+    const body = { clientMsgId: input.clientMsgId ?? newClientMsgId() };
+    if (input.to) body.to = input.to;
+    if (input.conversationId) body.conversationId = input.conversationId;
+    if (input.contentType) body.contentType = input.contentType;
+    if (input.replyTo) body.replyTo = input.replyTo;
+    if (input.threadRoot) body.threadRoot = input.threadRoot;
+    if (input.mentions?.length) body.mentions = [...input.mentions];
+    if (input.mentionAll) body.mentionAll = true;
+    const f = await this.request("streamOpen", body);
+    const send = (name, b) => this.request(name, b);
+    if (f.sendAck) return new MessageStream(send, body.clientMsgId, f.sendAck.conversationId, "", f.sendAck);
+    const o = f.streamOpened;
+    return new MessageStream(send, body.clientMsgId, o.conversationId, o.streamId, null);
+  }
   // Rooms (not stored: a push reaches the sessions in the room at that moment)
   /** Joins a room (rejoined after every reconnect). */
   async joinRoom(room) {
@@ -3126,8 +3284,66 @@ var ParleyClient = class extends Emitter {
     return new URL((this.connectedUrl || this.urls[0]).replace(/^ws/i, "http")).origin;
   }
 };
+var MessageStream = class {
+  /** @internal */
+  constructor(call2, clientMsgId, conversationId, streamId, finished) {
+    __publicField(this, "call", call2);
+    __publicField(this, "clientMsgId", clientMsgId);
+    __publicField(this, "conversationId", conversationId);
+    __publicField(this, "streamId", streamId);
+    __publicField(this, "done");
+    __publicField(this, "sent", 0);
+    this.done = finished ? Promise.resolve(finished) : null;
+  }
+  /** UTF-8 bytes appended so far (the next chunk's offset). */
+  get length() {
+    return this.sent;
+  }
+  /** Whether finish or abandon was called (or the stream was already stored when opened). */
+  get finished() {
+    return this.done !== null;
+  }
+  /** Adds text; members online get it as a streamChunk. Resolves once the server took it. */
+  async append(text2) {
+    if (this.done) throw new Error("parley: the stream is finished");
+    if (!text2) return;
+    this.sent += utf8(text2).length;
+    await this.call("streamAppend", { streamId: this.streamId, text: text2 });
+  }
+  /** Stores what was appended as one message; resolves with its ack. Calling it again returns the same ack. */
+  finish() {
+    return this.done ?? (this.done = this.call("streamFinish", { streamId: this.streamId }).then((f) => f.sendAck));
+  }
+  /** Stores what was appended marked incomplete (the sender gave up). */
+  abandon() {
+    return this.done ?? (this.done = this.call("streamFinish", { streamId: this.streamId, abandon: true }).then((f) => f.sendAck));
+  }
+};
 function jitter(ms) {
   return ms / 2 + Math.random() * (ms / 2);
+}
+
+// src/rich.ts
+function applyReaction(target, u) {
+  const v = u.version ?? 0;
+  const held = target.reactionVersion ?? 0;
+  if (v < held || v === held && !u.personal) return false;
+  const mine = new Set((target.reactions ?? []).filter((r) => r.me).map((r) => r.emoji));
+  const next = (u.reactions ?? []).filter((r) => (r.count ?? 0) > 0).map((r) => {
+    const me = u.personal ? !!r.me : mine.has(r.emoji);
+    return me ? { emoji: r.emoji, count: r.count, me: true } : { emoji: r.emoji, count: r.count };
+  });
+  if (v === held && sameReactions(target.reactions ?? [], next)) return false;
+  target.reactions = next.length ? next : void 0;
+  target.reactionVersion = v;
+  return true;
+}
+function sameReactions(a, b) {
+  return a.length === b.length && a.every((r, i) => r.emoji === b[i].emoji && (r.count ?? 0) === (b[i].count ?? 0) && !!r.me === !!b[i].me);
+}
+function mentionsUser(m, userId) {
+  if (!userId || m.from === userId) return false;
+  return !!m.mentionAll || !!m.mentions?.includes(userId);
 }
 
 // src/index.ts
@@ -3138,10 +3354,12 @@ export {
   ClosedError,
   Connection,
   DisconnectError,
+  MessageStream,
   ParleyClient,
   ParleyError,
   RESUMABLE_ABOVE,
   TimeoutError,
+  applyReaction,
   changePassword,
   decodeFrame,
   directConversationId,
@@ -3151,6 +3369,7 @@ export {
   isTemporary,
   login,
   logout,
+  mentionsUser,
   newClientMsgId,
   pushTargetBody,
   register,

@@ -41,12 +41,16 @@ import type {
   Presence,
   Push,
   PushTarget,
+  ReactionPage,
+  ReactionUpdate,
   ReadCount,
   Receipt,
   RoomInfo,
   Send,
   SendAck,
   ServerFrame,
+  StreamChunk,
+  StreamOpen,
   TypingEvent,
 } from './types.js';
 
@@ -76,6 +80,17 @@ export interface ClientOptions {
   maxBackoffMs?: number;
   /** The highest seq the app already has, per conversation (persisted cursors). */
   cursors?: Record<string, number>;
+  /** The reaction version the app's messages are up to date with, per
+   *  conversation (persisted with the cursors: `reactionVersions()`). A
+   *  conversation without one starts at the server's version when the
+   *  client first sees it in the conversation list: messages loaded from
+   *  then on carry their current reactions. */
+  reactionVersions?: Record<string, number>;
+  /** After each (re)connection, bring reactions up to date: for every
+   *  conversation whose reaction version is past the one held, call
+   *  syncReactions and hand each change to the app as a `reaction` event
+   *  (default true). */
+  syncReactions?: boolean;
   /** Start a conversation without a local cursor at the server's delivered
    *  cursor (so a fresh install does not download whole histories; the app
    *  pages history on demand). Default false: everything is synced. */
@@ -118,6 +133,20 @@ export interface ClientEvents {
   closed: (err: Error) => void;
   /** A send was acknowledged (stored durably). */
   sent: (ack: SendAck) => void;
+  /**
+   * A message's reaction counts changed: pushed by the server (another
+   * member's reaction, or yours from another device: `personal`), or brought
+   * by the catch-up after a reconnect (personal). Delivered after the
+   * messages pushed before it. Apply with {@link applyReaction}: keep the
+   * higher `version`, take `me` only from a personal update.
+   */
+  reaction: (u: ReactionUpdate) => void;
+  /**
+   * Text a bot appended to a streamed message, as it comes (members online
+   * only; never synced). The stored message follows as a `message` event
+   * whose `streamId` names the stream: show it instead of the chunks.
+   */
+  streamChunk: (c: StreamChunk) => void;
 }
 
 export interface SendInput {
@@ -130,6 +159,32 @@ export interface SendInput {
   clientMsgId?: string;
   /** Up to 10 files this user uploaded: their ids, or what an upload returned. */
   attachments?: Array<string | AttachmentRef>;
+  /** The seq of the message (in the same conversation) this one answers. */
+  replyTo?: number;
+  /** User ids this message mentions (at most 50, each able to read the conversation). */
+  mentions?: string[];
+  /** Mentions everyone in a group (the owner and admins; every member when
+   *  the group's membersMentionAll is set). */
+  mentionAll?: boolean;
+  /** The seq of a thread's root message: this message is a reply in that thread. */
+  threadRoot?: number;
+}
+
+/** What sendText takes besides the target and the text. */
+export type SendOptions = Omit<SendInput, 'to' | 'conversationId' | 'contentType' | 'payload'>;
+
+/** What openStream takes: the target and what the stored message carries besides its text. */
+export interface StreamInput {
+  to?: string;
+  conversationId?: string;
+  /** Default (the server's): "text/plain". */
+  contentType?: string;
+  replyTo?: number;
+  threadRoot?: number;
+  mentions?: string[];
+  mentionAll?: boolean;
+  /** Names the stored message, as a send's; default: generated. */
+  clientMsgId?: string;
 }
 
 interface OutboxEntry {
@@ -139,7 +194,7 @@ interface OutboxEntry {
   inFlight: Connection | null;
 }
 
-type Inbound = { msg: Message } | { rcpt: Receipt };
+type Inbound = { msg: Message } | { rcpt: Receipt } | { reaction: ReactionUpdate };
 
 function randomHex(bytes: number): string {
   const b = new Uint8Array(bytes);
@@ -170,6 +225,7 @@ export class ParleyClient extends Emitter<ClientEvents> {
   private _userId = '';
   private closedErr: Error | null = null;
   private cursorsMap = new Map<string, number>();
+  private reactionVersionsMap = new Map<string, number>();
   private outbox = new Map<string, OutboxEntry>();
   private inbox: Inbound[] = [];
   private pumping = false;
@@ -191,6 +247,7 @@ export class ParleyClient extends Emitter<ClientEvents> {
     this.WS = WS;
     this.deviceId = opts.deviceId ?? 'web-' + randomHex(6);
     for (const [k, v] of Object.entries(opts.cursors ?? {})) this.cursorsMap.set(k, v);
+    for (const [k, v] of Object.entries(opts.reactionVersions ?? {})) this.reactionVersionsMap.set(k, v);
     queueMicrotask(() => void this.run());
   }
 
@@ -218,6 +275,17 @@ export class ParleyClient extends Emitter<ClientEvents> {
   /** Every conversation's cursor (to persist; seed them back with ClientOptions.cursors). */
   cursors(): Record<string, number> {
     return Object.fromEntries(this.cursorsMap);
+  }
+
+  /**
+   * Every conversation's reaction version the app is up to date with (to
+   * persist with the cursors; seed them back with
+   * ClientOptions.reactionVersions). It moves when the catch-up after a
+   * (re)connection has brought the changes, not with each live update: a
+   * reconnect asks again for what changed since the last catch-up.
+   */
+  reactionVersions(): Record<string, number> {
+    return Object.fromEntries(this.reactionVersionsMap);
   }
 
   /** Sends waiting for their ack (they are resent after each reconnect). */
@@ -424,8 +492,10 @@ export class ParleyClient extends Emitter<ClientEvents> {
   private onPush(conn: Connection, f: ServerFrame): void {
     if (f.message) this.inbox.push({ msg: f.message });
     else if (f.receipt) this.inbox.push({ rcpt: f.receipt });
+    else if (f.reaction) this.inbox.push({ reaction: f.reaction });
     else {
-      if (f.typing) this.emit('typing', f.typing);
+      if (f.streamChunk) this.emit('streamChunk', f.streamChunk);
+      else if (f.typing) this.emit('typing', f.typing);
       else if (f.presenceEvent) this.emit('presence', f.presenceEvent.presence);
       else if (f.contactEvent) this.emit('contact', f.contactEvent.contact);
       else if (f.hidden) this.emit('hidden', f.hidden);
@@ -448,10 +518,44 @@ export class ParleyClient extends Emitter<ClientEvents> {
         cur = Math.max(c.deliveredSeq ?? 0, c.clearedSeq ?? 0);
         this.cursorsMap.set(id, cur);
       }
+      // A conversation first seen here: the messages the app loads from now
+      // on carry their current reactions.
+      const held = this.reactionVersionsMap.get(id);
+      if (held === undefined) this.reactionVersionsMap.set(id, c.reactionVersion ?? 0);
       const last = c.left ? Math.min(c.lastSeq ?? 0, c.leftSeq ?? c.lastSeq ?? 0) : (c.lastSeq ?? 0);
       if (last > (cur ?? 0)) await this.syncConv(conn, id, 0);
+      if (held !== undefined && (c.reactionVersion ?? 0) > held && this.opts.syncReactions !== false) await this.syncReactionsOn(conn, id);
     }
     this.flushAcks(conn);
+  }
+
+  /** Hands the app the reaction changes of a conversation after the version it holds, page by page. */
+  private async syncReactionsOn(conn: Connection, conv: string): Promise<void> {
+    let busy = 0;
+    for (;;) {
+      const after = this.reactionVersionsMap.get(conv) ?? 0;
+      let page: ReactionPage;
+      try {
+        page = (await conn.request('syncReactions', { conversationId: conv, afterVersion: after, limit: 500 })).reactions!;
+      } catch (err) {
+        if (err instanceof ParleyError && !retryable(err)) return; // refused (e.g. left the group): skip
+        if (err instanceof ParleyError && conn.open && busy < 8) {
+          await this.sleep(jitter((this.opts.minBackoffMs ?? 200) * 2 ** Math.min(busy++, 5)));
+          continue;
+        }
+        throw err;
+      }
+      busy = 0;
+      const updates = page.updates ?? [];
+      let top = after;
+      for (const u of updates) {
+        this.emit('reaction', u);
+        top = Math.max(top, u.version ?? 0);
+      }
+      if (!page.hasMore || updates.length === 0) top = Math.max(top, page.version ?? 0);
+      this.reactionVersionsMap.set(conv, top);
+      if (!page.hasMore || top <= after) return;
+    }
   }
 
   /** Delivers queued pushes one at a time; a gap is filled first. */
@@ -462,6 +566,7 @@ export class ParleyClient extends Emitter<ClientEvents> {
       while (this.inbox.length > 0 && conn.open && this.conn === conn) {
         const ev = this.inbox[0]!;
         if ('msg' in ev) await this.deliverPushed(conn, ev.msg);
+        else if ('reaction' in ev) this.emit('reaction', ev.reaction);
         else this.emit('receipt', ev.rcpt);
         this.inbox.shift();
         if (this.inbox.length === 0) this.flushAcks(conn);
@@ -483,6 +588,9 @@ export class ParleyClient extends Emitter<ClientEvents> {
       this.cursorsMap.set(id, cur);
     }
     cur ??= 0;
+    // A conversation that was not in the list at the catch-up: every reaction
+    // change in it is new to the app.
+    if (!this.reactionVersionsMap.has(id)) this.reactionVersionsMap.set(id, 0);
     if (m.seq <= cur) return; // already delivered (by a sync or an earlier push)
     if (m.seq > cur + 1) await this.syncConv(conn, id, m.seq - 1); // a gap: fetch it first
     if (m.seq > this.cursor(id)) this.deliver(m);
@@ -560,6 +668,10 @@ export class ParleyClient extends Emitter<ClientEvents> {
     if (input.to) send.to = input.to;
     if (input.conversationId) send.conversationId = input.conversationId;
     if (input.attachments?.length) send.attachments = input.attachments.map((a) => ({ id: typeof a === 'string' ? a : a.id }));
+    if (input.replyTo) send.replyTo = input.replyTo;
+    if (input.mentions?.length) send.mentions = [...input.mentions];
+    if (input.mentionAll) send.mentionAll = true;
+    if (input.threadRoot) send.threadRoot = input.threadRoot;
     return new Promise<SendAck>((resolve, reject) => {
       const e: OutboxEntry = { send, resolve, reject, inFlight: null };
       this.outbox.set(send.clientMsgId, e);
@@ -567,14 +679,19 @@ export class ParleyClient extends Emitter<ClientEvents> {
     });
   }
 
-  /** Sends UTF-8 text to a user (1:1) or, with a conversation id ("p:…" or "g:…"), into that conversation. */
-  sendText(target: string, text: string, clientMsgId?: string): Promise<SendAck> {
+  /**
+   * Sends UTF-8 text to a user (1:1) or, with a conversation id ("p:…" or
+   * "g:…"), into that conversation. The third argument is a clientMsgId, or
+   * options: `{ replyTo, mentions, mentionAll, threadRoot, attachments, clientMsgId }`.
+   */
+  sendText(target: string, text: string, opts?: string | SendOptions): Promise<SendAck> {
     const isConv = target.startsWith('g:') || target.startsWith('p:');
+    const o: SendOptions = typeof opts === 'string' ? { clientMsgId: opts } : (opts ?? {});
     return this.send({
+      ...o,
       ...(isConv ? { conversationId: target } : { to: target }),
       contentType: 'text',
       payload: text,
-      clientMsgId,
     });
   }
 
@@ -829,6 +946,111 @@ export class ParleyClient extends Emitter<ClientEvents> {
     return this.ok('reportMessage', note ? { conversationId, seq, reason, note } : { conversationId, seq, reason }, true);
   }
 
+  // Rich messages: reactions, pins, threads, streams (replies and mentions are send options)
+
+  /**
+   * Adds this user's emoji reaction to message seq (1-32 bytes, no spaces;
+   * at most 20 distinct emojis per message: ERROR_CODE_TOO_LARGE). Resolves
+   * with the message's counts, personal (`me` set for this user); the other
+   * members' devices get a `reaction` event. Adding one already there
+   * changes nothing, so it is retried across reconnects.
+   */
+  async react(conversationId: string, seq: number, emoji: string): Promise<ReactionUpdate> {
+    return (await this.request('react', { conversationId, seq, emoji }, true)).reaction!;
+  }
+
+  /** Takes back this user's emoji reaction (none there: nothing changes); as react. */
+  async unreact(conversationId: string, seq: number, emoji: string): Promise<ReactionUpdate> {
+    return (await this.request('react', { conversationId, seq, emoji, remove: true }, true)).reaction!;
+  }
+
+  /**
+   * One page of the messages whose reactions changed after afterVersion,
+   * oldest change first (personal updates). The client calls it itself after
+   * each reconnect (ClientOptions.syncReactions); this is for apps that
+   * keep their own versions.
+   */
+  async syncReactions(conversationId: string, afterVersion = 0, limit?: number): Promise<ReactionPage> {
+    return (await this.request('syncReactions', { conversationId, afterVersion, limit }, true)).reactions!;
+  }
+
+  /**
+   * Pins message seq (a group's owner and admins, either side of a 1:1; at
+   * most 50 per conversation). Resolves with the ack of the PINNED event the
+   * other members (and your other devices) get as a message; this session
+   * does not get it back. Pinning a pinned message is ERROR_CODE_CONFLICT;
+   * a retry across a reconnect that finds it pinned resolves null.
+   */
+  pin(conversationId: string, seq: number): Promise<SendAck | null> {
+    return this.pinRequest(conversationId, seq, false);
+  }
+
+  /** Unpins message seq; as pin (the UNPINNED event; a message not pinned is ERROR_CODE_CONFLICT). */
+  unpin(conversationId: string, seq: number): Promise<SendAck | null> {
+    return this.pinRequest(conversationId, seq, true);
+  }
+
+  private async pinRequest(conversationId: string, seq: number, unpin: boolean): Promise<SendAck | null> {
+    const body: ClientBodies['pin'] = { conversationId, seq, clientMsgId: newClientMsgId() };
+    if (unpin) body.unpin = true;
+    for (let attempt = 0; ; attempt++) {
+      const conn = await this.liveConn();
+      try {
+        return (await conn.request('pin', body)).sendAck!;
+      } catch (err) {
+        if (attempt > 0 && err instanceof ParleyError && err.code === 'ERROR_CODE_CONFLICT') return null;
+        if (err instanceof ClosedError || err instanceof DisconnectError || retryable(err)) {
+          if (this.closedErr) throw err;
+          continue;
+        }
+        throw err;
+      }
+    }
+  }
+
+  /**
+   * The newest replies in the thread under rootSeq with seq < beforeSeq (0:
+   * the newest), ascending. Replies are delivered live like any message
+   * (with `threadRoot` set); this pages a thread's history.
+   */
+  async threadHistory(conversationId: string, rootSeq: number, beforeSeq = 0, limit = 30): Promise<MessagePage> {
+    return (await this.request('threadHistory', { conversationId, rootSeq, beforeSeq, limit }, true)).messages!;
+  }
+
+  /** The replies in the thread under rootSeq with seq > afterSeq, ascending (forward paging). */
+  async syncThread(conversationId: string, rootSeq: number, afterSeq = 0, limit?: number): Promise<MessagePage> {
+    return (await this.request('threadHistory', { conversationId, rootSeq, afterSeq, limit }, true)).messages!;
+  }
+
+  /**
+   * Starts a streamed message (users with the bot role only; others get
+   * ERROR_CODE_PERMISSION_DENIED): text appended with `append` reaches the
+   * members online as `streamChunk` events, and `finish` stores it as one
+   * message. A stream belongs to its user on the server node that opened it
+   * (it outlives a dropped connection to the same node); its calls go on
+   * the client's current connection and are not retried (a repeated append
+   * would add the text twice): a call cut by a dropped link fails with
+   * ClosedError, and one that reaches another node, or comes after the
+   * server ended the stream, with ERROR_CODE_BAD_REQUEST. The server stores
+   * a stream that went quiet (`stream_idle_timeout`, 30 s by default) as it
+   * is, marked incomplete.
+   */
+  async openStream(input: StreamInput): Promise<MessageStream> {
+    const body: StreamOpen = { clientMsgId: input.clientMsgId ?? newClientMsgId() };
+    if (input.to) body.to = input.to;
+    if (input.conversationId) body.conversationId = input.conversationId;
+    if (input.contentType) body.contentType = input.contentType;
+    if (input.replyTo) body.replyTo = input.replyTo;
+    if (input.threadRoot) body.threadRoot = input.threadRoot;
+    if (input.mentions?.length) body.mentions = [...input.mentions];
+    if (input.mentionAll) body.mentionAll = true;
+    const f = await this.request('streamOpen', body);
+    const send = <K extends 'streamAppend' | 'streamFinish'>(name: K, b: ClientBodies[K]) => this.request(name, b);
+    if (f.sendAck) return new MessageStream(send, body.clientMsgId!, f.sendAck.conversationId, '', f.sendAck);
+    const o = f.streamOpened!;
+    return new MessageStream(send, body.clientMsgId!, o.conversationId, o.streamId, null);
+  }
+
   // Rooms (not stored: a push reaches the sessions in the room at that moment)
 
   /** Joins a room (rejoined after every reconnect). */
@@ -969,6 +1191,57 @@ export class ParleyClient extends Emitter<ClientEvents> {
   /** The HTTP origin of the server: that of the WebSocket URL in use (ws: → http:, wss: → https:). */
   private httpOrigin(): string {
     return new URL((this.connectedUrl || this.urls[0]!).replace(/^ws/i, 'http')).origin;
+  }
+}
+
+type StreamRequest = <K extends 'streamAppend' | 'streamFinish'>(name: K, body: ClientBodies[K]) => Promise<ServerFrame>;
+
+/**
+ * A streamed message being written (ParleyClient.openStream). Calls are sent
+ * in order, each once, on the client's connection.
+ */
+export class MessageStream {
+  private done: Promise<SendAck> | null;
+  private sent = 0;
+  /** @internal */
+  constructor(
+    private readonly call: StreamRequest,
+    /** The clientMsgId of the message the stream becomes. */
+    readonly clientMsgId: string,
+    readonly conversationId: string,
+    /** The stream's id: StreamChunk.streamId and, once stored, Message.streamId. */
+    readonly streamId: string,
+    finished: SendAck | null,
+  ) {
+    this.done = finished ? Promise.resolve(finished) : null;
+  }
+
+  /** UTF-8 bytes appended so far (the next chunk's offset). */
+  get length(): number {
+    return this.sent;
+  }
+
+  /** Whether finish or abandon was called (or the stream was already stored when opened). */
+  get finished(): boolean {
+    return this.done !== null;
+  }
+
+  /** Adds text; members online get it as a streamChunk. Resolves once the server took it. */
+  async append(text: string): Promise<void> {
+    if (this.done) throw new Error('parley: the stream is finished');
+    if (!text) return;
+    this.sent += utf8(text).length;
+    await this.call('streamAppend', { streamId: this.streamId, text });
+  }
+
+  /** Stores what was appended as one message; resolves with its ack. Calling it again returns the same ack. */
+  finish(): Promise<SendAck> {
+    return (this.done ??= this.call('streamFinish', { streamId: this.streamId }).then((f) => f.sendAck!));
+  }
+
+  /** Stores what was appended marked incomplete (the sender gave up). */
+  abandon(): Promise<SendAck> {
+    return (this.done ??= this.call('streamFinish', { streamId: this.streamId, abandon: true }).then((f) => f.sendAck!));
   }
 }
 

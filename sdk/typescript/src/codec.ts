@@ -29,8 +29,15 @@ const NUMERIC = new Set([
   'size',
   'durationMs',
   'expiresAt',
+  'replyTo',
+  'threadRoot',
+  'lastReplySeq',
+  'lastReplyAt',
+  'reactionVersion',
+  'version',
+  'pinnedAt',
 ]);
-const BYTES = new Set(['payload', 'body']);
+const BYTES = new Set(['payload', 'body', 'snippet']);
 
 const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
 const B64_INDEX = (() => {

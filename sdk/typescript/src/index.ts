@@ -1,5 +1,7 @@
-export { ParleyClient, newClientMsgId } from './client.js';
-export type { ClientOptions, ClientEvents, ClientState, SendInput } from './client.js';
+export { ParleyClient, MessageStream, newClientMsgId } from './client.js';
+export type { ClientOptions, ClientEvents, ClientState, SendInput, SendOptions, StreamInput } from './client.js';
+export { applyReaction, mentionsUser } from './rich.js';
+export type { ReactionHolder } from './rich.js';
 export { Connection } from './connection.js';
 export type { ConnectionOptions, WebSocketLike, WebSocketConstructor } from './connection.js';
 export { ParleyError, DisconnectError, ClosedError, TimeoutError, isCode, isTemporary } from './errors.js';

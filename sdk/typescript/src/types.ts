@@ -21,7 +21,11 @@ export type MessageKind =
   | 'MESSAGE_KIND_MEMBER_MUTED'
   | 'MESSAGE_KIND_GROUP_UPDATED'
   | 'MESSAGE_KIND_OWNER_CHANGED'
-  | 'MESSAGE_KIND_GROUP_DISSOLVED';
+  | 'MESSAGE_KIND_GROUP_DISSOLVED'
+  /** event.targetSeq was pinned by `from` (Conversation.pins lists the pins). */
+  | 'MESSAGE_KIND_PINNED'
+  /** event.targetSeq was unpinned by `from`. */
+  | 'MESSAGE_KIND_UNPINNED';
 
 export type GroupRole = 'GROUP_ROLE_UNSPECIFIED' | 'GROUP_ROLE_MEMBER' | 'GROUP_ROLE_ADMIN' | 'GROUP_ROLE_OWNER';
 /** Who may add members: the owner and admins (the default), or every member. */
@@ -106,6 +110,8 @@ export interface GroupInfo {
   /** As in force: never UNSPECIFIED from the server. */
   addPolicy?: GroupAddPolicy;
   historyVisibility?: HistoryVisibility;
+  /** Every member may mention everyone (`mentionAll`); else only the owner and admins. */
+  membersMentionAll?: boolean;
 }
 
 export interface MessageEvent {
@@ -173,6 +179,122 @@ export interface Message {
   editedAt?: number;
   /** Files the message carries, described by the server (a recalled message has none). */
   attachments?: Attachment[];
+  /** The seq of the message this one answers (in the same conversation). */
+  replyTo?: number;
+  /** Users this message mentions. */
+  mentions?: string[];
+  /** It mentions everyone in the group. */
+  mentionAll?: boolean;
+  /** Set on a reply in a thread: the seq of the thread's root message. Thread
+   *  replies are delivered like any message; show them in the thread, not
+   *  in the main timeline. */
+  threadRoot?: number;
+  /** Filled in by the server with the message `replyTo` names, as it is when
+   *  this one was sent to the reader (live or in a page). */
+  replyPreview?: MessagePreview;
+  /** On a thread root that has replies: the thread as it was when sent. */
+  thread?: ThreadSummary;
+  /** The reaction counts (`me` for the reader) as of `reactionVersion`;
+   *  later changes come as `reaction` events ({@link applyReaction}). */
+  reactions?: Reaction[];
+  reactionVersion?: number;
+  /** A streamed message: its stream's id (replace the text shown from the
+   *  stream's chunks with this message). */
+  streamId?: string;
+  /** A streamed message whose sender stopped before finishing it. */
+  incomplete?: boolean;
+}
+
+/** A short view of a message another one answers (Message.replyPreview). */
+export interface MessagePreview {
+  seq: number;
+  from?: string;
+  contentType?: string;
+  /** The start of the payload: at most 256 bytes, cut at a UTF-8 character
+   *  boundary. Absent when recalled or missing. */
+  snippet?: Uint8Array;
+  /** The payload was longer than the snippet. */
+  truncated?: boolean;
+  /** How many files the message carries. */
+  attachments?: number;
+  /** The original was recalled (or removed by moderators). */
+  recalled?: boolean;
+  /** The original is not there for the reader (deleted for them, from before
+   *  what they may read, or never stored). */
+  missing?: boolean;
+  editedAt?: number;
+}
+
+/** The state of the thread under a root message. */
+export interface ThreadSummary {
+  replyCount?: number;
+  lastReplySeq?: number;
+  /** Unix milliseconds. */
+  lastReplyAt?: number;
+}
+
+/** One emoji's count on a message. */
+export interface Reaction {
+  emoji: string;
+  count?: number;
+  /** The reader reacted with it (meaningful only where the update is personal). */
+  me?: boolean;
+}
+
+/**
+ * A message's reaction counts as of `version`. Of two updates of one message
+ * keep the one with the higher version; take `me` only from a personal one
+ * (the answer to react, a sync page, your other device's reaction); from the
+ * others (sent to every member) keep the `me` you hold. {@link applyReaction}
+ * does both.
+ */
+export interface ReactionUpdate {
+  conversationId: string;
+  seq: number;
+  /** Every emoji with a count, oldest first; empty: no reactions left. */
+  reactions?: Reaction[];
+  version?: number;
+  personal?: boolean;
+}
+
+/** The answer to syncReactions: personal updates, oldest change first. */
+export interface ReactionPage {
+  conversationId: string;
+  updates?: ReactionUpdate[];
+  /** More changes follow: ask again after the last update's version. */
+  hasMore?: boolean;
+  /** The conversation's reaction version when the page was read. */
+  version?: number;
+}
+
+/** One pinned message of a conversation. */
+export interface PinnedMessage {
+  seq: number;
+  pinnedBy?: string;
+  /** Unix milliseconds. */
+  pinnedAt?: number;
+}
+
+/** The answer to StreamOpen. */
+export interface StreamOpened {
+  /** Names the stream in StreamAppend, StreamFinish and StreamChunk. */
+  streamId: string;
+  conversationId: string;
+}
+
+/** Text appended to a stream, sent to the members online as it comes (never
+ *  stored or synced: a device that was offline gets the finished message only). */
+export interface StreamChunk {
+  streamId: string;
+  conversationId: string;
+  from?: string;
+  /** Bytes (UTF-8) of text before this chunk: a device that came online
+   *  mid-stream sees it does not hold the start. */
+  offset?: number;
+  text?: string;
+  contentType?: string;
+  replyTo?: number;
+  threadRoot?: number;
 }
 
 export interface Receipt {
@@ -199,6 +321,14 @@ export interface Conversation {
   clearedSeq?: number;
   left?: boolean;
   leftSeq?: number;
+  /** Messages after readSeq that mention this user (or everyone), counted
+   *  even when muted; at most 1000. */
+  unreadMentions?: number;
+  /** The pinned messages, oldest pin first. */
+  pins?: PinnedMessage[];
+  /** The conversation's reaction version: past the one a client holds,
+   *  syncReactions brings the changes (the client does it on reconnect). */
+  reactionVersion?: number;
 }
 
 export interface ConversationList {
@@ -399,6 +529,10 @@ export interface ServerFrame {
   push?: Push;
   room?: RoomInfo;
   fileUrl?: FileUrlResult;
+  reaction?: ReactionUpdate;
+  reactions?: ReactionPage;
+  streamOpened?: StreamOpened;
+  streamChunk?: StreamChunk;
 }
 
 export interface Send {
@@ -409,6 +543,28 @@ export interface Send {
   payload?: Uint8Array;
   /** Up to 10 files this user uploaded (only the ids are read). */
   attachments?: AttachmentRef[];
+  /** The seq of the message (in the same conversation) this one answers. */
+  replyTo?: number;
+  /** Users mentioned: at most 50, each one who may read the conversation. */
+  mentions?: string[];
+  /** Mentions everyone in a group (the owner and admins, or every member
+   *  when the group's membersMentionAll is set). */
+  mentionAll?: boolean;
+  /** The seq of a thread's root message: this is a reply in that thread. */
+  threadRoot?: number;
+}
+
+/** StreamOpen: starts a streamed message (users with the bot role only). */
+export interface StreamOpen {
+  clientMsgId?: string;
+  to?: string;
+  conversationId?: string;
+  /** Default "text/plain". */
+  contentType?: string;
+  replyTo?: number;
+  threadRoot?: number;
+  mentions?: string[];
+  mentionAll?: boolean;
 }
 
 /** The request bodies a client can send (one per frame). */
@@ -429,6 +585,7 @@ export interface ClientBodies {
     openJoin?: boolean;
     addPolicy?: GroupAddPolicy;
     historyVisibility?: HistoryVisibility;
+    membersMentionAll?: boolean;
   };
   updateGroup: {
     conversationId: string;
@@ -439,6 +596,7 @@ export interface ClientBodies {
     muteAll?: boolean;
     addPolicy?: GroupAddPolicy;
     historyVisibility?: HistoryVisibility;
+    membersMentionAll?: boolean;
   };
   addMembers: { conversationId: string; userIds: string[] };
   removeMember: { conversationId: string; userId: string };
@@ -475,6 +633,20 @@ export interface ClientBodies {
    *  short code (1-32 bytes of a-z, 0-9 and "_": "spam", "abuse", "other"),
    *  note the reporter's words (at most 1000 bytes). Answered with ok. */
   reportMessage: { conversationId: string; seq: number; reason: string; note?: string };
+  /** Adds (remove: takes back) this user's emoji reaction. Answered with reaction (personal). */
+  react: { conversationId: string; seq: number; emoji: string; remove?: boolean };
+  /** The reaction changes after afterVersion. Answered with reactions. */
+  syncReactions: { conversationId: string; afterVersion?: number; limit?: number };
+  /** Pins (unpin: unpins) a message. Answered with the PINNED/UNPINNED event's sendAck. */
+  pin: { conversationId: string; seq: number; unpin?: boolean; clientMsgId?: string };
+  /** A page of the replies in a thread: like history (beforeSeq) or, with afterSeq, like syncMessages. */
+  threadHistory: { conversationId: string; rootSeq: number; beforeSeq?: number; afterSeq?: number; limit?: number };
+  /** Bots: starts a streamed message. Answered with streamOpened. */
+  streamOpen: StreamOpen;
+  /** Adds text to an open stream. Answered with ok. */
+  streamAppend: { streamId: string; text: string };
+  /** Stores the stream's text as one message (abandon: marked incomplete). Answered with sendAck. */
+  streamFinish: { streamId: string; abandon?: boolean };
 }
 
 export type ClientBodyName = keyof ClientBodies;

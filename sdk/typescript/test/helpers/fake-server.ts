@@ -2,9 +2,29 @@
 // JSON protocol over a fake WebSocket and lets a test script every reply.
 import { toBase64 } from '../../src/codec.js';
 import type { WebSocketLike } from '../../src/connection.js';
-import type { ClientFrame, Message, ServerFrame } from '../../src/types.js';
+import type { ClientFrame, Conversation, Message, ServerFrame } from '../../src/types.js';
 
-const INT64 = new Set(['id', 'seq', 'lastSeq', 'deliveredSeq', 'readSeq', 'serverTime', 'targetSeq', 'unreadCount', 'messageId', 'size', 'durationMs', 'expiresAt']);
+const INT64 = new Set([
+  'id',
+  'seq',
+  'lastSeq',
+  'deliveredSeq',
+  'readSeq',
+  'serverTime',
+  'targetSeq',
+  'unreadCount',
+  'messageId',
+  'size',
+  'durationMs',
+  'expiresAt',
+  'replyTo',
+  'threadRoot',
+  'lastReplySeq',
+  'lastReplyAt',
+  'reactionVersion',
+  'version',
+  'pinnedAt',
+]);
 
 /** Encodes a server frame the way the real server does: 64-bit integers as strings, bytes as base64. */
 export function wire(f: ServerFrame): string {
@@ -54,6 +74,8 @@ export class FakeServer {
   attempts: string[] = [];
   sockets: FakeSocket[] = [];
   convs = new Map<string, StoredMsg[]>();
+  /** Fields added to a conversation's entry in the conversation list (reactionVersion, pins, ...). */
+  convExtra = new Map<string, Partial<Conversation>>();
   /** When false, new connections are refused (closed before opening). */
   accepting = true;
   /** Reply to the next N sends with nothing (the message is still stored). */
@@ -139,7 +161,7 @@ export class FakeServer {
       }
       s.push({ id, sendAck: { clientMsgId: m.clientMsgId, conversationId: conv, seq: m.seq, messageId: m.messageId!, duplicate: !!dup } });
     } else if (f.syncConversations) {
-      const conversations = [...this.convs.entries()].map(([conversationId, l]) => ({ conversationId, lastSeq: l.length }));
+      const conversations = [...this.convs.entries()].map(([conversationId, l]) => ({ ...this.convExtra.get(conversationId), conversationId, lastSeq: l.length }));
       s.push({ id, conversations: { conversations } });
     } else if (f.syncMessages) {
       const list = this.convs.get(f.syncMessages.conversationId) ?? [];
