@@ -61,7 +61,11 @@ func benchCmd(args []string) error {
 	sourceIPs := fs.String("source-ips", "", "spread every connection over these local IPs (when one address runs out of ports), e.g. 127.0.0.2,127.0.0.3")
 	serverPID := fs.Int("server-pid", 0, "sample this server process's CPU and memory (default: found by port when local)")
 	quiet := fs.Bool("quiet", false, "no live progress on stderr")
-	fs.IntVar(&cfg.Size, "size", cfg.Size, "message payload bytes (at least 24)")
+	sizeHelp := "message payload bytes (at least 24)"
+	if name == "stream" {
+		sizeHelp = "bytes of each chunk (at least 24: its send time and number)"
+	}
+	fs.IntVar(&cfg.Size, "size", cfg.Size, sizeHelp)
 	var providerAddr, providerDir *string
 	var providerSetup, floor *bool
 	var floorWorkers *int
@@ -85,8 +89,10 @@ func benchCmd(args []string) error {
 		if name == "upload" {
 			fs.BoolVar(&cfg.Resumable, "resumable", false, "upload through the resumable endpoint (tus, one PATCH per file) instead of POST /v1/files")
 		}
-	case "user", "soak", "order", "group", "send-rate", "fanout", "mixed":
+	case "user", "soak", "order", "group", "send-rate", "fanout", "mixed", "stream":
 		fs.BoolVar(&cfg.DeliveredAck, "ack", cfg.DeliveredAck, "receivers send delivered cursors (two-step ACK)")
+		fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, drainHelp(name))
+	case "reactions":
 		fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, drainHelp(name))
 	}
 	switch name {
@@ -118,6 +124,15 @@ func benchCmd(args []string) error {
 		fs.IntVar(&cfg.Members, "m", cfg.Members, "members of the group")
 		fs.IntVar(&cfg.OnlineMembers, "online", cfg.OnlineMembers, "receivers connected (the -t senders, also members, come on top)")
 		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "messages per second of all senders together (0: as fast as acks come)")
+	case "reactions":
+		fs.IntVar(&cfg.Members, "m", cfg.Members, "members of the group, all online, all reacting to its one message")
+		fs.IntVar(&cfg.Emojis, "emojis", cfg.Emojis, "emojis the members cycle through (at most 8)")
+		fs.IntVar(&cfg.Pipeline, "pipeline", cfg.Pipeline, "reactions in flight per member, each stream over its own emojis (at most --emojis)")
+		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "reactions per second of all members together (0: as fast as answers come)")
+	case "stream":
+		fs.IntVar(&cfg.Members, "m", cfg.Members, "online members of each bot's group (the bot comes on top)")
+		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "chunks per second of each stream (0: as fast as appends are answered)")
+		fs.IntVar(&cfg.Chunks, "chunks", cfg.Chunks, "chunks of each streamed message (then it is finished and the next one opened)")
 	case "mixed":
 		fs.IntVar(&cfg.Pairs, "pairs", cfg.Pairs, "1:1 pairs (sender and receiver online)")
 		fs.IntVar(&cfg.Groups, "groups", cfg.Groups, "small groups, each with one sender")
@@ -336,6 +351,10 @@ func countHelp(name string) string {
 		return "connections to open and hold"
 	case "soak", "mixed":
 		return "messages in total (0: until --duration ends)"
+	case "reactions":
+		return "reactions in total (0: until --duration ends)"
+	case "stream":
+		return "chunks in total (0: until --duration ends)"
 	case "upload":
 		return "files uploaded in total"
 	case "download":
@@ -366,6 +385,10 @@ func concHelp(name string) string {
 		return "pushers, each with its own online receiver (one HTTP request in flight each, as ab -c)"
 	case "upload", "download":
 		return "users, each with one transfer in flight"
+	case "reactions":
+		return "ignored: every one of the -m members reacts"
+	case "stream":
+		return "bots, each streaming to its own group"
 	}
 	return "sender/receiver pairs (each sender has one request in flight)"
 }
@@ -374,6 +397,10 @@ func drainHelp(name string) string {
 	switch name {
 	case "group", "send-rate", "fanout", "mixed":
 		return "after the last send, wait for the end markers until nothing has arrived for this long"
+	case "reactions":
+		return "after the last reaction, wait at most this long for the counts to settle and every member's view to hold them"
+	case "stream":
+		return "after the last chunk, wait for the finished messages until nothing has arrived for this long"
 	}
 	return "after the last send, wait this long at most for deliveries"
 }
@@ -404,6 +431,10 @@ func scenarioHelp(name string) string {
 		return "download: -t users each upload one file of --file-size bytes and get its signed URL; then\n-c GETs in all, one at a time per user, each timed to its last byte, which must all be the file's;\nreports requests/s, MB/s and latency."
 	case "push":
 		return "push: -t receivers online; -t pushers POST -c pushes in total to /v1/admin/push/users\n(one each in flight, keep-alive, as ab -k -c); each request timed until its answer; every\npush must reach its receiver once, in order (goim push benchmark)."
+	case "reactions":
+		return "reactions: -m members of one group, all online, react to its one message, each cycling through\n--emojis emojis (adding one, taking it back), --pipeline in flight each or --rate in total, for\n--duration; reports reactions/s acked and their latency; the final counts, read afresh, must be\nwhat the members' acked reactions add up to, and every member's view (the coalesced live updates)\nmust hold them."
+	case "stream":
+		return "stream: -t bots each stream messages of --chunks chunks to their own group of -m online members\nat --rate chunks/s, for --duration; reports chunk delivery latency (send time in the chunk,\ntimed at each member), chunks delivered vs expected; every finished message must reach every\nmember once with the whole text, and be stored once with it."
 	case "mixed":
 		return "mixed: --pairs 1:1 pairs, --groups groups of --group-size and one big group of -m\n(--online receivers) at once, at WuKongIM's rates by default; each part and the total\nreported and verified (WuKongIM mixed)."
 	}

@@ -49,6 +49,12 @@ type Config struct {
 	// and into the big group (0: as fast as acks allow).
 	GroupRate float64 `json:"group_rate,omitempty"`
 	BigRate   float64 `json:"big_rate,omitempty"`
+	// Emojis is --emojis: how many emojis each member of reactions cycles
+	// through (at most len(benchEmojis)).
+	Emojis int `json:"emojis,omitempty"`
+	// Chunks is --chunks: the chunks of each streamed message of stream
+	// (the bot then finishes it and opens the next).
+	Chunks int `json:"chunks,omitempty"`
 	// Plan is the setup the coordinator did once for all processes (the
 	// big group of fanout and mixed); nil for other scenarios.
 	Plan *Plan `json:"plan,omitempty"`
@@ -137,6 +143,10 @@ func DefaultConfig(scenario string) Config {
 		c.Drain = 30 * time.Second
 	case "upload", "download":
 		c.Count, c.Concurrency, c.FileSize = 1000, 100, 1<<20
+	case "reactions":
+		c.Count, c.Duration, c.Members, c.Emojis = 0, 10*time.Second, 1000, 4
+	case "stream":
+		c.Count, c.Duration, c.Concurrency, c.Members, c.Rate, c.Chunks, c.Size = 0, 20*time.Second, 100, 100, 50, 100, 32
 	case "mixed":
 		c.Count, c.Duration, c.Concurrency = 0, time.Minute, 1
 		c.Pairs, c.Groups, c.GroupSize, c.GroupOnline = 1000, 100, 100, 1
@@ -175,6 +185,7 @@ func (c Config) validate() error {
 	check(c.HTTPBase != "", "no server address (-a or --embedded)")
 	check(c.APIKey != "", "no admin API key (--api-key, --data DIR or --embedded)")
 	errs = append(errs, c.validateGroups()...)
+	errs = append(errs, c.validateRich()...)
 	if c.Scenario == "upload" || c.Scenario == "download" {
 		check(c.FileSize >= 1 && c.FileSize <= 1<<40, "--file-size must be positive")
 	}
@@ -202,6 +213,12 @@ func (c Config) share(i, n int) Config {
 	s.Prefix = fmt.Sprintf("%sw%d-", c.Prefix, i)
 	if isGroupScenario(c.Scenario) {
 		c.groupShare(&s, i, n)
+		return s
+	}
+	if c.Scenario == "reactions" {
+		// Members are split by Part (see reactionsScenario); the budget evenly.
+		s.Count = part(c.Count)
+		s.SendNone = c.Count > 0 && s.Count == 0
 		return s
 	}
 	s.Count = part(c.Count)

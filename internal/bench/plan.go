@@ -29,6 +29,8 @@ type PlanGroup struct {
 	ConversationID string `json:"conversation_id"`
 	MemberPrefix   string `json:"member_prefix"`
 	Members        int    `json:"members"`
+	// Seq is the message every member reacts to (reactions).
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 // Member returns member i's user id.
@@ -45,7 +47,7 @@ func isGroupScenario(name string) bool {
 }
 
 // needsPlan says whether a scenario shares a group between processes.
-func needsPlan(name string) bool { return name == "fanout" || name == "mixed" }
+func needsPlan(name string) bool { return name == "fanout" || name == "mixed" || name == "reactions" }
 
 // splitRange is share i of n of [0, total): contiguous, sizes differing by
 // at most one.
@@ -148,6 +150,10 @@ func makePlan(ctx context.Context, cfg Config, progress io.Writer) (*Plan, error
 	t0 := time.Now()
 	e := newEnv(cfg)
 	g := PlanGroup{MemberPrefix: cfg.Prefix + "big-", Members: cfg.Members}
+	if cfg.Scenario == "reactions" {
+		// The -m reacting members and one more who reads the final counts.
+		g.MemberPrefix, g.Members = cfg.Prefix+"react-", cfg.Members+1
+	}
 	toks, err := e.MintTokens(ctx, []string{g.Member(0)})
 	if err != nil {
 		return nil, err
@@ -157,12 +163,20 @@ func makePlan(ctx context.Context, cfg Config, progress io.Writer) (*Plan, error
 		return nil, fmt.Errorf("connect the group's owner: %w", err)
 	}
 	defer c.Close()
-	ids := make([]string, 0, cfg.Members-1)
-	for i := 1; i < cfg.Members; i++ {
+	ids := make([]string, 0, g.Members-1)
+	for i := 1; i < g.Members; i++ {
 		ids = append(ids, g.Member(i))
 	}
 	if g.ConversationID, err = createGroup(ctx, c, "bench big group", ids); err != nil {
 		return nil, err
+	}
+	if cfg.Scenario == "reactions" {
+		// The message every member reacts to.
+		ack, err := c.Send(ctx, &pb.Send{ConversationId: g.ConversationID, ContentType: "text/plain", Payload: []byte("react to this")})
+		if err != nil {
+			return nil, fmt.Errorf("send the message to react to: %w", err)
+		}
+		g.Seq = ack.Seq
 	}
 	if progress != nil {
 		fmt.Fprintf(progress, "setup: group %s with %d members created in %.1fs\n", g.ConversationID, g.Members, time.Since(t0).Seconds())

@@ -26,6 +26,8 @@ import (
 //	conns                       conns: see Conns
 //	push                        push-offline: see PushReport
 //	media                       upload and download: see MediaReport
+//	reactions                   reactions: see ReactionsReport
+//	stream                      stream: see StreamReport (the chunks' delivery is in delivery)
 //	server                      server CPU and memory when its pid is known: see ServerUsage
 //	series                      one Sample per second of the timed phase (and the drain)
 //	passed, failures            the reliability verdict and why it failed
@@ -47,6 +49,8 @@ type Report struct {
 	Conns          *Conns            `json:"conns,omitempty"`
 	Push           *PushReport       `json:"push,omitempty"`
 	Media          *MediaReport      `json:"media,omitempty"`
+	Reactions      *ReactionsReport  `json:"reactions,omitempty"`
+	Stream         *StreamReport     `json:"stream,omitempty"`
 	Server         *ServerUsage      `json:"server,omitempty"`
 	Series         []Sample          `json:"series"`
 	Passed         bool              `json:"passed"`
@@ -238,6 +242,20 @@ func (r *Report) merge(o *Report) {
 		t.Acked += s.Acked
 		t.Delivered += s.Delivered
 	}
+	if o.Reactions != nil {
+		if r.Reactions == nil {
+			r.Reactions = o.Reactions
+		} else {
+			r.Reactions.merge(o.Reactions)
+		}
+	}
+	if o.Stream != nil {
+		if r.Stream == nil {
+			r.Stream = o.Stream
+		} else {
+			r.Stream.merge(o.Stream)
+		}
+	}
 	r.Notes = append(r.Notes, o.Notes...)
 	r.Failures = append(r.Failures, o.Failures...)
 }
@@ -275,6 +293,12 @@ func (r *Report) finalize() {
 	}
 	if m := r.Media; m != nil {
 		m.finalize(r)
+	}
+	if x := r.Reactions; x != nil {
+		x.finalize(r)
+	}
+	if x := r.Stream; x != nil {
+		x.finalize(r)
 	}
 	if c := r.Conns; c != nil && c.Held < c.Target {
 		r.Failures = append(r.Failures, fmt.Sprintf("%d of %d connections not held", c.Target-c.Held, c.Target))
@@ -370,6 +394,12 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "  Users whose media usage differs from their uploads:\t%d\n", m.Mismatched)
 		}
 	}
+	if x := r.Reactions; x != nil {
+		x.writeText(&b)
+	}
+	if x := r.Stream; x != nil {
+		x.writeText(&b)
+	}
 	if s := r.Server; s != nil {
 		fmt.Fprintf(&b, "\nServer (pid %d, /proc sampled each second, %d samples", s.PID, s.SampledSeconds)
 		if s.SharesProcess {
@@ -382,7 +412,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "\nNote: %s\n", n)
 	}
-	if r.Delivery != nil || r.Conns != nil || r.Push != nil || r.Media != nil {
+	if r.Delivery != nil || r.Conns != nil || r.Push != nil || r.Media != nil || r.Reactions != nil || r.Stream != nil {
 		if r.Passed {
 			b.WriteString("\nReliability: PASS\n")
 		} else {
@@ -450,6 +480,10 @@ func (c Config) groupFlags() string {
 		return fmt.Sprintf(" -m %d --online %d --rate %g --pipeline %d", c.Members, c.OnlineMembers, c.Rate, c.Pipeline)
 	case "push-offline":
 		return fmt.Sprintf(" -m %d --rate %g", c.Members, c.Rate)
+	case "reactions":
+		return fmt.Sprintf(" -m %d --emojis %d --pipeline %d --rate %g", c.Members, c.Emojis, c.Pipeline, c.Rate)
+	case "stream":
+		return fmt.Sprintf(" -m %d --rate %g --chunks %d --size %d", c.Members, c.Rate, c.Chunks, c.Size)
 	case "mixed":
 		return fmt.Sprintf(" --pairs %d --groups %d --group-size %d -m %d --online %d --rate %g --group-rate %g --big-rate %g",
 			c.Pairs, c.Groups, c.GroupSize, c.Members, c.OnlineMembers, c.Rate, c.GroupRate, c.BigRate)

@@ -40,13 +40,17 @@ func newScenario(name string) (Scenario, bool) {
 		return &uploadScenario{}, true
 	case "download":
 		return &downloadScenario{}, true
+	case "reactions":
+		return &reactionsScenario{}, true
+	case "stream":
+		return &streamScenario{}, true
 	}
 	return nil, false
 }
 
 // Scenarios lists the scenario names, sorted.
 func Scenarios() []string {
-	s := []string{"conns", "fanout", "group", "login", "mixed", "order", "push", "push-offline", "send-rate", "soak", "upload", "download", "user"}
+	s := []string{"conns", "fanout", "group", "login", "mixed", "order", "push", "push-offline", "reactions", "send-rate", "stream", "soak", "upload", "download", "user"}
 	slices.Sort(s)
 	return s
 }
