@@ -36,7 +36,7 @@ import (
 //	'D' lp(reporter) lp(conversation) seq(8)  -> report id        (one report per reporter and message)
 //	'A' id(8, BE)                             -> audit entry
 //	'V' lp(key)                               -> setting value    (server-wide settings)
-//	'e' lp(conversation) seq(8) lp(user) lp(emoji) -> empty       (one user's reaction)
+//	'e' lp(conversation) seq(8) lp(user)      -> lp(emoji)...     (one user's reactions to a message)
 //	'E' lp(conversation) seq(8)               -> message's reaction version
 //	'E' lp(conversation) seq(8) lp(emoji)     -> count, order     (an emoji's count on a message)
 //	'v' lp(conversation)                      -> reaction version (the conversation's newest)
@@ -55,9 +55,24 @@ import (
 // Report ids in 'R' and 'r' keys are raw for the same reason (reports are
 // listed in id order), after a fixed-size prefix.
 //
-// A user's reactions to a message are one short range of 'e' keys: what
-// the user has on a message (Reaction.Me for every emoji) is one seek, not
-// one lookup per emoji the message has.
+// A user's reactions to a message are one 'e' row: the emojis the user has
+// on it, each once, in the order the user added them. What the user has on
+// a message (Reaction.Me for every emoji) is one point lookup, and React
+// changes a user's reactions with one lookup and one Set of that row. A
+// lookup that finds a value as the key's newest version stops there, so
+// its cost does not grow with the dead versions that adding and taking
+// back reactions leave behind (a seek over one row per emoji walked them
+// all). That is why a user who takes back every reaction keeps an empty
+// row rather than a deleted one: a lookup that finds a tombstone goes on
+// through every older version of the key. A user who never reacted to the
+// message has no row.
+//
+// The 'e' layout changed to this one during development, before any
+// release, and is not migrated: a store written with the earlier layout
+// (one row per user and emoji, 'e' lp(conversation) seq(8) lp(user)
+// lp(emoji) -> empty) keeps its old rows, which are never read (no key of
+// theirs equals a key of this layout), so its users' own reactions read as
+// none while its counts still include them. Start such a store afresh.
 //
 // A message's reaction version and its emoji counts share the 'E' prefix
 // (the version's key is the bare prefix, so it sorts first): reading a
@@ -259,14 +274,9 @@ func convSeqKey(b []byte, ns byte, conv string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(appendLP(append(b, ns), conv), seq)
 }
 
-// reactionUserPrefix is the prefix of one user's reactions to a message.
-func reactionUserPrefix(b []byte, conv string, seq uint64, user string) []byte {
+// reactionKey is the key of one user's reactions to a message.
+func reactionKey(b []byte, conv string, seq uint64, user string) []byte {
 	return appendLP(convSeqKey(b, nsReaction, conv, seq), user)
-}
-
-// reactionKey is one user's reaction to a message with one emoji.
-func reactionKey(b []byte, conv string, seq uint64, user, emoji string) []byte {
-	return appendLP(reactionUserPrefix(b, conv, seq, user), emoji)
 }
 
 // reactCountPrefix is a message's reaction prefix; the bare prefix is also

@@ -26,6 +26,10 @@ const reactScratchMax = 1 << 16
 // (up to MaxDistinct emojis), so far fewer than the seq caches.
 const reactCacheEntries = 1 << 14
 
+// reactChunk is how many Reactions React allocates at a time for its
+// results (a batch's results share a few allocations, not two per op).
+const reactChunk = 128
+
 // reactCached is a message's committed reactions: version and counts (all
 // above zero), in order. Never changed once cached.
 type reactCached struct {
@@ -36,16 +40,22 @@ type reactCached struct {
 // reactBatch is React's state for one batch: everything it read and
 // changed, so each message's counts, each conversation's version and each
 // user's reactions to a message are read from Pebble at most once per batch
-// however many ops touch them. Guarded by reactMu.
+// however many ops touch them. Guarded by reactMu. Its buffers are reused
+// from batch to batch.
 type reactBatch struct {
 	msgs  map[reactMsgKey]*reactMsg
 	convs map[string]*reactConv
-	// users: the (message, user) pairs whose rows were read; rows: their
-	// rows (a row of a pair read but absent from rows is absent).
-	users map[reactUserKey]struct{}
-	rows  map[reactRowKey]*reactRow
-	it    *pebble.Iterator // over the 'e' range, opened at the first read
-	key   []byte           // scratch key
+	// users indexes userv: the (message, user) pairs whose rows were read.
+	users map[reactUserKey]int32
+	// userv keeps its entries' emoji slices (cleared) between batches, so a
+	// user's reactions are read without allocating once a batch of that
+	// size has run.
+	userv []reactUser
+	// vals, ptrs: what is left of the chunk results' Reactions are cut from
+	// (never reused: results own them).
+	vals     []pb.Reaction
+	ptrs     []*pb.Reaction
+	key, val []byte // scratch key and value
 }
 
 type reactMsgKey struct {
@@ -57,12 +67,6 @@ type reactUserKey struct {
 	conv string
 	seq  uint64
 	user string
-}
-
-type reactRowKey struct {
-	conv        string
-	seq         uint64
-	user, emoji string
 }
 
 // reactMsg is one message's reactions as the batch leaves them.
@@ -89,38 +93,41 @@ type reactConv struct {
 	changed bool
 }
 
-type reactRow struct{ present, onDisk bool }
-
-func (b *reactBatch) reset() {
-	if b.msgs == nil || len(b.rows) > reactScratchMax || len(b.users) > reactScratchMax || len(b.msgs) > reactScratchMax {
-		b.msgs = make(map[reactMsgKey]*reactMsg)
-		b.convs = make(map[string]*reactConv)
-		b.users = make(map[reactUserKey]struct{})
-		b.rows = make(map[reactRowKey]*reactRow)
-		return
-	}
-	clear(b.msgs)
-	clear(b.convs)
-	clear(b.users)
-	clear(b.rows)
+// reactUser is one user's reactions to one message as the batch leaves
+// them: its 'e' row.
+type reactUser struct {
+	k      reactUserKey
+	err    error    // the row is unreadable: the user's ops on the message fail
+	emojis []string // in the order the user added them
+	onDisk bool     // the row exists on disk (perhaps empty)
+	dirty  bool     // emojis changed: the row is to be written
 }
 
-// close releases the batch's iterator.
-func (b *reactBatch) close() error {
-	if b.it == nil {
-		return nil
+func (b *reactBatch) reset() {
+	if b.msgs == nil || len(b.users) > reactScratchMax || len(b.msgs) > reactScratchMax || len(b.convs) > reactScratchMax {
+		b.msgs = make(map[reactMsgKey]*reactMsg)
+		b.convs = make(map[string]*reactConv)
+		b.users = make(map[reactUserKey]int32)
+		b.userv = nil
+	} else {
+		clear(b.msgs)
+		clear(b.convs)
+		clear(b.users)
 	}
-	err := b.it.Close()
-	b.it = nil
-	return mapErr(err)
+	for i := range b.userv {
+		u := &b.userv[i]
+		clear(u.emojis)
+		*u = reactUser{emojis: u.emojis[:0]}
+	}
+	b.userv = b.userv[:0]
 }
 
 // React implements store.Store. The batch is one Pebble batch and one
 // commit under the store's sync policy; every record an op needs is read
 // once per batch and then kept in memory (reactBatch), so a batch of many
-// ops on one message costs one read of its counts, and each user's rows are
-// read once. Runs under reactMu, which makes each conversation's version
-// gap-free and monotonic.
+// ops on one message costs one read of its counts, and each user's
+// reactions to it one point lookup. Runs under reactMu, which makes each
+// conversation's version gap-free and monotonic.
 func (s *Store) React(ctx context.Context, ops []store.ReactionOp) ([]store.ReactionResult, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, err
@@ -134,11 +141,10 @@ func (s *Store) React(ctx context.Context, ops []store.ReactionOp) ([]store.Reac
 	defer s.reactMu.Unlock()
 	st := &s.react
 	st.reset()
+	// The chunk's rest goes with the batch: results keep only what they use.
+	defer func() { st.vals, st.ptrs = nil, nil }()
 	for i := range ops {
 		res[i] = s.reactOne(st, &ops[i])
-	}
-	if err := st.close(); err != nil {
-		return nil, err
 	}
 
 	b := s.db.NewBatch()
@@ -207,13 +213,14 @@ func (s *Store) reactOne(st *reactBatch, op *store.ReactionOp) store.ReactionRes
 	if c.err != nil {
 		return store.ReactionResult{Err: c.err}
 	}
-	if err := s.reactUser(st, conv, seq, op.UserID); err != nil {
-		return store.ReactionResult{Err: err}
+	u := s.reactUser(st, m, conv, seq, op.UserID)
+	if u.err != nil {
+		return store.ReactionResult{Err: u.err}
 	}
-	own := st.row(conv, seq, op.UserID, op.Emoji)
+	j := slices.Index(u.emojis, op.Emoji)
 	add := !op.Remove
-	if own.present == add {
-		return store.ReactionResult{Reactions: st.counts(m, conv, seq, op.UserID), Version: m.version}
+	if (j >= 0) == add {
+		return store.ReactionResult{Reactions: st.counts(m, u), Version: m.version}
 	}
 	i := slices.IndexFunc(m.emojis, func(e reactEmoji) bool { return e.emoji == op.Emoji })
 	next := c.version + 1
@@ -230,15 +237,21 @@ func (s *Store) reactOne(st *reactBatch, op *store.ReactionOp) store.ReactionRes
 		}
 		m.emojis = append(m.emojis, reactEmoji{emoji: op.Emoji, count: 1, order: next, dirty: true})
 	case i < 0 || m.emojis[i].count == 0:
-		return store.ReactionResult{Err: corruptf(reactionKey(nil, conv, seq, op.UserID, op.Emoji), "reaction without a count")}
+		st.key = reactionKey(st.key[:0], conv, seq, op.UserID)
+		return store.ReactionResult{Err: corruptf(st.key, "reaction %q without a count", op.Emoji)}
 	default:
 		m.emojis[i].count--
 		m.emojis[i].dirty = true
 	}
-	own.present = add
+	if add {
+		u.emojis = append(u.emojis, op.Emoji)
+	} else {
+		u.emojis = slices.Delete(u.emojis, j, j+1)
+	}
+	u.dirty = true
 	c.version, c.changed = next, true
 	m.version, m.changed = next, true
-	return store.ReactionResult{Changed: true, Reactions: st.counts(m, conv, seq, op.UserID), Version: next}
+	return store.ReactionResult{Changed: true, Reactions: st.counts(m, u), Version: next}
 }
 
 // distinct is the number of emojis with a count.
@@ -252,26 +265,35 @@ func (m *reactMsg) distinct() int {
 	return n
 }
 
-// counts returns m's counts, Me for user, whose rows reactOne read.
-func (st *reactBatch) counts(m *reactMsg, conv string, seq uint64, user string) []*pb.Reaction {
+// counts returns m's counts, Me for u's user.
+func (st *reactBatch) counts(m *reactMsg, u *reactUser) []*pb.Reaction {
 	n := m.distinct()
 	if n == 0 {
 		return nil
 	}
-	vals := make([]pb.Reaction, n) // one allocation for the batch's many results
-	out := make([]*pb.Reaction, 0, n)
+	vals, out := st.reactions(n)
 	for _, e := range m.emojis {
 		if e.count == 0 {
 			continue
 		}
 		r := &vals[len(out)]
 		r.Emoji, r.Count = e.emoji, uint32(min(e.count, math.MaxUint32))
-		if row := st.rows[reactRowKey{conv, seq, user, e.emoji}]; row != nil {
-			r.Me = row.present
-		}
+		r.Me = slices.Contains(u.emojis, e.emoji)
 		out = append(out, r)
 	}
 	return out
+}
+
+// reactions returns n zero Reactions and an empty slice of capacity n for
+// pointers to them, cut from the batch's chunk.
+func (st *reactBatch) reactions(n int) ([]pb.Reaction, []*pb.Reaction) {
+	if len(st.vals) < n {
+		st.vals = make([]pb.Reaction, max(n, reactChunk))
+		st.ptrs = make([]*pb.Reaction, len(st.vals))
+	}
+	vals, ptrs := st.vals[:n:n], st.ptrs[:0:n]
+	st.vals, st.ptrs = st.vals[n:], st.ptrs[n:]
+	return vals, ptrs
 }
 
 // reactMessage returns the batch's state of a message, from the cache or
@@ -406,71 +428,124 @@ func (s *Store) readReactionVersion(conv string) (uint64, error) {
 	return decodeUint64(key, body, "reaction version")
 }
 
-// reactUser reads user's reactions to a message into the batch, once.
-func (s *Store) reactUser(st *reactBatch, conv string, seq uint64, user string) error {
-	uk := reactUserKey{conv, seq, user}
-	if _, ok := st.users[uk]; ok {
-		return nil
+// reactUser returns the batch's state of user's reactions to a message
+// (m, whose state the batch has), read at the pair's first op: one point
+// lookup of its row. reactMu is held, so nothing changes it meanwhile.
+func (s *Store) reactUser(st *reactBatch, m *reactMsg, conv string, seq uint64, user string) *reactUser {
+	k := reactUserKey{conv, seq, user}
+	if i, ok := st.users[k]; ok {
+		return &st.userv[i]
 	}
-	if st.it == nil {
-		// One iterator for the batch's reads: reactMu is held, so nothing
-		// it could miss is written meanwhile.
-		var err error
-		if st.it, err = nsIter(context.Background(), s.db, nsReaction); err != nil {
-			return err
+	if len(st.userv) < cap(st.userv) {
+		st.userv = st.userv[:len(st.userv)+1] // an entry reset left, its emojis' array kept
+	} else {
+		st.userv = append(st.userv, reactUser{})
+	}
+	st.users[k] = int32(len(st.userv) - 1)
+	u := &st.userv[len(st.userv)-1]
+	u.k = k
+	st.key = reactionKey(st.key[:0], conv, seq, user)
+	u.onDisk, u.err = userReactions(s.db, st.key, func(emoji []byte) {
+		// The message's own copy of the name, if it has the emoji (it
+		// should): no allocation per user.
+		if i := slices.IndexFunc(m.emojis, func(e reactEmoji) bool { return e.emoji == string(emoji) }); i >= 0 {
+			u.emojis = append(u.emojis, m.emojis[i].emoji)
+		} else {
+			u.emojis = append(u.emojis, string(emoji))
 		}
-	}
-	st.key = reactionUserPrefix(st.key[:0], conv, seq, user)
-	err := userReactions(st.it, st.key, func(emoji string) {
-		st.rows[reactRowKey{conv, seq, user, emoji}] = &reactRow{present: true, onDisk: true}
 	})
+	if u.err != nil {
+		clear(u.emojis)
+		u.emojis = u.emojis[:0]
+	}
+	return u
+}
+
+// userReactions reads one user's reactions to one message (its 'e' row,
+// key) from r, one point lookup, and calls fn with each emoji (valid only
+// during the call); found is false if the user has no row (an empty row:
+// found, no emojis).
+func userReactions(r pebble.Reader, key []byte, fn func(emoji []byte)) (found bool, err error) {
+	v, closer, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
 	if err != nil {
-		return err
+		return false, mapErr(err)
 	}
-	st.users[uk] = struct{}{}
-	return nil
-}
-
-// row returns one row of a (message, user) pair reactUser read.
-func (st *reactBatch) row(conv string, seq uint64, user, emoji string) *reactRow {
-	k := reactRowKey{conv, seq, user, emoji}
-	r, ok := st.rows[k]
-	if !ok {
-		r = &reactRow{}
-		st.rows[k] = r
+	defer closer.Close()
+	body, err := unframe(key, v)
+	if err != nil {
+		return true, err
 	}
-	return r
-}
-
-// userReactions calls fn with each emoji under prefix (one user's
-// reactions to one message), seeking it.
-func userReactions(it *pebble.Iterator, prefix []byte, fn func(emoji string)) error {
-	return scanPrefix(it, prefix, func(key, body []byte) error {
-		emoji, rest, err := readLP(key[len(prefix):])
-		if err != nil || len(rest) != 0 || len(body) != 0 {
-			return corruptf(key, "bad reaction record")
+	for rest := body; len(rest) > 0; {
+		n, w := binary.Uvarint(rest)
+		if w <= 0 || n == 0 || n > uint64(len(rest)-w) {
+			return true, corruptf(key, "bad reaction record")
+		}
+		emoji := rest[w : w+int(n)]
+		if lpListHas(body[:len(body)-len(rest)], emoji) {
+			return true, corruptf(key, "reaction record with %q twice", emoji)
 		}
 		fn(emoji)
-		return nil
-	})
+		rest = rest[w+int(n):]
+	}
+	return true, nil
 }
 
-// write puts what the batch changed into b: the reaction rows whose state
-// differs from disk, each changed message's counts, version and change
-// index entry (the old one deleted), each changed conversation's version.
+// lpListHas reports whether list, a well-formed run of length-prefixed
+// strings, holds s.
+func lpListHas(list, s []byte) bool {
+	for len(list) > 0 {
+		n, w := binary.Uvarint(list)
+		if bytes.Equal(list[w:w+int(n)], s) {
+			return true
+		}
+		list = list[w+int(n):]
+	}
+	return false
+}
+
+// appendUserReactions appends the framed value of a user's 'e' row (key)
+// holding emojis to b.
+func appendUserReactions(b, key []byte, emojis []string) []byte {
+	start := len(b)
+	b = append(b, 0) // the format byte, set by sealValue
+	for _, e := range emojis {
+		b = appendLP(b, e)
+	}
+	b = append(b, 0, 0, 0, 0)
+	sealValue(key, b[start:])
+	return b
+}
+
+// appendFramed appends body framed for key to b.
+func appendFramed(b, key, body []byte) []byte {
+	start := len(b)
+	b = append(b, 0)
+	b = append(b, body...)
+	b = append(b, 0, 0, 0, 0)
+	sealValue(key, b[start:])
+	return b
+}
+
+// write puts what the batch changed into b (which copies keys and values,
+// so the scratch buffers are reused): the user rows that changed (set, even
+// emptied), each changed message's counts, version and change index entry
+// (the old one deleted), each changed conversation's version.
 func (st *reactBatch) write(b *pebble.Batch) error {
-	for k, r := range st.rows {
-		if r.present == r.onDisk {
+	var num [8]byte
+	for i := range st.userv {
+		u := &st.userv[i]
+		if !u.dirty || (len(u.emojis) == 0 && !u.onDisk) {
 			continue
 		}
-		key := reactionKey(nil, k.conv, k.seq, k.user, k.emoji)
-		var err error
-		if r.present {
-			err = b.Set(key, frame(key, nil), nil)
-		} else {
-			err = b.Delete(key, nil)
-		}
-		if err != nil {
+		// Emptied, the row stays (empty), not deleted: a lookup that finds
+		// a tombstone first goes on through every older version of the
+		// key, which churn makes many.
+		st.key = reactionKey(st.key[:0], u.k.conv, u.k.seq, u.k.user)
+		st.val = appendUserReactions(st.val[:0], st.key, u.emojis)
+		if err := b.Set(st.key, st.val, nil); err != nil {
 			return err
 		}
 	}
@@ -482,28 +557,32 @@ func (st *reactBatch) write(b *pebble.Batch) error {
 			if !e.dirty {
 				continue
 			}
-			key := reactCountKey(nil, k.conv, k.seq, e.emoji)
+			st.key = reactCountKey(st.key[:0], k.conv, k.seq, e.emoji)
 			var err error
 			if e.count > 0 {
-				err = b.Set(key, frame(key, encodeReactCount(e.count, e.order)), nil)
+				var buf [2 * binary.MaxVarintLen64]byte
+				err = st.set(b, binary.AppendUvarint(binary.AppendUvarint(buf[:0], e.count), e.order))
 			} else {
-				err = b.Delete(key, nil)
+				err = b.Delete(st.key, nil)
 			}
 			if err != nil {
 				return err
 			}
 		}
-		vk := reactCountPrefix(nil, k.conv, k.seq)
-		if err := b.Set(vk, frame(vk, binary.BigEndian.AppendUint64(nil, m.version)), nil); err != nil {
+		binary.BigEndian.PutUint64(num[:], m.version)
+		st.key = reactCountPrefix(st.key[:0], k.conv, k.seq)
+		if err := st.set(b, num[:]); err != nil {
 			return err
 		}
 		if m.diskVer > 0 {
-			if err := b.Delete(reactIdxKey(nil, k.conv, m.diskVer), nil); err != nil {
+			st.key = reactIdxKey(st.key[:0], k.conv, m.diskVer)
+			if err := b.Delete(st.key, nil); err != nil {
 				return err
 			}
 		}
-		ik := reactIdxKey(nil, k.conv, m.version)
-		if err := b.Set(ik, frame(ik, binary.BigEndian.AppendUint64(nil, k.seq)), nil); err != nil {
+		binary.BigEndian.PutUint64(num[:], k.seq)
+		st.key = reactIdxKey(st.key[:0], k.conv, m.version)
+		if err := st.set(b, num[:]); err != nil {
 			return err
 		}
 	}
@@ -511,17 +590,24 @@ func (st *reactBatch) write(b *pebble.Batch) error {
 		if !c.changed {
 			continue
 		}
-		key := reactVerKey(nil, conv)
-		if err := b.Set(key, frame(key, binary.BigEndian.AppendUint64(nil, c.version)), nil); err != nil {
+		binary.BigEndian.PutUint64(num[:], c.version)
+		st.key = reactVerKey(st.key[:0], conv)
+		if err := st.set(b, num[:]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// set puts body framed under st.key into b.
+func (st *reactBatch) set(b *pebble.Batch, body []byte) error {
+	st.val = appendFramed(st.val[:0], st.key, body)
+	return b.Set(st.key, st.val, nil)
+}
+
 // Reactions implements store.Store: per message, one seek to its counts
-// and one to userID's own reactions, all from one snapshot with two
-// iterators for the whole call.
+// and one point lookup of userID's own reactions, all from one snapshot
+// (one iterator for the whole call).
 func (s *Store) Reactions(ctx context.Context, conversationID string, seqs []uint64, userID string) (map[uint64]store.ReactionSet, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, err
@@ -538,12 +624,7 @@ func (s *Store) Reactions(ctx context.Context, conversationID string, seqs []uin
 		return nil, err
 	}
 	defer counts.Close()
-	it, err := nsIter(ctx, snap, nsReaction)
-	if err != nil {
-		return nil, err
-	}
-	defer it.Close()
-	var prefix []byte
+	var key []byte
 	for _, seq := range seqs {
 		if _, done := out[seq]; done {
 			continue
@@ -560,10 +641,10 @@ func (s *Store) Reactions(ctx context.Context, conversationID string, seqs []uin
 			set.Reactions[i] = &pb.Reaction{Emoji: e.emoji, Count: uint32(min(e.count, math.MaxUint32))}
 		}
 		if userID != "" {
-			prefix = reactionUserPrefix(prefix[:0], conversationID, seq, userID)
-			err := userReactions(it, prefix, func(emoji string) {
+			key = reactionKey(key[:0], conversationID, seq, userID)
+			_, err := userReactions(snap, key, func(emoji []byte) {
 				for _, r := range set.Reactions {
-					if r.Emoji == emoji {
+					if r.Emoji == string(emoji) {
 						r.Me = true
 					}
 				}
