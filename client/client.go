@@ -132,6 +132,9 @@ type Client struct {
 	conn   net.Conn
 	tr     transport
 	authOk *pb.AuthOk
+	// frameLimit is AuthOk.max_frame_bytes (0 before it came): larger
+	// frames are refused before they are sent.
+	frameLimit atomic.Int64
 	hb     time.Duration
 	ids    msgIDs
 
@@ -276,7 +279,7 @@ func (c *Client) authenticate(ctx context.Context) error {
 	defer stop()
 	b, err := c.tr.appendFrame(nil, &pb.ClientFrame{Id: 1, Body: &pb.ClientFrame_Auth{Auth: &pb.Auth{
 		Token: c.opts.Token, DeviceId: c.opts.DeviceID, DeviceType: c.opts.DeviceType,
-	}}})
+	}}}, 0)
 	if err != nil {
 		return err
 	}
@@ -299,6 +302,7 @@ func (c *Client) authenticate(ctx context.Context) error {
 		switch b := f.Body.(type) {
 		case *pb.ServerFrame_AuthOk:
 			c.authOk = b.AuthOk
+			c.frameLimit.Store(int64(b.AuthOk.GetMaxFrameBytes()))
 			if !stop() {
 				return ctx.Err()
 			}
@@ -599,8 +603,13 @@ func (c *Client) enqueue(ctx context.Context, f *pb.ClientFrame, noWait bool) er
 	}
 	wasEmpty := len(c.wbuf) == 0
 	var err error
-	c.wbuf, err = c.tr.appendFrame(c.wbuf, f)
+	c.wbuf, err = c.tr.appendFrame(c.wbuf, f, int(c.frameLimit.Load()))
 	c.wmu.Unlock()
+	if err == errFrameTooLarge {
+		// The server would close the connection for it (and a resend
+		// would close the next one): refuse it here, the connection kept.
+		return &Error{Code: pb.ErrorCode_ERROR_CODE_TOO_LARGE, Message: "frame larger than the server's limit (AuthOk.max_frame_bytes)"}
+	}
 	if err != nil {
 		return fmt.Errorf("parley: encode: %w", err)
 	}

@@ -21,6 +21,10 @@ var (
 
 	// ErrProtocol reports a reply whose body does not match the request.
 	ErrProtocol = errors.New("parley: unexpected reply")
+
+	// errFrameTooLarge: a frame the server's limit would refuse (the
+	// caller gets an *Error with ERROR_CODE_TOO_LARGE).
+	errFrameTooLarge = errors.New("parley: frame too large")
 )
 
 // Error is an error frame the server answered a request with.

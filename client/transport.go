@@ -17,8 +17,10 @@ import (
 // writer's lock held and readFrame only from the reader goroutine, so neither
 // needs locking of its own.
 type transport interface {
-	// appendFrame appends one encoded, framed client frame to dst.
-	appendFrame(dst []byte, f *pb.ClientFrame) ([]byte, error)
+	// appendFrame appends one encoded, framed client frame to dst; a frame
+	// whose encoding passes limit bytes (0: no limit) is not appended and
+	// errFrameTooLarge returned.
+	appendFrame(dst []byte, f *pb.ClientFrame, limit int) ([]byte, error)
 	// readFrame returns the next server frame and its codec. The bytes are
 	// valid until the next call.
 	readFrame() ([]byte, wire.Codec, error)
@@ -70,7 +72,7 @@ func newWSTransport(conn net.Conn, br *bufio.Reader, codec wire.Codec, maxFrame 
 	return t
 }
 
-func (t *wsTransport) appendFrame(dst []byte, f *pb.ClientFrame) ([]byte, error) {
+func (t *wsTransport) appendFrame(dst []byte, f *pb.ClientFrame, limit int) ([]byte, error) {
 	var p []byte
 	var err error
 	op := ws.OpBinary
@@ -83,6 +85,9 @@ func (t *wsTransport) appendFrame(dst []byte, f *pb.ClientFrame) ([]byte, error)
 	}
 	if err != nil {
 		return dst, err
+	}
+	if limit > 0 && len(p) > limit {
+		return dst, errFrameTooLarge
 	}
 	return t.appendMessage(dst, op, p), nil
 }
@@ -164,11 +169,14 @@ func newTCPTransport(conn io.Reader, maxFrame int) *tcpTransport {
 	return &tcpTransport{conn: conn, max: maxFrame, buf: make([]byte, 4096)}
 }
 
-func (t *tcpTransport) appendFrame(dst []byte, f *pb.ClientFrame) ([]byte, error) {
+func (t *tcpTransport) appendFrame(dst []byte, f *pb.ClientFrame, limit int) ([]byte, error) {
 	var err error
 	t.scratch, err = wire.AppendClient(t.scratch[:0], f)
 	if err != nil {
 		return dst, err
+	}
+	if limit > 0 && len(t.scratch) > limit {
+		return dst, errFrameTooLarge
 	}
 	return wire.AppendTCPFrame(dst, t.scratch), nil
 }
