@@ -135,8 +135,8 @@ type Client struct {
 	// frameLimit is AuthOk.max_frame_bytes (0 before it came): larger
 	// frames are refused before they are sent.
 	frameLimit atomic.Int64
-	hb     time.Duration
-	ids    msgIDs
+	hb         time.Duration
+	ids        msgIDs
 
 	nextID    atomic.Uint64
 	lastWrite atomic.Int64 // unix nanos

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/parleyim/parley/client"
-	"github.com/parleyim/parley/server"
 	pb "github.com/parleyim/parley/proto/parleyv1"
+	"github.com/parleyim/parley/server"
 )
 
 // A send larger than the server's frame limit fails at once in the SDK
