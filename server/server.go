@@ -14,7 +14,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/parleyim/parley/internal/api"
@@ -94,6 +96,12 @@ func New(cfg Config) (_ *Server, err error) {
 		}
 	}()
 	st, err := openStore(cfg)
+	if err != nil && cfg.PostgresURL == "" && (errors.Is(err, syscall.EWOULDBLOCK) || strings.Contains(err.Error(), "lock held by current process")) {
+		// Pebble's LOCK file is held (by another process: EWOULDBLOCK; by
+		// this one: pebble's own error, which has no sentinel): say what
+		// that means.
+		return nil, fmt.Errorf("parley: the data directory %s is in use by another process (another parley serve?); stop it or start with another --data: %w", cfg.DataDir, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("parley: open store: %w", err)
 	}
