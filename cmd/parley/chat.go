@@ -6,13 +6,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/parleyim/parley/client"
+	"github.com/parleyim/parley/internal/chat"
 	pb "github.com/parleyim/parley/proto/parleyv1"
 	"github.com/parleyim/parley/wire"
 )
@@ -20,6 +23,13 @@ import (
 // chatCmd is a line-based chat client: every line typed is sent to --to, and
 // every message received (including those missed while offline) is printed.
 func chatCmd(args []string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runChat(ctx, args, os.Stdin, os.Stdout)
+}
+
+// runChat is chatCmd reading lines from in and printing to out.
+func runChat(ctx context.Context, args []string, in io.Reader, out io.Writer) error {
 	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
 	httpAddr := fs.String("a", "127.0.0.1:8080", "server HTTP address (accounts; WebSocket at /ws)")
 	tcpAddr := fs.String("tcp", "127.0.0.1:7070", "server TCP address (with --transport tcp)")
@@ -28,7 +38,7 @@ func chatCmd(args []string) error {
 	password := fs.String("password", "", "password (or PARLEY_PASSWORD)")
 	register := fs.Bool("register", false, "register the user first")
 	to := fs.String("to", "", "the user to talk to")
-	device := fs.String("device", "", "device id (default: the transport name)")
+	device := fs.String("device", "", "device name (default cli-TRANSPORT); a second chat of the same user with the same device replaces the first")
 	fs.Usage = func() {
 		fmt.Fprint(os.Stderr, "usage: parley chat --user NAME --password PW --to PEER [--register] [--transport ws|ws-proto|tcp]\n\n")
 		fs.PrintDefaults()
@@ -46,9 +56,6 @@ func chatCmd(args []string) error {
 		fs.Usage()
 		return errors.New("chat: --user, --password and --to are required")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
 	base := "http://" + *httpAddr
 	var creds *client.Credentials
 	var err error
@@ -60,7 +67,7 @@ func chatCmd(args []string) error {
 	if err != nil {
 		return fmt.Errorf("chat: %w", err)
 	}
-	opts := client.Options{Token: creds.Token, DeviceType: "cli-" + *transport}
+	opts := client.Options{Token: creds.Token}
 	switch *transport {
 	case "ws":
 		opts.Addr, opts.Codec = "ws://"+*httpAddr+"/ws", wire.JSON
@@ -71,27 +78,52 @@ func chatCmd(args []string) error {
 	default:
 		return fmt.Errorf("chat: unknown transport %q", *transport)
 	}
+	// The device is also the device type: the server keeps one session
+	// per user and device type, so chats with different --device names
+	// run side by side and the same name replaces the older one.
 	opts.DeviceID = *device
 	if opts.DeviceID == "" {
 		opts.DeviceID = "cli-" + *transport
 	}
+	opts.DeviceType = opts.DeviceID
 	opts.AutoDeliveredAck = true
+	var mu sync.Mutex // out is written from the session's goroutines and this one
+	say := func(format string, a ...any) {
+		mu.Lock()
+		fmt.Fprintf(out, format, a...)
+		mu.Unlock()
+	}
+	peer := chat.DirectID(creds.UserID, *to) // messages of other conversations say which
 	opts.OnMessage = func(m *pb.Message) {
 		who := m.From
 		if who == creds.UserID {
 			who = "me"
 		}
-		fmt.Printf("[%s #%d] %s: %s\n", time.UnixMilli(m.ServerTime).Format("15:04:05"), m.Seq, who, m.Payload)
+		where := ""
+		if m.ConversationId != peer {
+			where = " in " + m.ConversationId
+		}
+		say("[%s #%d%s] %s: %s\n", time.UnixMilli(m.ServerTime).Format("15:04:05"), m.Seq, where, who, m.Payload)
 	}
 	opts.OnReceipt = func(r *pb.Receipt) {
 		if r.UserId != creds.UserID && r.ReadSeq == 0 {
-			fmt.Printf("  (%s received up to #%d)\n", r.UserId, r.DeliveredSeq)
+			say("  (%s received up to #%d)\n", r.UserId, r.DeliveredSeq)
 		}
 	}
 	sess, err := client.NewSession(client.SessionOptions{
-		Options:      opts,
-		OnConnect:    func(a *pb.AuthOk) { fmt.Printf("connected as %s (%s)\n", a.UserId, *transport) },
-		OnDisconnect: func(err error) { fmt.Printf("disconnected: %v; reconnecting\n", err) },
+		Options: opts,
+		// Each start prints only what this user's devices have not
+		// received yet (the server's delivered cursor), not whole histories.
+		ResumeFromServer: true,
+		OnConnect:        func(a *pb.AuthOk) { say("connected as %s (%s, device %s)\n", a.UserId, *transport, opts.DeviceID) },
+		OnDisconnect: func(err error) {
+			var d *client.DisconnectError
+			if errors.As(err, &d) && d.Code == pb.DisconnectCode_DISCONNECT_CODE_KICKED {
+				say("another chat of %s signed in as device %s and replaced this one (give each its own --device)\n", *user, opts.DeviceID)
+				return
+			}
+			say("disconnected: %v; reconnecting\n", err)
+		},
 	})
 	if err != nil {
 		return err
@@ -100,12 +132,12 @@ func chatCmd(args []string) error {
 	if err := sess.WaitReady(ctx); err != nil {
 		return err
 	}
-	fmt.Printf("type a line and press enter to send it to %s; Ctrl-D or Ctrl-C to quit\n", *to)
+	say("type a line and press enter to send it to %s; Ctrl-D or Ctrl-C to quit\n", *to)
 
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
-		sc := bufio.NewScanner(os.Stdin)
+		sc := bufio.NewScanner(in)
 		for sc.Scan() {
 			lines <- sc.Text()
 		}
@@ -115,6 +147,9 @@ func chatCmd(args []string) error {
 		case <-ctx.Done():
 			return nil
 		case <-sess.Done():
+			if errors.Is(sess.Err(), client.ErrClosed) {
+				return nil
+			}
 			return sess.Err()
 		case line, ok := <-lines:
 			if !ok {
@@ -125,10 +160,10 @@ func chatCmd(args []string) error {
 			}
 			ack, err := sess.Send(ctx, &pb.Send{To: *to, ContentType: "text", Payload: []byte(line)})
 			if err != nil {
-				fmt.Printf("  (not sent: %v)\n", err)
+				say("  (not sent: %v)\n", err)
 				continue
 			}
-			fmt.Printf("  (stored as #%d)\n", ack.Seq)
+			say("  (stored as #%d)\n", ack.Seq)
 		}
 	}
 }
