@@ -68,6 +68,13 @@ func New(cfg Config) (_ *Server, err error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("parley: invalid config: %w", err)
 	}
+	if _, err := os.Stat(cfg.DataDir); errors.Is(err, fs.ErrNotExist) {
+		// A first start that cannot listen (a port taken) must not leave a
+		// fresh data directory with new secrets behind: check first.
+		if err := probePorts(cfg); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("parley: data dir: %w", err)
 	}
@@ -252,6 +259,23 @@ func New(cfg Config) (_ *Server, err error) {
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 	}
 	return s, nil
+}
+
+// probePorts checks that the addresses Start listens on are free, by
+// listening on them and closing at once. (Ports with a 0 are always free.)
+func probePorts(cfg Config) error {
+	addrs := []struct{ what, addr string }{{"http", cfg.HTTPAddr}, {"tcp", cfg.TCPAddr}}
+	for _, a := range addrs {
+		if a.addr == "off" || a.addr == "" {
+			continue
+		}
+		ln, err := net.Listen("tcp", a.addr)
+		if err != nil {
+			return fmt.Errorf("parley: listen %s: %w (nothing was created in %s)", a.what, err, cfg.DataDir)
+		}
+		ln.Close()
+	}
+	return nil
 }
 
 // openStore opens PostgreSQL when configured, else the embedded store.
