@@ -106,6 +106,9 @@ func TestChatCommand(t *testing.T) {
 	alice := startChat(t, ctx, args("--user", "alice", "--register", "--to", "bob")...)
 	alice.say(t, "first message")
 	bob.waitFor(t, "alice: first message")
+	// Bob's device acknowledges what it printed; the server stores that
+	// cursor a moment later. (A person restarting takes longer than that.)
+	waitDelivered(t, ctx, "http://"+srv.HTTPAddr(), "ws://"+srv.HTTPAddr()+"/ws", "bob", 1)
 	bob.quit(t)
 
 	alice.say(t, "while bob was away")
@@ -139,5 +142,34 @@ func TestChatCommand(t *testing.T) {
 	}
 	for _, p := range []*chatProc{again, bob, alice, carol} {
 		p.quit(t)
+	}
+}
+
+// waitDelivered waits until uid's delivered cursor in their conversation
+// list reaches seq, read through a device of its own.
+func waitDelivered(t *testing.T, ctx context.Context, base, ws, uid string, seq uint64) {
+	t.Helper()
+	creds, err := client.Login(ctx, base, uid, "password-123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Dial(ctx, client.Options{Addr: ws, Token: creds.Token, DeviceID: "probe", DeviceType: "probe"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		convs, err := c.AllConversations(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(convs) > 0 && convs[0].DeliveredSeq >= seq {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's delivered cursor did not reach %d: %v", uid, seq, convs)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
