@@ -870,3 +870,45 @@ func TestSessionCatchesUpReactions(t *testing.T) {
 	}
 	mu.Unlock()
 }
+
+// A reaction sync skips the changes of messages the reader may not read
+// (from before they joined) instead of handing back an empty page that
+// says more follow.
+func TestSyncReactionsSkipsUnreadable(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	ctx := ctx10(t)
+	alice, _ := ts.connect(t, "alice", "a1", "phone", transports[0])
+	g, err := alice.CreateGroup(ctx, &pb.CreateGroup{Name: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := g.ConversationId
+	old, err := text(ctx, alice, conv, "before dave", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := alice.React(ctx, conv, old.Seq, fmt.Sprintf(":e%d:", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := alice.AddMembers(ctx, conv, "dave"); err != nil {
+		t.Fatal(err)
+	}
+	seen, err := text(ctx, alice, conv, "after dave", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.React(ctx, conv, seen.Seq, "👍"); err != nil {
+		t.Fatal(err)
+	}
+	dave, _ := ts.connect(t, "dave", "d1", "phone", transports[1])
+	rp, err := dave.SyncReactions(ctx, conv, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rp.Updates) != 1 || rp.Updates[0].Seq != seen.Seq || rp.HasMore {
+		t.Fatalf("dave's first reaction page: %v", rp)
+	}
+}

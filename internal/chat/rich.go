@@ -597,17 +597,32 @@ func (s *Service) syncReactions(ctx context.Context, c Replier, sess *session.Se
 	if err != nil {
 		return storeErr(err)
 	}
+	// Changes of messages outside what uid may read are skipped, reading
+	// on (at most maxHiddenSkips pages' worth), so a page is empty only at
+	// the end: a client pages on from the last update's version.
 	n := pageLimit(r.Limit)
-	changes, err := s.store.ReactionChanges(ctx, conv, r.AfterVersion, n+1)
-	if err != nil {
-		return storeErr(err)
-	}
-	page := &pb.ReactionPage{ConversationId: conv, Version: version, HasMore: len(changes) > n}
-	changes = changes[:min(len(changes), n)]
+	page := &pb.ReactionPage{ConversationId: conv, Version: version}
+	var changes []store.ReactionChange
 	var seqs []uint64
-	for _, ch := range changes {
-		if ch.Seq > since && (upTo == 0 || ch.Seq <= upTo) {
-			seqs = append(seqs, ch.Seq)
+	after := r.AfterVersion
+	for scanned := 0; len(changes) < n && scanned < n*maxHiddenSkips; {
+		chunk, err := s.store.ReactionChanges(ctx, conv, after, n+1)
+		if err != nil {
+			return storeErr(err)
+		}
+		page.HasMore = len(chunk) > n
+		for _, ch := range chunk[:min(len(chunk), n)] {
+			if len(changes) == n {
+				page.HasMore = true
+				break
+			}
+			after, scanned = ch.Version, scanned+1
+			if ch.Seq > since && (upTo == 0 || ch.Seq <= upTo) {
+				changes, seqs = append(changes, ch), append(seqs, ch.Seq)
+			}
+		}
+		if !page.HasMore {
+			break
 		}
 	}
 	sets, err := s.store.Reactions(ctx, conv, seqs, uid)
@@ -615,9 +630,6 @@ func (s *Service) syncReactions(ctx context.Context, c Replier, sess *session.Se
 		return storeErr(err)
 	}
 	for _, ch := range changes {
-		if ch.Seq <= since || (upTo > 0 && ch.Seq > upTo) {
-			continue
-		}
 		set := sets[ch.Seq]
 		page.Updates = append(page.Updates, &pb.ReactionUpdate{ConversationId: conv, Seq: ch.Seq,
 			Reactions: set.Reactions, Version: max(set.Version, ch.Version), Personal: true})
