@@ -74,6 +74,8 @@ func Lookup(c pb.ErrorCode) (Info, bool) {
 	// refused again.
 	case pb.ErrorCode_ERROR_CODE_REJECTED:
 		return Info{"rejected by moderation", http.StatusUnprocessableEntity, "rejected", false}, true
+	case pb.ErrorCode_ERROR_CODE_NO_SUCH_USER:
+		return Info{"no such user", http.StatusNotFound, "no_such_user", false}, true
 	case pb.ErrorCode_ERROR_CODE_UNSPECIFIED:
 		// Never sent by this server; a row so that every enum value has one.
 		return unknownRow(), true

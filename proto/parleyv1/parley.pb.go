@@ -222,6 +222,11 @@ const (
 	// Error.reject_code the rule that refused it. Not temporary: the same
 	// content is refused again.
 	ErrorCode_ERROR_CODE_REJECTED ErrorCode = 17
+	// A 1:1 send names a user id that has no account on a server whose users
+	// all have accounts (no app_secret: only built-in accounts and admin-minted
+	// tokens). Not temporary. Servers that accept app-minted tokens never
+	// answer it: their users need no account before their first message.
+	ErrorCode_ERROR_CODE_NO_SUCH_USER ErrorCode = 18
 )
 
 // Enum value maps for ErrorCode.
@@ -245,6 +250,7 @@ var (
 		15: "ERROR_CODE_QUOTA_EXCEEDED",
 		16: "ERROR_CODE_UNSUPPORTED_MEDIA_TYPE",
 		17: "ERROR_CODE_REJECTED",
+		18: "ERROR_CODE_NO_SUCH_USER",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED":            0,
@@ -265,6 +271,7 @@ var (
 		"ERROR_CODE_QUOTA_EXCEEDED":         15,
 		"ERROR_CODE_UNSUPPORTED_MEDIA_TYPE": 16,
 		"ERROR_CODE_REJECTED":               17,
+		"ERROR_CODE_NO_SUCH_USER":           18,
 	}
 )
 
@@ -8600,7 +8607,7 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x10ConversationType\x12!\n" +
 	"\x1dCONVERSATION_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONVERSATION_TYPE_DIRECT\x10\x01\x12\x1b\n" +
-	"\x17CONVERSATION_TYPE_GROUP\x10\x02*\xa2\x04\n" +
+	"\x17CONVERSATION_TYPE_GROUP\x10\x02*\xbf\x04\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ERROR_CODE_BAD_REQUEST\x10\x01\x12\x1e\n" +
@@ -8620,7 +8627,8 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x13ERROR_CODE_CONFLICT\x10\x0e\x12\x1d\n" +
 	"\x19ERROR_CODE_QUOTA_EXCEEDED\x10\x0f\x12%\n" +
 	"!ERROR_CODE_UNSUPPORTED_MEDIA_TYPE\x10\x10\x12\x17\n" +
-	"\x13ERROR_CODE_REJECTED\x10\x11*\x82\x03\n" +
+	"\x13ERROR_CODE_REJECTED\x10\x11\x12\x1b\n" +
+	"\x17ERROR_CODE_NO_SUCH_USER\x10\x12*\x82\x03\n" +
 	"\x0eDisconnectCode\x12\x1f\n" +
 	"\x1bDISCONNECT_CODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16DISCONNECT_CODE_KICKED\x10\x01\x12\x18\n" +

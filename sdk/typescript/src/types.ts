@@ -64,7 +64,10 @@ export type ErrorCode =
   | 'ERROR_CODE_UNSUPPORTED_MEDIA_TYPE'
   /** The app's moderation refused the message (its before-send hook or the
    *  word filter): see ErrorBody.reason and rejectCode. Not temporary. */
-  | 'ERROR_CODE_REJECTED';
+  | 'ERROR_CODE_REJECTED'
+  /** A 1:1 send to a user id without an account, on a server where every
+   *  user has one. Not temporary. */
+  | 'ERROR_CODE_NO_SUCH_USER';
 
 export type DisconnectCode =
   | 'DISCONNECT_CODE_UNSPECIFIED'
