@@ -100,3 +100,18 @@ func TestServiceWorkerServed(t *testing.T) {
 		t.Errorf("GET /app.js: Cache-Control %q, want none", res.Header.Get("Cache-Control"))
 	}
 }
+
+// The page names its icon, so browsers do not ask for /favicon.ico (a 404 on
+// every load); the icon is served as SVG.
+func TestFaviconServed(t *testing.T) {
+	h := Handler()
+	_, html := get(t, h, "/")
+	m := regexp.MustCompile(`<link rel="icon" href="([^"]+)" type="image/svg\+xml">`).FindStringSubmatch(html)
+	if m == nil {
+		t.Fatal("index.html links no SVG icon")
+	}
+	res, body := get(t, h, "/"+m[1])
+	if res.StatusCode != http.StatusOK || !strings.Contains(res.Header.Get("Content-Type"), "image/svg+xml") || !strings.Contains(body, "<svg") {
+		t.Fatalf("GET /%s = %d %q", m[1], res.StatusCode, res.Header.Get("Content-Type"))
+	}
+}
