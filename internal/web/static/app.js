@@ -1,6 +1,6 @@
 // Parley web client: plain ES modules, no build step. The SDK
 // (parley-sdk.js) is the TypeScript SDK bundled for browsers.
-import { ParleyClient, register, login, logout, directConversationId, text, isCode, webPushKey, applyReaction, mentionsUser } from './parley-sdk.js';
+import { ParleyClient, register, login, logout, directConversationId, text, isCode, webPushKey, applyReaction, mentionsUser, encodeFrame } from './parley-sdk.js';
 
 const $ = (id) => document.getElementById(id);
 const el = (tag, cls, txt) => {
@@ -72,6 +72,7 @@ let editing = null; // {conversationId, seq}
 let replying = null; // {conversationId, seq}: the main composer's next message answers it
 let threadOpen = null; // {conversationId, root}: the thread shown in the thread panel
 let openActions = ''; // "conversation|where|seq" of the message whose actions are shown
+let maxFrame = 0; // the server's largest client frame in bytes (authOk), 0 until known
 
 function conv(id) {
   let c = convs.get(id);
@@ -241,6 +242,13 @@ function apply(m, live) {
     c.last = m;
     c.activity = Math.max(c.activity, m.serverTime || Date.now());
     // Unread counts messages from others, not events, as the server's do.
+    if (live && m.from !== me && kind === 'MESSAGE_KIND_NORMAL' && !m.threadRoot) {
+      if (c.id === openId) {
+        const box = $('messages');
+        if (box.scrollHeight - box.scrollTop - box.clientHeight > 200) c.newBelow = (c.newBelow || 0) + 1;
+      }
+      if (client?.state === 'ready') announce(`${c.group ? title(c) + ', ' : ''}${m.from}: ${summary(m)}`);
+    }
     if (live && m.from !== me) {
       if (isVisibleOpen(c.id)) scheduleRead(c);
       else if (kind === 'MESSAGE_KIND_NORMAL') {
@@ -358,7 +366,10 @@ function clearTyping(convId, user) {
 
 function renderList() {
   const ul = $('conv-list');
-  const items = [...convs.values()].filter((c) => c.last || c.lastSeq || c.pending.size || c.id === openId).sort((a, b) => b.activity - a.activity);
+  const focused = document.activeElement?.closest?.('#conv-list li.conv')?.dataset.conv;
+  const q = $('conv-filter').value.trim().toLowerCase();
+  const all = [...convs.values()].filter((c) => c.last || c.lastSeq || c.pending.size || c.id === openId);
+  const items = all.filter((c) => !q || title(c).toLowerCase().includes(q) || c.id.toLowerCase().includes(q)).sort((a, b) => b.activity - a.activity);
   ul.replaceChildren(
     ...items.map((c) => {
       const li = el('li', 'conv' + (c.id === openId ? ' active' : ''));
@@ -383,10 +394,89 @@ function renderList() {
       if (c.unread > 0 && c.id !== openId) badges.append(el('span', 'badge unread', String(c.unread)));
       li.append(badges);
       li.onclick = () => openConv(c.id);
+      // Reachable by keyboard: Tab to it, Enter or Space opens it.
+      li.tabIndex = 0;
+      if (c.id === openId) li.setAttribute('aria-current', 'true');
+      li.onkeydown = (ev) => {
+        if (ev.key === 'Enter' || ev.key === ' ') {
+          ev.preventDefault();
+          openConv(c.id);
+        }
+      };
       return li;
     }),
   );
+  if (focused) ul.querySelector(`li.conv[data-conv="${CSS.escape(focused)}"]`)?.focus({ preventScroll: true });
   $('conv-empty').hidden = items.length > 0;
+  $('conv-empty').textContent = q && all.length ? 'No conversation matches.' : 'No conversations yet. Start one with “Chat”.';
+  updateTitle();
+}
+
+/** The tab's title counts unread messages, as "(3) Parley". */
+function updateTitle() {
+  let n = 0;
+  for (const c of convs.values()) n += c.unread > 0 ? c.unread : 0;
+  const t = n ? `(${n}) Parley` : 'Parley';
+  if (document.title !== t) document.title = t;
+}
+
+// ---- notices: pushes from the app's server, and a live region for screen readers ----
+
+/** Says t to screen readers (new messages, errors), without moving the focus. */
+function announce(t) {
+  const a = $('announce');
+  a.textContent = '';
+  // A new text node in a cleared region is announced even when t repeats.
+  setTimeout(() => (a.textContent = t), 50);
+}
+
+const MAX_NOTICES = 5;
+
+/** A push the app's server sent (POST /v1/admin/push/…): this client knows no op, so each
+ *  shows as a dismissible notice, its text when the payload is text, else its size. */
+function showPush(p) {
+  const body = p.body || EMPTY;
+  let t = '';
+  try {
+    t = new TextDecoder('utf-8', { fatal: true }).decode(body).trim();
+    if (/[\u0000-\u0008\u000e-\u001f\u007f]/.test(t)) t = ''; // control bytes: not text
+  } catch {
+    t = '';
+  }
+  const words = t ? (t.length > 500 ? t.slice(0, 500) + '…' : t) : `A push of ${fmtNum(body.length)} byte${body.length === 1 ? '' : 's'}`;
+  addNotice(words, t ? 'text' : 'binary');
+}
+
+function addNotice(words, kind) {
+  const box = $('notices');
+  const n = el('div', 'notice');
+  n.dataset.kind = kind;
+  n.append(el('span', 'notice-label', 'From the server: '), el('span', 'notice-text', words));
+  const x = el('button', 'notice-close', '×');
+  x.type = 'button';
+  x.setAttribute('aria-label', 'Dismiss the notice');
+  x.title = 'Dismiss (Esc)';
+  x.onclick = () => dismissNotice(n);
+  n.addEventListener('keydown', (ev) => {
+    if (ev.key === 'Escape') {
+      ev.preventDefault();
+      ev.stopPropagation();
+      dismissNotice(n);
+    }
+  });
+  n.append(x);
+  box.append(n);
+  while (box.children.length > MAX_NOTICES) box.firstElementChild.remove();
+}
+
+/** Removes a notice; the focus, if it was there, goes to the next one or the composer. */
+function dismissNotice(n) {
+  const had = n.contains(document.activeElement);
+  const next = n.nextElementSibling || n.previousElementSibling;
+  n.remove();
+  if (!had) return;
+  if (next) next.querySelector('.notice-close')?.focus();
+  else if (openId && !$('composer-input').disabled) $('composer-input').focus();
 }
 
 function renderHeader() {
@@ -409,8 +499,10 @@ function renderHeader() {
     const on = !!presence.get(c.peer);
     dot.className = 'dot' + (on ? ' online' : '');
     dot.dataset.presence = on ? 'online' : 'offline';
-    $('chat-sub').textContent = on ? 'online' : '';
+    // The server refused a send: this id has no account (the dialog cannot tell before a send).
+    $('chat-sub').textContent = c.noSuchUser ? 'No such user' : on ? 'online' : '';
   }
+  $('chat-sub').classList.toggle('bad', !c.group && !!c.noSuchUser);
   $('add-members-btn').hidden = !c.group || c.left;
   $('composer-input').disabled = c.left || !!c.info?.dissolved;
   $('attach-btn').disabled = c.left || !!c.info?.dissolved;
@@ -439,24 +531,63 @@ function renderChat() {
   const fromBottom = box.scrollHeight - box.scrollTop;
   const seqs = [...c.msgs.keys()].sort((a, b) => a - b);
   const nodes = [];
+  // Consecutive messages of one sender within GROUP_GAP share one header; a day
+  // starts with its date; the first message unread when the conversation opened
+  // follows a "New messages" divider.
+  let prev = null; // the previous message shown, while a run of one sender lasts
+  let day = '';
+  let divided = false;
+  const dayOf = (ms) => (ms ? new Date(ms).toDateString() : '');
+  const dated = (ms) => {
+    const d = dayOf(ms);
+    if (!d || d === day) return;
+    day = d;
+    prev = null;
+    const li = el('li', 'day-sep');
+    li.append(el('span', '', dayLabel(ms)));
+    nodes.push(li);
+  };
   for (const seq of seqs) {
     const m = c.msgs.get(seq);
     const kind = m.kind || 'MESSAGE_KIND_NORMAL';
     if (kind === 'MESSAGE_KIND_EDIT') continue;
+    if (m.threadRoot && kind === 'MESSAGE_KIND_NORMAL') continue; // shown in its thread
+    dated(m.serverTime);
+    if (!divided && c.unreadFrom && seq > c.unreadFrom && m.from !== me && kind === 'MESSAGE_KIND_NORMAL') {
+      divided = true;
+      prev = null;
+      const li = el('li', 'new-sep');
+      li.id = 'new-sep';
+      li.append(el('span', '', 'New messages'));
+      nodes.push(li);
+    }
     if (kind !== 'MESSAGE_KIND_NORMAL') {
       const s = el('li', 'sys', summary(m));
       s.dataset.seq = seq;
       nodes.push(s);
+      prev = null;
       continue;
     }
-    if (m.threadRoot) continue; // shown in its thread
-    nodes.push(msgNode(c, m, 'main'));
+    const li = msgNode(c, m, 'main');
+    if (prev && prev.from === m.from && (m.serverTime || 0) - (prev.serverTime || 0) < GROUP_GAP) {
+      li.classList.add('cont'); // its sender's name shows on the first of the run
+      li.querySelector(':scope > .from')?.remove();
+    } else li.classList.add('first');
+    prev = m;
+    nodes.push(li);
   }
   for (const [id, p] of c.pending) if (!p.threadRoot) nodes.push(pendingNode(c, id, p));
   for (const st of c.streams.values()) if (!st.threadRoot) nodes.push(streamNode(c, st));
-  $('msg-list').replaceChildren(...nodes);
+  keepFocus($('msg-list'), () => $('msg-list').replaceChildren(...nodes));
   $('older').textContent = c.loadingOlder ? 'Loading…' : c.loaded && !c.hasOlder ? 'Beginning of the conversation' : '';
-  if (c.restoreFromBottom !== undefined) {
+  const sep = c.toDivider ? $('new-sep') : null;
+  if (sep) {
+    c.toDivider = false;
+    // Opening with unread messages: the first unread is at the top, a little of the read above it.
+    box.scrollTop = Math.max(0, sep.offsetTop - box.offsetTop - 40);
+    c.stick = false;
+    c.restoreFromBottom = undefined;
+  } else if (c.restoreFromBottom !== undefined) {
     box.scrollTop = box.scrollHeight - c.restoreFromBottom;
     c.restoreFromBottom = undefined;
   } else if (atBottom || c.stick) {
@@ -465,10 +596,54 @@ function renderChat() {
   } else {
     box.scrollTop = box.scrollHeight - fromBottom;
   }
+  if (box.scrollHeight - box.scrollTop - box.clientHeight < 60) c.newBelow = 0;
+  renderJump();
   renderPins(c);
   renderReplyBar();
   renderThread();
   renderTyping();
+}
+
+const GROUP_GAP = 5 * 60_000; // messages of one sender closer than this share a header
+
+/** "Today", "Yesterday", a weekday within the week, else the date. */
+function dayLabel(ms) {
+  const d = new Date(ms);
+  const today = new Date();
+  const start = (x) => new Date(x.getFullYear(), x.getMonth(), x.getDate()).getTime();
+  const days = Math.round((start(today) - start(d)) / 86_400_000);
+  if (days === 0) return 'Today';
+  if (days === 1) return 'Yesterday';
+  if (days > 1 && days < 7) return d.toLocaleDateString([], { weekday: 'long' });
+  return d.toLocaleDateString([], { day: 'numeric', month: 'long', year: d.getFullYear() === today.getFullYear() ? undefined : 'numeric' });
+}
+
+/** The "jump to latest" button: shown when scrolled up, with the count of messages that came meanwhile. */
+function renderJump() {
+  const b = $('jump-latest');
+  const box = $('messages');
+  const c = openId ? conv(openId) : null;
+  const up = !!c && box.scrollHeight - box.scrollTop - box.clientHeight > 200;
+  if (!up && c) c.newBelow = 0;
+  b.hidden = !up;
+  const n = c?.newBelow || 0;
+  $('jump-count').textContent = n ? String(n) : '';
+  b.setAttribute('aria-label', n ? `Jump to the latest messages, ${n} new` : 'Jump to the latest messages');
+}
+
+/** Runs a re-render of container, putting the focus back on the same control of the same
+ *  message if it was inside (live updates rebuild the list; the keyboard user keeps their place). */
+function keepFocus(container, rebuild) {
+  const a = document.activeElement;
+  if (!a || !container.contains(a)) return rebuild();
+  const li = a.closest('li');
+  const key = li?.dataset.seq ? `li[data-seq="${li.dataset.seq}"]` : li?.dataset.clientMsgId ? `li[data-client-msg-id="${li.dataset.clientMsgId}"]` : '';
+  const ctl = a.dataset.action ? `[data-action="${a.dataset.action}"]` : a.dataset.react ? `[data-react="${a.dataset.react}"]` : a.dataset.emoji ? `.chip[data-emoji="${a.dataset.emoji}"]` : a.classList.contains('more') ? '.more' : a.classList.contains('reply-quote') ? '.reply-quote' : a.classList.contains('thread-link') ? '.thread-link' : '';
+  rebuild();
+  if (!container.contains(a)) {
+    const back = key && container.querySelector(`${key} ${ctl}`.trim());
+    (back || container.closest('[tabindex]') || $('composer-input')).focus({ preventScroll: true });
+  }
 }
 
 /** A message of the timeline ('main'), of a thread ('thread'), or a thread's root atop its panel ('root'). */
@@ -508,8 +683,7 @@ function msgNode(c, m, where) {
     b.dataset.action = name;
     b.onclick = (ev) => {
       ev.stopPropagation();
-      li.classList.remove('open');
-      openActions = '';
+      closeActions(li);
       run();
     };
     acts.append(b);
@@ -525,8 +699,7 @@ function msgNode(c, m, where) {
       b.title = 'React with ' + e;
       b.onclick = (ev) => {
         ev.stopPropagation();
-        li.classList.remove('open');
-        openActions = '';
+        closeActions(li);
         toggleReaction(c, m, e);
       };
       picker.append(b);
@@ -561,15 +734,39 @@ function msgNode(c, m, where) {
       }, alertError),
     );
   }
-  li.append(acts);
+  // The actions open with a click on the message, or with this button (keyboard, screen readers).
+  const more = el('button', 'more', '⋯');
+  more.type = 'button';
+  more.setAttribute('aria-label', `Actions for the message from ${mine ? 'you' : m.from}`);
+  more.title = 'Message actions';
+  li.append(more, acts);
   // The message whose actions are shown stays so across re-renders (live updates redraw the list).
   const key = `${c.id}|${where}|${seq}`;
-  if (openActions === key) li.classList.add('open');
+  const setOpen = (on) => {
+    li.classList.toggle('open', on);
+    more.setAttribute('aria-expanded', on ? 'true' : 'false');
+  };
+  setOpen(openActions === key);
   li.onclick = () => {
-    for (const o of document.querySelectorAll('.msg.open')) if (o !== li) o.classList.remove('open');
-    openActions = li.classList.toggle('open') ? key : '';
+    for (const o of document.querySelectorAll('.msg.open')) if (o !== li) closeActions(o);
+    const on = !li.classList.contains('open');
+    setOpen(on);
+    openActions = on ? key : '';
+  };
+  more.onclick = (ev) => {
+    ev.stopPropagation();
+    li.onclick();
   };
   return li;
+}
+
+/** Hides a message's actions; the focus, if it was among them, goes back to its ⋯ button. */
+function closeActions(li) {
+  const inside = li.querySelector('.msg-actions')?.contains(document.activeElement);
+  li.classList.remove('open');
+  li.querySelector(':scope > .more')?.setAttribute('aria-expanded', 'false');
+  openActions = '';
+  if (inside) li.querySelector(':scope > .more')?.focus({ preventScroll: true });
 }
 
 /** A send waiting for its ack (or refused). */
@@ -1127,10 +1324,29 @@ async function openConv(id) {
   const c = conv(id);
   c.stick = true;
   c.unreadMentions = 0;
+  // Where reading stopped: the "New messages" divider goes after it, and the view opens there.
+  c.unreadFrom = c.unread > 0 ? c.readSeq : 0;
+  c.toDivider = c.unread > 0;
+  c.newBelow = 0;
+  $('composer-error').textContent = '';
+  $('thread-error').textContent = '';
   loadMembers(c);
   renderList();
   renderChat();
   if (!c.loaded) await loadOlder(c, true);
+  // Load back to the first unread message, one more page at most: past that, reading starts
+  // at the newest (a long backlog is not all loaded at once; scrolling up loads it).
+  for (let i = 0; i < 1 && c.toDivider && c.hasOlder && openId === id && !$('new-sep'); i++) {
+    const oldest = Math.min(...[...c.msgs.keys()]);
+    if (!(oldest > c.unreadFrom + 1)) break;
+    await loadOlder(c);
+  }
+  if (openId === id && c.toDivider) {
+    if (!$('new-sep')) c.stick = true;
+    renderChat();
+  }
+  c.toDivider = false;
+  updateCount('main');
   scheduleRead(c);
   refreshReadCounts(c);
   $('composer-input').focus({ preventScroll: true });
@@ -1232,12 +1448,83 @@ function send(textValue, atts = [], extra = {}) {
     (err) => {
       const p = c.pending.get(clientMsgId);
       if (p) {
-        p.failed = err?.code ? errText(err) : 'closed';
+        p.failed = err?.code ? sendErrText(err) : 'closed';
         p.rejected = isCode(err, 'ERROR_CODE_REJECTED');
       }
+      if (isCode(err, 'ERROR_CODE_NO_SUCH_USER')) c.noSuchUser = true;
+      if (p?.failed) announce('Message not sent: ' + p.failed);
       if (openId === c.id) renderChat();
     },
   );
+}
+
+/** Why a send was refused, for its bubble ("Not sent: …"). */
+function sendErrText(err) {
+  if (isCode(err, 'ERROR_CODE_NO_SUCH_USER')) return 'No such user';
+  if (isCode(err, 'ERROR_CODE_TOO_LARGE') || isCode(err, 'ERROR_CODE_FRAME_TOO_LARGE')) {
+    return 'too long for this server' + (maxFrame ? ` (at most ${fmtNum(textLimit())} bytes of text)` : '');
+  }
+  return errText(err);
+}
+
+// ---- the size limit: a frame over the server's max_frame_bytes is refused
+// whole, so the composer measures what it would send (the payload travels
+// base64 in a JSON frame) and refuses what would not fit, instead of cutting.
+
+const EMPTY = new Uint8Array(0);
+const fmtNum = (n) => n.toLocaleString('en-US');
+const utf8Len = (s) => new TextEncoder().encode(s).length;
+
+/** The most payload bytes that fit in a frame around body (a send or an edit with an empty payload). */
+function payloadRoom(frame) {
+  if (!maxFrame) return Infinity;
+  // The largest frame id the SDK will use, and the JSON exactly as it encodes it.
+  const env = utf8Len(encodeFrame({ id: 2 ** 31, ...frame }));
+  return Math.max(0, Math.floor((maxFrame - env) / 4) * 3);
+}
+
+/** The largest text the composer (where: 'main' or 'thread') may send into the open conversation now. */
+function textLimit(where = 'main', value = '') {
+  if (!maxFrame || !openId) return maxFrame ? payloadRoom({ send: { clientMsgId: 'x'.repeat(24), contentType: 'text', payload: EMPTY, conversationId: 'g:' + 'x'.repeat(64) } }) : Infinity;
+  const c = conv(openId);
+  const clientMsgId = 'x'.repeat(24);
+  if (where === 'main' && editing) {
+    return payloadRoom({ edit: { conversationId: editing.conversationId, seq: editing.seq, contentType: 'text', payload: EMPTY, clientMsgId } });
+  }
+  const send = { clientMsgId, contentType: 'text', payload: EMPTY, ...(c.group ? { conversationId: c.id } : { to: c.peer }) };
+  const ready = where === 'main' ? c.drafts.filter((d) => d.status === 'done' && d.att) : [];
+  if (ready.length) send.attachments = ready.map((d) => ({ id: d.att.id }));
+  if (where === 'main' && replying?.conversationId === c.id) send.replyTo = replying.seq;
+  const m = mentionsIn(c, value);
+  if (m.mentions.length) send.mentions = m.mentions;
+  if (m.mentionAll) send.mentionAll = true;
+  if (where === 'thread' && threadOpen) send.threadRoot = threadOpen.root;
+  return payloadRoom({ send });
+}
+
+const COUNT_IDS = { main: ['composer-input', 'composer-count', 'composer-error'], thread: ['thread-input', 'thread-input-count', 'thread-error'] };
+
+/** Shows the size counter once the text nears the limit; returns [bytes, limit]. */
+function updateCount(where = 'main') {
+  const [inputId, countId, errId] = COUNT_IDS[where];
+  const v = $(inputId).value.trim();
+  const n = utf8Len(v);
+  const limit = textLimit(where, v);
+  const count = $(countId);
+  count.hidden = !(n > limit * 0.8);
+  count.classList.toggle('over', n > limit);
+  count.textContent = count.hidden ? '' : `${fmtNum(n)} / ${fmtNum(limit)}`;
+  count.title = 'Bytes of text in this message, and the most this server takes in one';
+  if (n <= limit) $(errId).textContent = '';
+  return [n, limit];
+}
+
+/** False, with an error by the composer, when its text is over the limit. */
+function fitsLimit(where) {
+  const [n, limit] = updateCount(where);
+  if (n <= limit) return true;
+  $(COUNT_IDS[where][2]).textContent = `Too long to send: ${fmtNum(n)} bytes of text, and this server takes at most ${fmtNum(limit)} in one message. Shorten it, or send it as a file.`;
+  return false;
 }
 
 function startEdit(c, m) {
@@ -1248,6 +1535,7 @@ function startEdit(c, m) {
   const input = $('composer-input');
   input.value = bodyText(m);
   input.focus();
+  updateCount('main');
 }
 
 // ---- reporting a message to the app's moderators ----
@@ -1999,6 +2287,11 @@ function start(auth) {
     if (!convs.get(m.conversationId)?.info && m.conversationId.startsWith('g:')) refreshList();
   });
   client.on('conversations', mergeList);
+  client.on('connected', (ok) => {
+    maxFrame = ok.maxFrameBytes || 0;
+    if (openId) updateCount('main');
+  });
+  client.on('push', showPush);
   client.on('receipt', (r) => {
     const c = conv(r.conversationId);
     if (r.userId === me) {
@@ -2131,7 +2424,91 @@ function signOut(callServer = true) {
   $('auth-pass').value = '';
 }
 
+// ---- keyboard shortcuts (listed in the help dialog, index.html) ----
+
+const typingIn = (t) => t instanceof HTMLElement && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName));
+
+function onShortcut(ev) {
+  if ($('app').hidden) return;
+  const dialogOpen = !!document.querySelector('dialog[open]'); // a modal dialog handles its own keys (Esc closes it)
+  const mod = ev.ctrlKey || ev.metaKey;
+  if (mod && !ev.altKey && ev.key.toLowerCase() === 'k') {
+    if (dialogOpen) return;
+    ev.preventDefault();
+    document.querySelector('.app').classList.remove('show-chat'); // phones: the list shows
+    $('conv-filter').focus();
+    $('conv-filter').select();
+    return;
+  }
+  if (ev.altKey && !mod && (ev.key === 'ArrowUp' || ev.key === 'ArrowDown')) {
+    if (dialogOpen) return;
+    ev.preventDefault();
+    stepConv(ev.key === 'ArrowUp' ? -1 : 1);
+    return;
+  }
+  if (ev.key === '?' && !mod && !ev.altKey && !typingIn(ev.target) && !dialogOpen) {
+    ev.preventDefault();
+    $('help-dialog').showModal();
+    return;
+  }
+  if (ev.key === 'ArrowUp' && !mod && !ev.altKey && !ev.shiftKey && ev.target === $('composer-input') && !ev.target.value && !mentionState && openId && !editing) {
+    const c = conv(openId);
+    const last = [...c.msgs.values()]
+      .filter((m) => m.from === me && (m.kind || 'MESSAGE_KIND_NORMAL') === 'MESSAGE_KIND_NORMAL' && !m.recalled && !m.threadRoot && (!m.contentType || m.contentType === 'text' || m.contentType.startsWith('text/')) && bodyText(m))
+      .sort((a, b) => b.seq - a.seq)[0];
+    if (last && !c.left) {
+      ev.preventDefault();
+      startEdit(c, last);
+    }
+    return;
+  }
+  if (ev.key === 'Escape' && !dialogOpen && !ev.defaultPrevented) {
+    if (escapeOne()) ev.preventDefault();
+  }
+}
+
+/** Esc: closes the innermost thing open (message actions, an edit, a reply, the pins, a thread, a notice). */
+function escapeOne() {
+  if (mentionState) return hideMentions(), true;
+  const open = document.querySelector('.msg.open');
+  if (open) return closeActions(open), true;
+  if (editing) return $('edit-cancel').click(), true;
+  if (replying) {
+    replying = null;
+    renderReplyBar();
+    return true;
+  }
+  if (pinsExpanded) {
+    pinsExpanded = false;
+    if (openId) renderPins(conv(openId));
+    return true;
+  }
+  if (threadOpen) {
+    closeThread();
+    $('composer-input').focus({ preventScroll: true });
+    return true;
+  }
+  const notice = $('notices').lastElementChild;
+  if (notice) return dismissNotice(notice), true;
+  return false;
+}
+
+/** Opens the conversation before (-1) or after (1) the open one in the list. */
+function stepConv(dir) {
+  const ids = [...$('conv-list').querySelectorAll('li.conv')].map((li) => li.dataset.conv);
+  if (!ids.length) return;
+  const i = ids.indexOf(openId);
+  const next = i < 0 ? ids[dir > 0 ? 0 : ids.length - 1] : ids[i + dir];
+  if (next) openConv(next);
+}
+
 // ---- wiring the DOM ----
+
+const USER_ID = /^[A-Za-z0-9_.@-]{1,64}$/;
+// Starts and ends with a letter or digit, no two of _ . @ - in a row.
+const NEW_USERNAME = /^(?=.{1,64}$)[A-Za-z0-9]+(?:[_.@-][A-Za-z0-9]+)*$/;
+const USERNAME_RULE =
+  'A username is 1 to 64 characters: letters (A–Z, a–z), digits (0–9) and the signs _ . @ -; it starts and ends with a letter or digit, with no two signs in a row.';
 
 function wire() {
   $('auth-form').addEventListener('submit', async (ev) => {
@@ -2140,6 +2517,17 @@ function wire() {
     const u = $('auth-user').value.trim();
     const p = $('auth-pass').value;
     $('auth-error').textContent = '';
+    // The server's rules (internal/auth: ValidUserID to sign in, ValidNewUsername to register), said up front.
+    if (!(mode === 'register' ? NEW_USERNAME : USER_ID).test(u)) {
+      $('auth-error').textContent = mode === 'register' ? USERNAME_RULE : 'Usernames use only letters, digits and _ . @ - (at most 64 characters).';
+      $('auth-user').focus();
+      return;
+    }
+    if (mode === 'register' && p.length < 8) {
+      $('auth-error').textContent = 'Passwords need at least 8 characters.';
+      $('auth-pass').focus();
+      return;
+    }
     try {
       const r = mode === 'register' ? await register({}, u, p) : await login({}, u, p);
       const auth = { userId: r.user_id, token: r.token };
@@ -2152,7 +2540,7 @@ function wire() {
       $('auth-error').textContent =
         code === 'invalid_credentials' ? 'Wrong username or password.' :
         code === 'conflict' ? 'That username is taken.' :
-        code === 'bad_request' ? 'Usernames use letters, digits and _ . @ -; passwords need 8 characters.' :
+        code === 'bad_request' ? USERNAME_RULE + ' Passwords need at least 8 characters.' :
         'Could not sign in: ' + (code || err.message);
     }
   });
@@ -2164,14 +2552,17 @@ function wire() {
     const v = input.value.trim();
     const c = conv(openId);
     if (editing) {
-      if (!v) return;
+      if (!v || !fitsLimit('main')) return;
       input.value = '';
+      updateCount('main');
       return send(v);
     }
     if (c.drafts.some((d) => d.status === 'uploading')) return; // Send waits for the uploads
     const ready = c.drafts.filter((d) => d.status === 'done');
     if (!v && !ready.length) return;
+    if (!fitsLimit('main')) return;
     input.value = '';
+    updateCount('main');
     hideMentions();
     // Files that failed stay in the tray, with their error, until removed.
     for (const d of ready) dropDraft(c, d);
@@ -2199,6 +2590,8 @@ function wire() {
     }
   });
   $('composer-input').addEventListener('input', updateMentions);
+  $('composer-input').addEventListener('input', () => updateCount('main'));
+  $('thread-input').addEventListener('input', () => updateCount('thread'));
   $('composer-input').addEventListener('blur', () => setTimeout(hideMentions, 150));
   $('reply-cancel').onclick = () => {
     replying = null;
@@ -2210,8 +2603,9 @@ function wire() {
     if (!openId || !threadOpen || threadOpen.conversationId !== openId) return;
     const input = $('thread-input');
     const v = input.value.trim();
-    if (!v) return;
+    if (!v || !fitsLimit('thread')) return;
     input.value = '';
+    updateCount('thread');
     const c = conv(openId);
     const extra = { threadRoot: threadOpen.root, ...mentionsIn(c, v) };
     if (!extra.mentions.length) delete extra.mentions;
@@ -2224,9 +2618,30 @@ function wire() {
     pinsExpanded = !pinsExpanded;
     if (openId) renderPins(conv(openId));
   };
-  document.addEventListener('keydown', (ev) => {
-    if (ev.key === 'Escape' && threadOpen && !document.querySelector('dialog[open]')) closeThread();
+  document.addEventListener('keydown', onShortcut);
+  $('help-btn').onclick = () => $('help-dialog').showModal();
+  $('conv-filter').addEventListener('input', renderList);
+  $('conv-filter').addEventListener('keydown', (ev) => {
+    if (ev.key === 'Enter') {
+      // Enter opens the first conversation found.
+      const first = $('conv-list').querySelector('li.conv');
+      if (first) {
+        ev.preventDefault();
+        openConv(first.dataset.conv);
+      }
+    } else if (ev.key === 'Escape' && $('conv-filter').value) {
+      ev.preventDefault();
+      ev.stopPropagation();
+      $('conv-filter').value = '';
+      renderList();
+    }
   });
+  $('jump-latest').onclick = () => {
+    const box = $('messages');
+    box.scrollTo({ top: box.scrollHeight, behavior: 'smooth' });
+    if (openId) conv(openId).newBelow = 0;
+    $('composer-input').focus({ preventScroll: true });
+  };
   wireFiles();
   let lastTyping = 0;
   $('composer-input').addEventListener('input', () => {
@@ -2245,6 +2660,7 @@ function wire() {
   };
   $('messages').addEventListener('scroll', () => {
     const box = $('messages');
+    renderJump();
     if (openId && box.scrollTop < 80) {
       const c = conv(openId);
       if (c.loaded && c.hasOlder && !c.loadingOlder) loadOlder(c);

@@ -109,3 +109,19 @@ export async function screenshot(page: Page, name: string): Promise<Buffer> {
   expect(stats.nonBackground, `${name}: share of non-background pixels`).toBeGreaterThan(0.01);
   return png;
 }
+
+const AXE = resolve(import.meta.dirname, '../../node_modules/axe-core/axe.min.js');
+
+/** Runs axe-core on the page (its open dialog, if any, included) and fails on any violation of
+ *  impact serious or critical, listing each rule with the first elements it names. */
+export async function expectAccessible(page: Page, what: string): Promise<void> {
+  if (!(await page.evaluate(() => 'axe' in window))) await page.addScriptTag({ path: AXE });
+  const found = await page.evaluate(async () => {
+    const axe = (window as unknown as { axe: { run: (ctx: unknown, opts: unknown) => Promise<{ violations: { id: string; impact: string; help: string; nodes: { target: string[]; failureSummary?: string }[] }[] }> } }).axe;
+    const r = await axe.run(document, { resultTypes: ['violations'] });
+    return r.violations
+      .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+      .map((v) => `${v.id} (${v.impact}): ${v.help}\n` + v.nodes.slice(0, 4).map((n) => `    ${n.target.join(' ')}: ${n.failureSummary ?? ''}`).join('\n'));
+  });
+  expect(found, `${what}: accessibility violations`).toEqual([]);
+}

@@ -1,0 +1,108 @@
+// The screenshots of docs/web-client.md, taken from a real server and
+// Chromium. Opt-in: PARLEY_SCREENSHOTS=1 writes them to docs/img/ (commit the
+// result); without it this file runs nothing.
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { repoRoot, startServer, waitFor, type RunningServer } from '../helpers/server.js';
+import { launch, newPage, openChatWith, openConversation, screenshot, sendText, signUp } from '../helpers/browser.js';
+
+const on = process.env.PARLEY_SCREENSHOTS === '1';
+const out = join(repoRoot, 'docs/img');
+const DESKTOP = { width: 1280, height: 800 };
+const PHONE = { width: 390, height: 844 };
+
+let srv: RunningServer;
+let browser: Browser;
+const contexts: BrowserContext[] = [];
+
+describe.runIf(on)('screenshots for docs/web-client.md', () => {
+  beforeAll(async () => {
+    [srv, browser] = await Promise.all([startServer(inject('parleyBin')), launch()]);
+    mkdirSync(out, { recursive: true });
+  });
+  afterAll(async () => {
+    for (const c of contexts) await c.close().catch(() => {});
+    await browser?.close();
+    await srv?.dispose();
+  });
+
+  async function person(name: string): Promise<Page> {
+    const ctx = await browser.newContext({ viewport: DESKTOP });
+    contexts.push(ctx);
+    const { page } = await newPage(ctx, srv.http);
+    await signUp(page, name);
+    return page;
+  }
+
+  /** Saves the page as docs/img/<name>.png (checked not blank), in the given theme. */
+  async function shot(page: Page, name: string, scheme: 'light' | 'dark'): Promise<void> {
+    await page.emulateMedia({ colorScheme: scheme });
+    await page.evaluate(() => document.fonts.ready);
+    await new Promise((r) => setTimeout(r, 300)); // smooth scrolls and transitions settle
+    const png = await screenshot(page, name);
+    await page.screenshot({ path: join(out, name + '.png') });
+    expect(png.length).toBeLessThan(400_000);
+  }
+
+  it('the main screens at desktop and phone widths, light and dark', async () => {
+    // The sign-in screen.
+    const ctx = await browser.newContext({ viewport: DESKTOP });
+    contexts.push(ctx);
+    const { page: signin } = await newPage(ctx, srv.http);
+    await signin.fill('#auth-user', 'maya');
+    await shot(signin, 'web-signin-desktop-light', 'light');
+
+    const ben = await person('ben');
+    const cat = await person('cat');
+    const maya = await person('maya');
+
+    // A group with a few runs of messages, a reply and reactions.
+    await maya.click('#new-group-btn');
+    await maya.fill('#group-name', 'Weekend trip');
+    await maya.fill('#group-members', 'ben, cat');
+    await maya.click('#group-ok');
+    await maya.waitForSelector('#chat-title:text-is("Weekend trip")');
+    await sendText(maya, 'Who is in for the coast on Saturday?');
+    for (const p of [ben, cat]) {
+      await p.locator('#conv-list li.conv:has(.title:text-is("Weekend trip"))').waitFor();
+      await openConversation(p, 'Weekend trip');
+    }
+    await sendText(ben, 'Me! I can drive.');
+    await sendText(ben, 'The car takes four, with bags.');
+    await sendText(cat, 'Count me in 🎒');
+    await cat.waitForSelector('#msg-list .body:text-is("The car takes four, with bags.")');
+    await cat.click('#msg-list li.msg:has(.body:text-is("Me! I can drive."))');
+    await cat.click('#msg-list li.msg.open .picker button[data-react="🎉"]');
+    await maya.waitForSelector('#msg-list .body:text-is("Count me in 🎒")');
+    await maya.click('#msg-list li.msg:has(.body:text-is("Me! I can drive."))');
+    await maya.click('#msg-list li.msg.open button[data-action=reply]');
+    await sendText(maya, 'Perfect, leaving at 8 then.');
+    await sendText(maya, 'I will bring the snacks.');
+
+    // A 1:1 with unread messages, so the list shows a badge.
+    await openChatWith(ben, 'maya');
+    await sendText(ben, 'Do you still have my tent?');
+    await sendText(ben, 'No rush, just for Saturday.');
+    await openChatWith(cat, 'maya');
+    await sendText(cat, 'Photos from last time are up!');
+    await maya.locator('#conv-list li.conv:has(.title:text-is("ben")) .badge.unread:text-is("2")').waitFor();
+    await maya.waitForSelector('#msg-list li.msg.mine:has(.body:text-is("I will bring the snacks."))[data-state]:not([data-state=pending])');
+    await waitFor(async () => (await maya.title()) === '(3) Parley', 10000, 'the title counts the unread');
+
+    for (const scheme of ['light', 'dark'] as const) await shot(maya, `web-chat-desktop-${scheme}`, scheme);
+    await maya.click('#help-btn');
+    await shot(maya, 'web-shortcuts-desktop-dark', 'dark');
+    await maya.keyboard.press('Escape');
+
+    // Phone: the list, then a conversation.
+    await maya.setViewportSize(PHONE);
+    await maya.click('#back-btn');
+    for (const scheme of ['light', 'dark'] as const) await shot(maya, `web-list-phone-${scheme}`, scheme);
+    await openConversation(maya, 'ben');
+    await sendText(maya, 'Yes, I will bring it along.');
+    await maya.waitForSelector('#msg-list li.msg.mine:has(.body:text-is("Yes, I will bring it along."))[data-state]:not([data-state=pending])');
+    for (const scheme of ['light', 'dark'] as const) await shot(maya, `web-chat-phone-${scheme}`, scheme);
+  });
+});
