@@ -190,6 +190,7 @@ func New(cfg Config) (_ *Server, err error) {
 		PageBytes:        cfg.PageBytes,
 		ReadMemoryBytes:  cfg.ReadMemoryBytes,
 		DenyStrangers:    cfg.DenyStrangers,
+		RefuseUnknown:    cfg.UnknownRecipients == "refuse",
 		RoomClientSend:   cfg.RoomClientSend,
 		SendRate:         rate(cfg.UserSendRate),
 		RequestRate:      rate(cfg.UserRequestRate),
