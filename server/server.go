@@ -446,6 +446,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return s.store.Close()
 	}
 	var errs []error
+	start := time.Now()
+	conns, before := s.gw.Len(), s.chat.Stats()
 	if s.tcpLn != nil {
 		s.tcpLn.Close()
 	}
@@ -468,5 +470,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err := s.store.Close(); err != nil {
 		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	// One line that says the stop is over and what it saw through: an
+	// operator waiting on a drain knows it ended, and whether cleanly.
+	after := s.chat.Stats()
+	err := errors.Join(errs...)
+	s.log.Info("shutdown complete", "took", time.Since(start).Round(time.Millisecond),
+		"connections_closed", conns, "messages_stored_while_stopping", after.SendsAccepted-before.SendsAccepted,
+		"store_closed", err == nil, "err", err)
+	return err
 }
