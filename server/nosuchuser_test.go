@@ -113,3 +113,26 @@ func TestUnknownRecipientsConfigChecked(t *testing.T) {
 		t.Fatalf("bad unknown_recipients: %v", err)
 	}
 }
+
+// The Go SDK's IsCode holds for HTTP answers too: the HTTP API's code
+// strings map to the wire codes a socket request gets.
+func TestIsCodeOverHTTP(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	ctx := ctx10(t)
+	if _, err := client.Register(ctx, ts.httpBase, "dora", "dora-secret-1"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := client.Register(ctx, ts.httpBase, "dora", "dora-secret-2")
+	if !client.IsCode(err, pb.ErrorCode_ERROR_CODE_CONFLICT) {
+		t.Fatalf("a taken name: %v, want CONFLICT", err)
+	}
+	_, err = client.Login(ctx, ts.httpBase, "dora", "wrong-password")
+	if !client.IsCode(err, pb.ErrorCode_ERROR_CODE_UNAUTHENTICATED) {
+		t.Fatalf("a wrong password: %v, want UNAUTHENTICATED", err)
+	}
+	var he *client.HTTPError
+	if !errors.As(err, &he) || he.Code != "invalid_credentials" {
+		t.Fatalf("the HTTP API's own code is kept: %#v", err)
+	}
+}
