@@ -82,6 +82,10 @@ export function groupBar(c) {
   const add = document.getElementById('add-members-btn');
   if (members) members.hidden = !c?.group;
   if (add) add.hidden = !canAddMembers(c);
+  // The header says "you left" for any way out: say removed when someone else did it, and dissolved.
+  const sub = document.getElementById('chat-sub');
+  if (sub && c?.group && c.left && outReason(c) !== 'You left this group.') sub.textContent = 'you were removed';
+  else if (sub && c?.group && !c.left && c.info?.dissolved) sub.textContent = 'dissolved';
   if (dlg?.open && c?.id === shownId) renderPanel();
 }
 

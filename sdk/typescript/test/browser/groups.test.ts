@@ -138,6 +138,7 @@ describe('group members panel in the web client (Chromium)', () => {
     await manage(b.page, c.name, 'remove');
     await row(a.page, c.name).waitFor({ state: 'detached' });
     await c.page.waitForSelector('#composer-input:disabled');
+    await c.page.waitForSelector('#chat-sub:text-is("you were removed")');
     await openMembers(c.page, false); // a former member sees no list
     await c.page.waitForSelector(`${panel} .gp-sub:text-is("${b.name} removed you from this group.")`);
     expect(await c.page.locator(`${panel} li.gp-member`).count()).toBe(0);
@@ -209,6 +210,7 @@ describe('group members panel in the web client (Chromium)', () => {
     await a.page.click(`${panel} .gp-leave`);
     await a.page.waitForSelector(`${panel} .gp-sub:text-is("You left this group.")`);
     await a.page.waitForSelector('#composer-input:disabled');
+    await a.page.waitForSelector('#chat-sub:text-is("you left")');
     await row(c.page, a.name).waitFor({ state: 'detached' });
 
     // The new owner dissolves the group: the others' panels and composers follow.
@@ -216,6 +218,7 @@ describe('group members panel in the web client (Chromium)', () => {
     await b.page.waitForSelector(`${panel} .gp-status:text-is("${c.name} dissolved this group.")`);
     await b.page.waitForSelector(`${panel} .gp-sub:has-text("dissolved")`);
     await b.page.waitForSelector('#composer-input:disabled');
+    await b.page.waitForSelector('#chat-sub:text-is("dissolved")');
     expect(await b.page.isVisible(`${panel} .gp-leave`)).toBe(false);
     await c.page.locator(`${panel} .gp-dissolve`).waitFor({ state: 'hidden' });
 
