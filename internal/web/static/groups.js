@@ -127,24 +127,24 @@ async function act(btn, run, done, conflict) {
 
 // ---- keeping the group's state current ----
 
-/** Reads the group's settings and members again; the latest call wins. */
+/** Reads the group's settings again, and its members when it is on screen (a big group's
+ *  member list is many pages: others are read when opened); the latest call wins. */
 async function refresh(c) {
   const client = H.client;
   if (!client || !c?.group) return;
   const op = (refreshOp.get(c.id) || 0) + 1;
   refreshOp.set(c.id, op);
+  const shown = c.id === H.openId || c.id === shownId;
+  if (!shown) c.members = null; // app.js loads them when the group is opened
   let info = null;
   let members = null;
   try {
     info = await client.getGroup(c.id);
   } catch {}
-  if (!c.left) {
-    try {
-      members = await client.allMembers(c.id);
-    } catch (err) {
-      if (isCode(err, 'ERROR_CODE_PERMISSION_DENIED')) members = [];
-    }
-  } else members = [];
+  if (shown) {
+    // A former member may not list them (denied): none to show.
+    members = c.left ? [] : await client.allMembers(c.id).catch((err) => (isCode(err, 'ERROR_CODE_PERMISSION_DENIED') ? [] : null));
+  }
   if (refreshOp.get(c.id) !== op || client !== H.client) return;
   // Replaced, not merged: a setting turned off is absent from the answer.
   if (info) c.info = info;

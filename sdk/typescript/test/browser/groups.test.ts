@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import { createRequire } from 'node:module';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { register } from '../../src/index.js';
 import { startServer, uniqueName, type RunningServer } from '../helpers/server.js';
 import { launch, newPage, openConversation, sendText, signUp } from '../helpers/browser.js';
 
@@ -161,6 +162,22 @@ describe('group members panel in the web client (Chromium)', () => {
     await b.page.keyboard.press('Escape');
     await sendText(b.page, 'admins talk');
     await c.page.waitForSelector('#msg-list li.msg .body:text-is("admins talk")');
+
+    // Mute-all off: C still may not add while only admins add; when every member may, C adds D.
+    await a.page.click(`${panel} .gp-settings .switch`);
+    await openMembers(c.page);
+    await c.page.waitForSelector(`${panel} .gp-sub:text-is("You are a member")`);
+    expect(await c.page.isVisible(`${panel} .gp-add`)).toBe(false);
+    expect(await c.page.isVisible('#add-members-btn')).toBe(false);
+    await a.page.selectOption(`${panel} [name=addPolicy]`, 'GROUP_ADD_POLICY_EVERYONE');
+    await c.page.waitForSelector(`${panel} .gp-add:visible`);
+    await c.page.waitForSelector('#add-members-btn:visible');
+    const d = uniqueName('dan');
+    await register({ baseUrl: srv.http }, d, `pw-${d}-secret`);
+    await c.page.fill(`${panel} .gp-add input`, d);
+    await c.page.click(`${panel} .gp-add button`);
+    await row(a.page, d).waitFor();
+    expect(await row(c.page, d).getAttribute('data-role')).toBe('member');
 
     for (const e of allErrors) expect(e).toEqual([]);
   });
