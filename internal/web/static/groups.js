@@ -342,7 +342,8 @@ function renderPanel() {
   // The list is drawn again: keep the focus on the same control.
   const focusKey = dlg.contains(document.activeElement) ? document.activeElement.dataset.key : '';
   q('.gp-list').replaceChildren(...members.map((m) => memberNode(c, m, myRole, live)));
-  if (focusKey) dlg.querySelector(`[data-key="${CSS.escape(focusKey)}"]`)?.focus();
+  // A control whose row went (a member removed): the focus stays in the dialog.
+  if (focusKey) (dlg.querySelector(`[data-key="${CSS.escape(focusKey)}"]`) || dlg.querySelector('.gp-close')).focus();
 }
 
 function memberNode(c, m, myRole, live) {
