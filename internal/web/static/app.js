@@ -1,6 +1,8 @@
 // Parley web client: plain ES modules, no build step. The SDK
 // (parley-sdk.js) is the TypeScript SDK bundled for browsers.
 import { ParleyClient, register, login, logout, directConversationId, text, isCode, webPushKey, applyReaction, mentionsUser } from './parley-sdk.js';
+import { initGroups, attachGroups, groupBar } from './groups.js';
+import { initPeople, attachPeople } from './people.js';
 
 const $ = (id) => document.getElementById(id);
 const el = (tag, cls, txt) => {
@@ -411,7 +413,7 @@ function renderHeader() {
     dot.dataset.presence = on ? 'online' : 'offline';
     $('chat-sub').textContent = on ? 'online' : '';
   }
-  $('add-members-btn').hidden = !c.group || c.left;
+  groupBar(c); // Members, and Add for those the group lets add (groups.js)
   $('composer-input').disabled = c.left || !!c.info?.dissolved;
   $('attach-btn').disabled = c.left || !!c.info?.dissolved;
   renderTray();
@@ -1987,6 +1989,8 @@ function start(auth) {
     cursors: store.get(cursorsKey, {}),
   });
   window.parley = client; // handy in the console
+  attachGroups(client);
+  attachPeople(client);
   let saveTimer = null;
   client.on('message', (m) => {
     apply(m, true);
@@ -2131,6 +2135,33 @@ function signOut(callServer = true) {
   $('auth-pass').value = '';
 }
 
+/** Opens the 1:1 conversation with user u (new or not). */
+function chatWith(u) {
+  const id = directConversationId(me, u);
+  const c = conv(id);
+  c.peer = u;
+  c.activity = Date.now();
+  ensurePresence(u);
+  openConv(id);
+}
+
+// What the members panel (groups.js) and People (people.js) use of the app.
+const hooks = {
+  get client() {
+    return client;
+  },
+  get me() {
+    return me;
+  },
+  get openId() {
+    return openId;
+  },
+  conv,
+  rerender,
+  chatWith,
+  errText,
+};
+
 // ---- wiring the DOM ----
 
 function wire() {
@@ -2272,12 +2303,7 @@ function wire() {
       $('new-chat-error').textContent = 'Enter another user’s name.';
       return;
     }
-    const id = directConversationId(me, u);
-    const c = conv(id);
-    c.peer = u;
-    c.activity = Date.now();
-    ensurePresence(u);
-    openConv(id);
+    chatWith(u);
   });
 
   let groupMode = 'create';
@@ -2336,6 +2362,8 @@ function wire() {
 }
 
 wire();
+initGroups(hooks);
+initPeople(hooks);
 const saved = session.get();
 if (saved?.token) start(saved);
 else $('auth').hidden = false;
