@@ -76,6 +76,20 @@ func IsCode(err error, code pb.ErrorCode) bool {
 	return false
 }
 
+// IsTemporary reports whether err is a refusal the same request may get
+// past later ([Error.Temporary] or [HTTPError.Temporary]): retry it, a send
+// with the same client message id. Other errors (a closed connection, a
+// cancelled context) are not refusals and give false.
+func IsTemporary(err error) bool {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Temporary()
+	}
+	if e, ok := errors.AsType[*HTTPError](err); ok {
+		return e.Temporary()
+	}
+	return false
+}
+
 // DisconnectError is why the server closed the connection, from the
 // Disconnect frame it sent just before closing. It matches [ErrClosed] with
 // errors.Is.
