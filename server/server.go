@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -203,8 +204,9 @@ func New(cfg Config) (_ *Server, err error) {
 		Logger:           cfg.Logger,
 	}, st, s.router, reg, tokens)
 	s.notify.Start(s.chat)
+	node := clusterNode{Service: s.chat, s: s, ready: new(atomic.Bool)}
 	if natsRouter != nil {
-		natsRouter.Start(s.chat)
+		natsRouter.Start(node)
 	}
 	s.gw, err = gateway.New(gateway.Config{
 		MaxFrameBytes:   cfg.MaxFrameBytes,
@@ -228,6 +230,7 @@ func New(cfg Config) (_ *Server, err error) {
 	}
 	// The gateway's loops run from New on; nothing is connected yet.
 	cleanups = append(cleanups, func() { s.gw.Shutdown(context.Background()) })
+	node.ready.Store(true)
 	s.api, err = api.New(api.Config{
 		Store: st, Tokens: tokens, Chat: s.chat,
 		AdminAPIKeys: secrets.AdminAPIKeys, TokenTTL: cfg.TokenTTL, MaxTokenTTL: cfg.MaxTokenTTL,
@@ -236,6 +239,8 @@ func New(cfg Config) (_ *Server, err error) {
 		KeyRate:             rate(cfg.APIKeyRate),
 		Metrics:             s.writeMetrics,
 		Stats:               s.adminStats,
+		Webhooks:            s.hooks.Stats,
+		Nodes:               s.adminNodes,
 		Notify:              s.notify,
 		WebPushKey:          webPushKey,
 		Media:               s.media,
