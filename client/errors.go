@@ -62,10 +62,32 @@ func (e *Error) Temporary() bool {
 	return errcode.Of(e.Code).Temporary
 }
 
-// IsCode reports whether err is (or wraps) an [*Error] with the given code.
+// IsCode reports whether err is (or wraps) a refusal with the given code:
+// an [*Error] of a socket request, or an [*HTTPError] of the HTTP API, whose
+// code strings map to the same codes (see [HTTPError.ErrorCode]). One test
+// then holds whichever way the request went.
 func IsCode(err error, code pb.ErrorCode) bool {
-	var e *Error
-	return errors.As(err, &e) && e.Code == code
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Code == code
+	}
+	if e, ok := errors.AsType[*HTTPError](err); ok {
+		return e.ErrorCode() == code
+	}
+	return false
+}
+
+// IsTemporary reports whether err is a refusal the same request may get
+// past later ([Error.Temporary] or [HTTPError.Temporary]): retry it, a send
+// with the same client message id. Other errors (a closed connection, a
+// cancelled context) are not refusals and give false.
+func IsTemporary(err error) bool {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Temporary()
+	}
+	if e, ok := errors.AsType[*HTTPError](err); ok {
+		return e.Temporary()
+	}
+	return false
 }
 
 // DisconnectError is why the server closed the connection, from the

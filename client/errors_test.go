@@ -76,3 +76,21 @@ func TestHTTPErrorTemporary(t *testing.T) {
 		t.Errorf("503 without temporary: %v", err)
 	}
 }
+
+// IsTemporary and IsCode read socket and HTTP refusals alike, wrapped or not.
+func TestRefusalsOfBothTransports(t *testing.T) {
+	sock := fmt.Errorf("send: %w", &Error{Code: pb.ErrorCode_ERROR_CODE_UNAVAILABLE})
+	web := fmt.Errorf("register: %w", &HTTPError{Status: http.StatusServiceUnavailable, Code: "unavailable"})
+	for _, err := range []error{sock, web} {
+		if !IsTemporary(err) || !IsCode(err, pb.ErrorCode_ERROR_CODE_UNAVAILABLE) {
+			t.Errorf("%v: temporary %v, UNAVAILABLE %v", err, IsTemporary(err), IsCode(err, pb.ErrorCode_ERROR_CODE_UNAVAILABLE))
+		}
+	}
+	taken := &HTTPError{Status: http.StatusConflict, Code: "conflict"}
+	if IsTemporary(taken) || !IsCode(taken, pb.ErrorCode_ERROR_CODE_CONFLICT) || IsCode(taken, pb.ErrorCode_ERROR_CODE_UNAVAILABLE) {
+		t.Errorf("conflict: %v", taken)
+	}
+	if IsTemporary(context.Canceled) || IsCode(ErrClosed, pb.ErrorCode_ERROR_CODE_UNSPECIFIED) {
+		t.Error("errors that are not refusals")
+	}
+}

@@ -12,6 +12,9 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/parleyim/parley/errcode"
+	pb "github.com/parleyim/parley/proto/parleyv1"
 )
 
 // Credentials is a token issued by the HTTP API.
@@ -23,8 +26,11 @@ type Credentials struct {
 
 // HTTPError is a non-2xx answer of the HTTP API.
 type HTTPError struct {
-	Status  int
-	Code    string // snake_case, e.g. "invalid_credentials"; empty if the body was not the API's error JSON
+	Status int
+	// Code is the body's code string, snake_case, e.g. "invalid_credentials";
+	// empty if the body was not the API's error JSON. ErrorCode maps it to
+	// the code a socket request would get.
+	Code    string
 	Message string
 	// temporary is the body's "temporary" when the server sent it (said).
 	temporary, said bool
@@ -38,6 +44,16 @@ func (e *HTTPError) Temporary() bool {
 		return e.temporary
 	}
 	return e.Status == http.StatusServiceUnavailable || e.Status == http.StatusTooManyRequests
+}
+
+// ErrorCode is the wire code of the answer, the same a socket request
+// would be refused with (the table is package errcode): "conflict" is
+// ERROR_CODE_CONFLICT, "no_such_user" ERROR_CODE_NO_SUCH_USER, and the HTTP
+// API's own codes the closest one ("invalid_credentials" is
+// UNAUTHENTICATED). UNSPECIFIED when the body had no code this SDK knows.
+func (e *HTTPError) ErrorCode() pb.ErrorCode {
+	c, _ := errcode.FromAPICode(e.Code)
+	return c
 }
 
 func (e *HTTPError) Error() string {

@@ -83,6 +83,38 @@ func Lookup(c pb.ErrorCode) (Info, bool) {
 	return unknownRow(), false
 }
 
+// FromAPICode returns the wire code of an HTTP API error body's "code", so
+// that clients test one set of codes whatever the transport. The HTTP API's
+// own codes map to the wire code closest in meaning: body_too_large to
+// TOO_LARGE, invalid_credentials to UNAUTHENTICATED, registration_disabled
+// and user_disabled to PERMISSION_DENIED, not_found (an endpoint that is
+// off or does not exist) to BAD_REQUEST. An unknown string gives
+// UNSPECIFIED and false.
+func FromAPICode(apiCode string) (pb.ErrorCode, bool) {
+	switch apiCode {
+	case "body_too_large":
+		return pb.ErrorCode_ERROR_CODE_TOO_LARGE, true
+	case "invalid_credentials":
+		return pb.ErrorCode_ERROR_CODE_UNAUTHENTICATED, true
+	case "registration_disabled", "user_disabled":
+		return pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED, true
+	case "not_found":
+		return pb.ErrorCode_ERROR_CODE_BAD_REQUEST, true
+	}
+	for n := range pb.ErrorCode_name {
+		c := pb.ErrorCode(n)
+		switch c {
+		case pb.ErrorCode_ERROR_CODE_UNSPECIFIED, pb.ErrorCode_ERROR_CODE_MALFORMED_FRAME,
+			pb.ErrorCode_ERROR_CODE_FRAME_TOO_LARGE, pb.ErrorCode_ERROR_CODE_UNKNOWN_FRAME:
+			continue // socket-only codes share their string with a general one
+		}
+		if i, ok := Lookup(c); ok && i.APICode == apiCode {
+			return c, true
+		}
+	}
+	return pb.ErrorCode_ERROR_CODE_UNSPECIFIED, false
+}
+
 // unknownRow is the row of a code this table does not know: an error, not
 // worth a retry.
 func unknownRow() Info {

@@ -156,3 +156,33 @@ func TestProtocolDocMatchesTable(t *testing.T) {
 		}
 	}
 }
+
+// Every code an HTTP client can see maps back to the wire code a socket
+// client would get for the same refusal.
+func TestFromAPICode(t *testing.T) {
+	for n := range pb.ErrorCode_name {
+		c := pb.ErrorCode(n)
+		switch c {
+		case pb.ErrorCode_ERROR_CODE_UNSPECIFIED, pb.ErrorCode_ERROR_CODE_MALFORMED_FRAME,
+			pb.ErrorCode_ERROR_CODE_FRAME_TOO_LARGE, pb.ErrorCode_ERROR_CODE_UNKNOWN_FRAME:
+			continue
+		}
+		if got, ok := FromAPICode(Of(c).APICode); !ok || got != c {
+			t.Errorf("FromAPICode(%q) = %s, %v; want %s", Of(c).APICode, got, ok, c)
+		}
+	}
+	for api, want := range map[string]pb.ErrorCode{
+		"body_too_large":        pb.ErrorCode_ERROR_CODE_TOO_LARGE,
+		"invalid_credentials":   pb.ErrorCode_ERROR_CODE_UNAUTHENTICATED,
+		"registration_disabled": pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
+		"user_disabled":         pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
+		"not_found":             pb.ErrorCode_ERROR_CODE_BAD_REQUEST,
+	} {
+		if got, ok := FromAPICode(api); !ok || got != want {
+			t.Errorf("FromAPICode(%q) = %s, %v; want %s", api, got, ok, want)
+		}
+	}
+	if got, ok := FromAPICode("no_such_code"); ok || got != pb.ErrorCode_ERROR_CODE_UNSPECIFIED {
+		t.Errorf("an unknown code: %s, %v", got, ok)
+	}
+}

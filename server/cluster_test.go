@@ -80,6 +80,7 @@ func clusterConfig(c *server.Config, i int) {
 	c.NodeID = uint16(i + 1)
 	c.TokenKey = testTokenKey
 	c.DrainWindow = time.Millisecond // tests close at once
+	c.UnknownRecipients = "accept"   // as startServer
 }
 
 // startCluster starts n nodes with embedded NATS routed to each other and

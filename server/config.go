@@ -179,6 +179,13 @@ type Config struct {
 	// DenyStrangers lets users message only their friends (groups are
 	// unaffected). Default false: anyone may start a 1:1 conversation.
 	DenyStrangers bool `yaml:"deny_strangers"`
+	// UnknownRecipients decides a 1:1 send to a user id that has no account:
+	// "refuse" (default) answers NO_SUCH_USER; "accept" stores it for the
+	// user's first login, for apps that mint tokens for users the server
+	// has not seen yet. A user has an account once registered, created or
+	// given a token through the admin API, or logged in once with an
+	// app-minted token.
+	UnknownRecipients string `yaml:"unknown_recipients"`
 	// RoomClientSend lets clients broadcast to chat rooms they joined
 	// (RoomSend). Default false: only the admin push API broadcasts to rooms.
 	RoomClientSend bool `yaml:"room_client_send"`
@@ -518,6 +525,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxGroupMembers == 0 {
 		c.MaxGroupMembers = 100_000
 	}
+	if c.UnknownRecipients == "" {
+		c.UnknownRecipients = "refuse"
+	}
 	if c.RecallWindow == 0 {
 		c.RecallWindow = 2 * time.Minute
 	}
@@ -709,6 +719,7 @@ func (c Config) validate() error {
 	check(c.TokenTTL > 0 && c.MaxTokenTTL >= c.TokenTTL, "token_ttl must be positive and at most max_token_ttl")
 	check(c.TokenKey == "" || len(c.TokenKey) >= 32, "token_key must be at least 32 bytes")
 	check(c.AppSecret == "" || len(c.AppSecret) >= 32, "app_secret must be at least 32 bytes")
+	check(c.UnknownRecipients == "refuse" || c.UnknownRecipients == "accept", "unknown_recipients must be refuse or accept")
 	names := make(map[string]bool)
 	for _, k := range c.AdminAPIKeys {
 		name, secret := auth.ParseAdminKey(k)

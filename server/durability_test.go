@@ -52,6 +52,7 @@ func runChild(dir string) {
 // serveChild runs a server in this (child) process until it is killed,
 // after telling its parent (spawnChild) the addresses.
 func serveChild(cfg server.Config) {
+	cfg.UnknownRecipients = "accept" // as startServer
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv, err := server.New(cfg)
 	if err == nil {

@@ -64,7 +64,7 @@ func runFDChild() int {
 	defer os.RemoveAll(dir)
 	srv, err := server.New(server.Config{
 		DataDir: dir, HTTPAddr: "127.0.0.1:0", TCPAddr: "127.0.0.1:0",
-		AdminAPIKeys: []string{testAPIKey}, AppSecret: testAppSecret,
+		AdminAPIKeys: []string{testAPIKey}, AppSecret: testAppSecret, UnknownRecipients: "accept",
 		FDReserve: reserve, MaxUnauthConns: -1, MaxUnauthConnsPerIP: -1, ConnRatePerIP: -1,
 		AuthTimeout: time.Minute, NoSync: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

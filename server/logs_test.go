@@ -366,3 +366,24 @@ func exerciseSecrets(t *testing.T, ts *testServer, adminKey, appSecret string, s
 	}
 	refused("token revoked through the admin API", ts.wsURL, wire.Proto, fresh.Token)
 }
+
+// A stop ends with one line that says so and what it closed, so an
+// operator waiting on a drain knows it is over.
+func TestShutdownSaysItIsDone(t *testing.T) {
+	t.Parallel()
+	logs := &logBuffer{}
+	ts := startServer(t, func(c *server.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
+	alice, _ := ts.connect(t, "alice", "a1", "cli", transports[0])
+	if _, err := alice.SendText(ctx10(t), "bob", "hi"); err != nil {
+		t.Fatal(err)
+	}
+	shutdown(t, ts)
+	out := logs.String()
+	for _, want := range []string{`msg="shutdown complete"`, "connections_closed=1", "store_closed=true"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("the log lacks %s:\n%s", want, out)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -190,6 +191,7 @@ func New(cfg Config) (_ *Server, err error) {
 		PageBytes:        cfg.PageBytes,
 		ReadMemoryBytes:  cfg.ReadMemoryBytes,
 		DenyStrangers:    cfg.DenyStrangers,
+		RefuseUnknown:    cfg.UnknownRecipients == "refuse",
 		RoomClientSend:   cfg.RoomClientSend,
 		SendRate:         rate(cfg.UserSendRate),
 		RequestRate:      rate(cfg.UserRequestRate),
@@ -202,8 +204,9 @@ func New(cfg Config) (_ *Server, err error) {
 		Logger:           cfg.Logger,
 	}, st, s.router, reg, tokens)
 	s.notify.Start(s.chat)
+	node := clusterNode{Service: s.chat, s: s, ready: new(atomic.Bool)}
 	if natsRouter != nil {
-		natsRouter.Start(s.chat)
+		natsRouter.Start(node)
 	}
 	s.gw, err = gateway.New(gateway.Config{
 		MaxFrameBytes:   cfg.MaxFrameBytes,
@@ -227,6 +230,7 @@ func New(cfg Config) (_ *Server, err error) {
 	}
 	// The gateway's loops run from New on; nothing is connected yet.
 	cleanups = append(cleanups, func() { s.gw.Shutdown(context.Background()) })
+	node.ready.Store(true)
 	s.api, err = api.New(api.Config{
 		Store: st, Tokens: tokens, Chat: s.chat,
 		AdminAPIKeys: secrets.AdminAPIKeys, TokenTTL: cfg.TokenTTL, MaxTokenTTL: cfg.MaxTokenTTL,
@@ -235,6 +239,8 @@ func New(cfg Config) (_ *Server, err error) {
 		KeyRate:             rate(cfg.APIKeyRate),
 		Metrics:             s.writeMetrics,
 		Stats:               s.adminStats,
+		Webhooks:            s.hooks.Stats,
+		Nodes:               s.adminNodes,
 		Notify:              s.notify,
 		WebPushKey:          webPushKey,
 		Media:               s.media,
@@ -445,6 +451,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return s.store.Close()
 	}
 	var errs []error
+	start := time.Now()
+	conns, before := s.gw.Len(), s.chat.Stats()
 	if s.tcpLn != nil {
 		s.tcpLn.Close()
 	}
@@ -467,5 +475,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err := s.store.Close(); err != nil {
 		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	// One line that says the stop is over and what it saw through: an
+	// operator waiting on a drain knows it ended, and whether cleanly.
+	after := s.chat.Stats()
+	err := errors.Join(errs...)
+	s.log.Info("shutdown complete", "took", time.Since(start).Round(time.Millisecond),
+		"connections_closed", conns, "messages_stored_while_stopping", after.SendsAccepted-before.SendsAccepted,
+		"store_closed", err == nil, "err", err)
+	return err
 }

@@ -50,7 +50,7 @@ func benchCmd(args []string) error {
 	fs.StringVar(&cfg.Transport, "transport", cfg.Transport, "ws or tcp")
 	fs.StringVar(&cfg.Codec, "codec", cfg.Codec, "proto or json (json: WebSocket only)")
 	fs.StringVar(&cfg.APIKey, "api-key", "", "admin API key, to mint users' tokens (or --data)")
-	dataDir := fs.String("data", "", "the server's data directory: read the API key from DIR/secrets.json")
+	dataDir := fs.String("data", "", "the server's data directory: read the API key from DIR/secrets.json (default ./data when it holds one)")
 	embedded := fs.Bool("embedded", false, "start a server in this process, in a temporary directory")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "bound the timed phase (0: until -c is done)")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "hard cap on the whole run, setup and drain included")
@@ -236,7 +236,16 @@ func benchCmd(args []string) error {
 		if cfg.HTTPBase, cfg.WSAddr, cfg.TCPAddr, cfg.WSAddrs, cfg.TCPAddrs, err = bench.ClusterAddrs(*addr, *tcpAddr); err != nil {
 			return err
 		}
-		if cfg.APIKey == "" && *dataDir != "" {
+		if cfg.APIKey == "" && *dataDir == "" {
+			// A server started from the README keeps its key in ./data:
+			// run from the same directory, no flag is needed.
+			if _, serr := os.Stat(filepath.Join("data", auth.SecretsFile)); serr == nil {
+				*dataDir = "data"
+			} else {
+				return errors.New("bench: the admin API key is needed to make users: --data DIR (the server's data directory) or --api-key KEY")
+			}
+		}
+		if cfg.APIKey == "" {
 			if cfg.APIKey, err = apiKeyFrom(*dataDir); err != nil {
 				return err
 			}

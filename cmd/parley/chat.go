@@ -159,6 +159,12 @@ func runChat(ctx context.Context, args []string, in io.Reader, out io.Writer) er
 				continue
 			}
 			ack, err := sess.Send(ctx, &pb.Send{To: *to, ContentType: "text", Payload: []byte(line)})
+			var perr *client.Error
+			if errors.As(err, &perr) && perr.Code == pb.ErrorCode_ERROR_CODE_NO_SUCH_USER {
+				// Every further line would be refused the same way.
+				say("  (not sent: no such user %q here; check --to)\n", *to)
+				return fmt.Errorf("chat: no such user %q", *to)
+			}
 			if err != nil {
 				say("  (not sent: %v)\n", err)
 				continue

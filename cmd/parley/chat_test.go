@@ -140,6 +140,18 @@ func TestChatCommand(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("the replaced chat did not end:\n%s", laptop.out.String())
 	}
+	// A chat with a user who has no account says so at the first line and ends.
+	nobody := startChat(t, ctx, args("--user", "carol", "--to", "nosuchuser", "--device", "typo")...)
+	nobody.say(t, "anyone there?")
+	nobody.waitFor(t, `no such user "nosuchuser"`)
+	select {
+	case err := <-nobody.done:
+		if err == nil || !strings.Contains(err.Error(), "no such user") {
+			t.Fatalf("the chat with nobody ended with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the chat with nobody did not end:\n%s", nobody.out.String())
+	}
 	for _, p := range []*chatProc{again, bob, alice, carol} {
 		p.quit(t)
 	}

@@ -9,6 +9,9 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
+
+	"github.com/parleyim/parley/internal/bench"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -45,15 +48,37 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprint(os.Stderr, `usage: parley <command> [flags]
+	fmt.Fprintf(os.Stderr, `usage: parley <command> [flags]
 
 commands:
   serve     run a Parley server (embedded storage, no other service needed)
   chat      a line-based chat client (WebSocket or TCP)
-  bench     load-test a server: login, user, order, conns, soak (see docs/benchmarks.md)
+  bench     load-test a server (see docs/benchmarks.md), one scenario of:
+%s
   push      push notifications: 'push test --user U' sends a test to a user's devices; 'push vapid-keys' makes a Web Push key pair
   version   print the version
 
 Run 'parley <command> -h' for a command's flags.
-`)
+`, wrapList(bench.Scenarios(), "            ", 78))
+}
+
+// wrapList joins words with ", " into indented lines of at most width.
+func wrapList(words []string, indent string, width int) string {
+	var b strings.Builder
+	line := indent
+	for i, w := range words {
+		if i < len(words)-1 {
+			w += ","
+		}
+		if len(line) > len(indent) && len(line)+1+len(w) > width {
+			b.WriteString(line + "\n")
+			line = indent
+		}
+		if len(line) > len(indent) {
+			line += " "
+		}
+		line += w
+	}
+	b.WriteString(line)
+	return b.String()
 }

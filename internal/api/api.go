@@ -28,6 +28,7 @@ import (
 	"github.com/parleyim/parley/internal/moderation"
 	"github.com/parleyim/parley/internal/notify"
 	"github.com/parleyim/parley/internal/store"
+	"github.com/parleyim/parley/internal/webhook"
 
 	pb "github.com/parleyim/parley/proto/parleyv1"
 )
@@ -57,6 +58,12 @@ type Config struct {
 	Metrics func(io.Writer) error
 	// Stats returns the live figures for GET /v1/admin/stats (the admin page).
 	Stats func() any
+	// Webhooks returns this node's webhook queue figures (GET
+	// /v1/admin/queues). Nil: none shown.
+	Webhooks func() webhook.Stats
+	// Nodes returns every node's figures, this node first (GET
+	// /v1/admin/nodes). Nil: that route answers 404.
+	Nodes func(context.Context) []NodeStats
 	// Notify handles push targets: removed with the tokens that registered
 	// them, listed and tested by the admin API. Nil: no push notifications.
 	Notify *notify.Notifier
@@ -136,7 +143,7 @@ func (a *API) Routes() []string {
 }
 
 func (a *API) routeTable() []route {
-	return append(append(a.mediaRoutes(), a.moderationRoutes()...), []route{
+	return append(append(append(a.mediaRoutes(), a.moderationRoutes()...), a.consoleRoutes()...), []route{
 		{"POST /v1/register", a.register},
 		{"POST /v1/login", a.login},
 		{"POST /v1/logout", a.user(a.logout)},

@@ -88,7 +88,7 @@ func run(t *testing.T, cfg Config, o Options) *Report {
 	if err := rep.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"Summary:\n  Total:\t", "Requests/sec:", "Response time histogram:", "Latency distribution:\n  10% in ", "99.9% in ", "Status code distribution:\n  [ok]\t"} {
+	for _, s := range []string{"Summary: " + requestLatencyLabel(rep.Scenario) + "\n  Run time:\t", "Requests/sec:", "Response time histogram:", "Latency distribution:\n  10% in ", "99.9% in ", "Answers by code:\n  [ok]\t"} {
 		if !strings.Contains(text.String(), s) {
 			t.Errorf("text report lacks %q:\n%s", s, text.String())
 		}

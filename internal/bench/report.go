@@ -333,8 +333,8 @@ func (r *Report) WriteText(w io.Writer) error {
 		b.WriteString("es")
 	}
 	b.WriteString(")\n\n")
-	writeLatency(&b, "Summary:", r.Latency, r.LatencySummary, r.TotalSeconds, r.RequestsPerSec)
-	b.WriteString("\nStatus code distribution:\n")
+	writeLatency(&b, "Summary: "+requestLatencyLabel(r.Scenario), r.Latency, r.LatencySummary, r.TotalSeconds, r.RequestsPerSec)
+	b.WriteString("\nAnswers by code:\n")
 	keys := slices.Sorted(maps.Keys(r.Status))
 	for _, k := range keys {
 		fmt.Fprintf(&b, "  [%s]\t%d responses\n", k, r.Status[k])
@@ -425,12 +425,31 @@ func (r *Report) WriteText(w io.Writer) error {
 	return err
 }
 
+// requestLatencyLabel says what a scenario's request latency times: each
+// request from its start until what answers it.
+func requestLatencyLabel(scenario string) string {
+	switch scenario {
+	case "login", "conns":
+		return "login latency (connect → auth_ok):"
+	case "push":
+		return "push request latency (POST → the admin API's answer):"
+	case "upload":
+		return "upload latency (first byte sent → the file's record):"
+	case "download":
+		return "download latency (GET → the file's last byte):"
+	case "reactions":
+		return "reaction latency (react → the server's answer, after the durable store):"
+	default:
+		return "ACK latency (send → the server's ACK, after the durable store):"
+	}
+}
+
 // writeLatency writes a kimbench Summary, Response time histogram and
 // Latency distribution for h. perSec < 0 leaves out Requests/sec.
 func writeLatency(b *strings.Builder, title string, h *Histogram, s Summary, total, perSec float64) {
 	f := secsFormat(s.SlowestS)
 	fmt.Fprintf(b, "%s\n", title)
-	fmt.Fprintf(b, "  Total:\t%4.4f secs\n", total)
+	fmt.Fprintf(b, "  Run time:\t%4.4f secs\n", total)
 	fmt.Fprintf(b, "  Slowest:\t"+f+" secs\n", s.SlowestS)
 	fmt.Fprintf(b, "  Fastest:\t"+f+" secs\n", s.FastestS)
 	fmt.Fprintf(b, "  Average:\t"+f+" secs\n", s.AverageS)

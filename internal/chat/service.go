@@ -58,6 +58,11 @@ type Config struct {
 	// DenyStrangers: users may message only their friends (and groups they
 	// are in). Default false: anyone may start a 1:1 conversation.
 	DenyStrangers bool
+	// RefuseUnknown: a 1:1 send to a user id without an account is refused
+	// with NO_SUCH_USER, and a user who logs in with an app-minted token is
+	// given an account (so that they can be messaged). False: such a send
+	// waits for the user's first login.
+	RefuseUnknown bool
 	// RoomClientSend lets clients broadcast to rooms they joined (RoomSend).
 	// Default false: only the admin push API broadcasts to rooms.
 	RoomClientSend bool
@@ -757,7 +762,12 @@ func (s *Service) Authenticate(ctx context.Context, token string) (auth.Claims, 
 	u, err := s.store.GetUser(ctx, claims.UserID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		// Users of an app that mints its own tokens need no record here.
+		// Users of an app that mints its own tokens need no record here,
+		// unless sends to users without one are refused: then the first
+		// login makes one, so that others can message them.
+		if s.cfg.RefuseUnknown {
+			s.recordAppUser(ctx, claims.UserID)
+		}
 	case err != nil:
 		return auth.Claims{}, errUnavail
 	case u.Disabled || claims.Epoch < u.TokenEpoch:
@@ -766,6 +776,18 @@ func (s *Service) Authenticate(ctx context.Context, token string) (auth.Claims, 
 		claims.ShadowMuted = u.ShadowMuted
 	}
 	return claims, nil
+}
+
+// recordAppUser gives a user of an app-minted token a password-less account
+// record, like the admin API's token minting does. Best effort: a record
+// that cannot be made (its name is taken in another case, a store fault)
+// only means others cannot message the user yet; the login goes on.
+func (s *Service) recordAppUser(ctx context.Context, id string) {
+	key, _ := auth.NormalizeUsername(id)
+	err := s.store.CreateUser(ctx, store.User{ID: id, NameKey: key, CreatedAt: time.Now()})
+	if err != nil && !errors.Is(err, store.ErrExists) {
+		s.log.Warn("account record for an app-minted token", "user", id, "err", err)
+	}
 }
 
 // HandleClose implements gateway.Handler.

@@ -29,7 +29,7 @@ type social struct {
 // initSocial builds the contacts book and the presence hub on the service's
 // store, router and registry.
 func (s *Service) initSocial() {
-	s.social.contacts = contacts.New(s.store, contacts.Config{DenyStrangers: s.cfg.DenyStrangers}, s.pushContact)
+	s.social.contacts = contacts.New(s.store, contacts.Config{DenyStrangers: s.cfg.DenyStrangers, RefuseUnknown: s.cfg.RefuseUnknown}, s.pushContact)
 	var cluster presence.Cluster
 	if s.router.Clustered() {
 		cluster = presenceCluster{s}

@@ -28,6 +28,10 @@ func oneOfEach() []*clusterpb.Envelope {
 		{Event: &clusterpb.Envelope_RoomOnlineAnswer{RoomOnlineAnswer: &clusterpb.RoomOnlineAnswer{Sessions: 12}}},
 		{Event: &clusterpb.Envelope_UserOnlineQuestion{UserOnlineQuestion: &clusterpb.UserOnlineQuestion{}}},
 		{Event: &clusterpb.Envelope_UserOnlineAnswer{UserOnlineAnswer: &clusterpb.UserOnlineAnswer{Node: "n2"}}},
+		{Event: &clusterpb.Envelope_NodeStatsQuestion{NodeStatsQuestion: &clusterpb.NodeStatsQuestion{}}},
+		{Event: &clusterpb.Envelope_NodeStatsAnswer{NodeStatsAnswer: &clusterpb.NodeStatsAnswer{Node: "n2", Connections: 3, Sessions: 2,
+			MessagesStored: 1 << 40, Deliveries: 7, SendsFailed: 1, HeapBytes: 1 << 30, Goroutines: 99, UptimeSeconds: 12.5,
+			WebhookQueued: 4, WebhookDropped: 5, PushQueued: 6, PushDropped: 8}}},
 	}
 }
 

@@ -43,6 +43,9 @@ const (
 type Config struct {
 	// DenyStrangers: only friends may send each other 1:1 messages.
 	DenyStrangers bool
+	// RefuseUnknown: a message to a user id without an account is refused
+	// with reqerr.NoSuchUser.
+	RefuseUnknown bool
 }
 
 // Notify tells owner's devices of owner's record about c.UserID, except
@@ -88,6 +91,7 @@ type relKey struct{ from, to string }
 type Relation struct {
 	Blocked bool      // to has blocked from
 	Friend  bool      // to's record says from is a friend (loaded only when DenyStrangers)
+	Unknown bool      // to has no account (loaded only when RefuseUnknown; never cached)
 	at      time.Time // when it was loaded
 }
 
@@ -125,6 +129,17 @@ func (b *Book) Relation(ctx context.Context, from, to string) (Relation, error) 
 		case err == nil:
 			e.Friend = c.State == pb.ContactState_CONTACT_STATE_FRIEND
 		case !errors.Is(err, store.ErrNotFound):
+			return Relation{}, reqerr.Store(err)
+		}
+	}
+	if b.cfg.RefuseUnknown {
+		_, err := b.store.GetUser(ctx, to)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			// Not cached: the user may register a moment later.
+			e.Unknown = true
+			return e, nil
+		case err != nil:
 			return Relation{}, reqerr.Store(err)
 		}
 	}
@@ -171,6 +186,9 @@ func (b *Book) MayMessage(ctx context.Context, from, to string) error {
 	e, err := b.Relation(ctx, from, to)
 	if err != nil {
 		return err
+	}
+	if e.Unknown {
+		return reqerr.NoSuchUser
 	}
 	if e.Blocked || (b.cfg.DenyStrangers && !e.Friend) {
 		return reqerr.Denied

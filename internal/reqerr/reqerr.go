@@ -55,6 +55,9 @@ var (
 	Conflict   = code(pb.ErrorCode_ERROR_CODE_CONFLICT)
 	TooMany    = code(pb.ErrorCode_ERROR_CODE_TOO_MANY_REQUESTS)
 	Quota      = code(pb.ErrorCode_ERROR_CODE_QUOTA_EXCEEDED)
+	// NoSuchUser: a 1:1 message to a user id without an account, where
+	// every user has one.
+	NoSuchUser = code(pb.ErrorCode_ERROR_CODE_NO_SUCH_USER)
 	// UnsupportedType: an upload's sniffed type is not allowed.
 	UnsupportedType = code(pb.ErrorCode_ERROR_CODE_UNSUPPORTED_MEDIA_TYPE)
 	// UnknownFrame: a frame without a body this server knows; a socket

@@ -318,6 +318,29 @@ type AuditEntry struct {
 	Detail string // a JSON object with the action's parameters, may be empty
 }
 
+// ListQuery selects one page of a listing by id (ListUsers, ListGroups).
+type ListQuery struct {
+	// Prefix: only ids that start with it ("" lists every id).
+	Prefix string
+	// After: only ids above it, bytewise ("" from the first): the last id
+	// of the previous page.
+	After string
+	// Limit: at most this many records (<= 0: none).
+	Limit int
+	// MaxBytes: the page ends once the records in it reach this many bytes
+	// (by their Size); it holds at least one record. 0: no byte bound.
+	MaxBytes int
+}
+
+// Size is what a user record counts toward a page's byte budget (its
+// strings plus a fixed share for the other fields).
+func (u User) Size() int { return len(u.ID) + len(u.PasswordHash) + 64 }
+
+// Size is what a group record counts toward a page's byte budget.
+func (g Group) Size() int {
+	return len(g.ConversationID) + len(g.Name) + len(g.AvatarURL) + len(g.Announcement) + len(g.Owner) + 64
+}
+
 // Store is Parley's persistent state. All methods are safe for concurrent use.
 type Store interface {
 	// Append stores a batch of messages durably and in order. For each message
@@ -372,6 +395,11 @@ type Store interface {
 	UserByName(ctx context.Context, key string) (User, error)
 	// UpdateUser replaces an existing user, or ErrNotFound.
 	UpdateUser(ctx context.Context, u User) error
+	// ListUsers returns the users whose ID starts with q.Prefix and is
+	// above q.After, ordered by ID (bytewise), within q's count and bytes.
+	// A page shorter than q.Limit may still be followed by more: the
+	// listing ends with an empty page.
+	ListUsers(ctx context.Context, q ListQuery) ([]User, error)
 
 	// RevokeToken records a token id as revoked until it expires.
 	RevokeToken(ctx context.Context, tokenID string, expires time.Time) error
@@ -388,6 +416,9 @@ type Store interface {
 
 	// GetGroup returns a group, or ErrNotFound.
 	GetGroup(ctx context.Context, conversationID string) (Group, error)
+	// ListGroups is ListUsers for groups, by ConversationID; dissolved
+	// groups are listed too.
+	ListGroups(ctx context.Context, q ListQuery) ([]Group, error)
 	// GetMember returns a user's membership record (current or past), or ErrNotFound.
 	GetMember(ctx context.Context, conversationID, userID string) (Member, error)
 	// Members returns current (not Left) members with user id > after, by user id, at most limit.
@@ -538,6 +569,11 @@ type Store interface {
 	// Mentions returns up to limit seqs of messages of the conversation
 	// after seq after that mention userID (by name or everyone), ascending.
 	Mentions(ctx context.Context, userID, conversationID string, after uint64, limit int) ([]uint64, error)
+
+	// DiskSize returns the bytes the store takes: its files on disk
+	// (embedded) or its tables and indexes in the database (PostgreSQL).
+	// An estimate that may lag recent writes.
+	DiskSize(ctx context.Context) (int64, error)
 
 	// Ping reports whether the store can serve reads and writes (readiness).
 	Ping(ctx context.Context) error

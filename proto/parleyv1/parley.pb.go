@@ -222,10 +222,9 @@ const (
 	// Error.reject_code the rule that refused it. Not temporary: the same
 	// content is refused again.
 	ErrorCode_ERROR_CODE_REJECTED ErrorCode = 17
-	// A 1:1 send names a user id that has no account on a server whose users
-	// all have accounts (no app_secret: only built-in accounts and admin-minted
-	// tokens). Not temporary. Servers that accept app-minted tokens never
-	// answer it: their users need no account before their first message.
+	// A 1:1 send names a user id that has no account, on a server with
+	// unknown_recipients: refuse (the default). Not temporary. With accept,
+	// such a message waits for the user's first login instead.
 	ErrorCode_ERROR_CODE_NO_SUCH_USER ErrorCode = 18
 )
 

@@ -50,6 +50,8 @@ type Envelope struct {
 	//	*Envelope_RoomOnlineAnswer
 	//	*Envelope_UserOnlineQuestion
 	//	*Envelope_UserOnlineAnswer
+	//	*Envelope_NodeStatsQuestion
+	//	*Envelope_NodeStatsAnswer
 	Event         isEnvelope_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -209,6 +211,24 @@ func (x *Envelope) GetUserOnlineAnswer() *UserOnlineAnswer {
 	return nil
 }
 
+func (x *Envelope) GetNodeStatsQuestion() *NodeStatsQuestion {
+	if x != nil {
+		if x, ok := x.Event.(*Envelope_NodeStatsQuestion); ok {
+			return x.NodeStatsQuestion
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetNodeStatsAnswer() *NodeStatsAnswer {
+	if x != nil {
+		if x, ok := x.Event.(*Envelope_NodeStatsAnswer); ok {
+			return x.NodeStatsAnswer
+		}
+	}
+	return nil
+}
+
 type isEnvelope_Event interface {
 	isEnvelope_Event()
 }
@@ -277,6 +297,16 @@ type Envelope_UserOnlineAnswer struct {
 	UserOnlineAnswer *UserOnlineAnswer `protobuf:"bytes,13,opt,name=user_online_answer,json=userOnlineAnswer,proto3,oneof"`
 }
 
+type Envelope_NodeStatsQuestion struct {
+	// To every node: report the answering node's figures (the admin API's
+	// per-node view).
+	NodeStatsQuestion *NodeStatsQuestion `protobuf:"bytes,14,opt,name=node_stats_question,json=nodeStatsQuestion,proto3,oneof"`
+}
+
+type Envelope_NodeStatsAnswer struct {
+	NodeStatsAnswer *NodeStatsAnswer `protobuf:"bytes,15,opt,name=node_stats_answer,json=nodeStatsAnswer,proto3,oneof"`
+}
+
 func (*Envelope_Frame) isEnvelope_Event() {}
 
 func (*Envelope_Kick) isEnvelope_Event() {}
@@ -302,6 +332,10 @@ func (*Envelope_RoomOnlineAnswer) isEnvelope_Event() {}
 func (*Envelope_UserOnlineQuestion) isEnvelope_Event() {}
 
 func (*Envelope_UserOnlineAnswer) isEnvelope_Event() {}
+
+func (*Envelope_NodeStatsQuestion) isEnvelope_Event() {}
+
+func (*Envelope_NodeStatsAnswer) isEnvelope_Event() {}
 
 // Frame is a ServerFrame (parley.v1) to deliver to the sessions the subject
 // names: a user's, a group's online members', a room's, or every session.
@@ -1069,11 +1103,190 @@ func (x *UserOnlineAnswer) GetNode() string {
 	return ""
 }
 
+// NodeStatsQuestion asks every node for its figures.
+type NodeStatsQuestion struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeStatsQuestion) Reset() {
+	*x = NodeStatsQuestion{}
+	mi := &file_parley_cluster_v1_cluster_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeStatsQuestion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeStatsQuestion) ProtoMessage() {}
+
+func (x *NodeStatsQuestion) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_cluster_v1_cluster_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeStatsQuestion.ProtoReflect.Descriptor instead.
+func (*NodeStatsQuestion) Descriptor() ([]byte, []int) {
+	return file_parley_cluster_v1_cluster_proto_rawDescGZIP(), []int{15}
+}
+
+// NodeStatsAnswer is the answering node's figures; counters count since it
+// started.
+type NodeStatsAnswer struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Node           string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Connections    int64                  `protobuf:"varint,2,opt,name=connections,proto3" json:"connections,omitempty"`
+	Sessions       int64                  `protobuf:"varint,3,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	MessagesStored uint64                 `protobuf:"varint,4,opt,name=messages_stored,json=messagesStored,proto3" json:"messages_stored,omitempty"`
+	Deliveries     uint64                 `protobuf:"varint,5,opt,name=deliveries,proto3" json:"deliveries,omitempty"`
+	SendsFailed    uint64                 `protobuf:"varint,6,opt,name=sends_failed,json=sendsFailed,proto3" json:"sends_failed,omitempty"`
+	HeapBytes      uint64                 `protobuf:"varint,7,opt,name=heap_bytes,json=heapBytes,proto3" json:"heap_bytes,omitempty"`
+	Goroutines     int64                  `protobuf:"varint,8,opt,name=goroutines,proto3" json:"goroutines,omitempty"`
+	UptimeSeconds  float64                `protobuf:"fixed64,9,opt,name=uptime_seconds,json=uptimeSeconds,proto3" json:"uptime_seconds,omitempty"`
+	WebhookQueued  int64                  `protobuf:"varint,10,opt,name=webhook_queued,json=webhookQueued,proto3" json:"webhook_queued,omitempty"`
+	WebhookDropped uint64                 `protobuf:"varint,11,opt,name=webhook_dropped,json=webhookDropped,proto3" json:"webhook_dropped,omitempty"`
+	PushQueued     int64                  `protobuf:"varint,12,opt,name=push_queued,json=pushQueued,proto3" json:"push_queued,omitempty"`
+	PushDropped    uint64                 `protobuf:"varint,13,opt,name=push_dropped,json=pushDropped,proto3" json:"push_dropped,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *NodeStatsAnswer) Reset() {
+	*x = NodeStatsAnswer{}
+	mi := &file_parley_cluster_v1_cluster_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeStatsAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeStatsAnswer) ProtoMessage() {}
+
+func (x *NodeStatsAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_cluster_v1_cluster_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeStatsAnswer.ProtoReflect.Descriptor instead.
+func (*NodeStatsAnswer) Descriptor() ([]byte, []int) {
+	return file_parley_cluster_v1_cluster_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *NodeStatsAnswer) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *NodeStatsAnswer) GetConnections() int64 {
+	if x != nil {
+		return x.Connections
+	}
+	return 0
+}
+
+func (x *NodeStatsAnswer) GetSessions() int64 {
+	if x != nil {
+		return x.Sessions
+	}
+	return 0
+}
+
+func (x *NodeStatsAnswer) GetMessagesStored() uint64 {
+	if x != nil {
+		return x.MessagesStored
+	}
+	return 0
+}
+
+func (x *NodeStatsAnswer) GetDeliveries() uint64 {
+	if x != nil {
+		return x.Deliveries
+	}
+	return 0
+}
+
+func (x *NodeStatsAnswer) GetSendsFailed() uint64 {
+	if x != nil {
+		return x.SendsFailed
+	}
+	return 0
+}
+
+func (x *NodeStatsAnswer) GetHeapBytes() uint64 {
+	if x != nil {
+		return x.HeapBytes
+	}
+	return 0
+}
+
+func (x *NodeStatsAnswer) GetGoroutines() int64 {
+	if x != nil {
+		return x.Goroutines
+	}
+	return 0
+}
+
+func (x *NodeStatsAnswer) GetUptimeSeconds() float64 {
+	if x != nil {
+		return x.UptimeSeconds
+	}
+	return 0
+}
+
+func (x *NodeStatsAnswer) GetWebhookQueued() int64 {
+	if x != nil {
+		return x.WebhookQueued
+	}
+	return 0
+}
+
+func (x *NodeStatsAnswer) GetWebhookDropped() uint64 {
+	if x != nil {
+		return x.WebhookDropped
+	}
+	return 0
+}
+
+func (x *NodeStatsAnswer) GetPushQueued() int64 {
+	if x != nil {
+		return x.PushQueued
+	}
+	return 0
+}
+
+func (x *NodeStatsAnswer) GetPushDropped() uint64 {
+	if x != nil {
+		return x.PushDropped
+	}
+	return 0
+}
+
 var File_parley_cluster_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_parley_cluster_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x1fparley/cluster/v1/cluster.proto\x12\x11parley.cluster.v1\"\xa5\a\n" +
+	"\x1fparley/cluster/v1/cluster.proto\x12\x11parley.cluster.v1\"\xcf\b\n" +
 	"\bEnvelope\x120\n" +
 	"\x05frame\x18\x01 \x01(\v2\x18.parley.cluster.v1.FrameH\x00R\x05frame\x12-\n" +
 	"\x04kick\x18\x02 \x01(\v2\x17.parley.cluster.v1.KickH\x00R\x04kick\x120\n" +
@@ -1089,7 +1302,9 @@ const file_parley_cluster_v1_cluster_proto_rawDesc = "" +
 	" \x01(\v2%.parley.cluster.v1.RoomOnlineQuestionH\x00R\x12roomOnlineQuestion\x12S\n" +
 	"\x12room_online_answer\x18\v \x01(\v2#.parley.cluster.v1.RoomOnlineAnswerH\x00R\x10roomOnlineAnswer\x12Y\n" +
 	"\x14user_online_question\x18\f \x01(\v2%.parley.cluster.v1.UserOnlineQuestionH\x00R\x12userOnlineQuestion\x12S\n" +
-	"\x12user_online_answer\x18\r \x01(\v2#.parley.cluster.v1.UserOnlineAnswerH\x00R\x10userOnlineAnswerB\a\n" +
+	"\x12user_online_answer\x18\r \x01(\v2#.parley.cluster.v1.UserOnlineAnswerH\x00R\x10userOnlineAnswer\x12V\n" +
+	"\x13node_stats_question\x18\x0e \x01(\v2$.parley.cluster.v1.NodeStatsQuestionH\x00R\x11nodeStatsQuestion\x12P\n" +
+	"\x11node_stats_answer\x18\x0f \x01(\v2\".parley.cluster.v1.NodeStatsAnswerH\x00R\x0fnodeStatsAnswerB\a\n" +
 	"\x05event\"c\n" +
 	"\x05Frame\x12%\n" +
 	"\x0eexcept_session\x18\x01 \x01(\tR\rexceptSession\x12\x1d\n" +
@@ -1140,7 +1355,29 @@ const file_parley_cluster_v1_cluster_proto_rawDesc = "" +
 	"\bsessions\x18\x01 \x01(\x03R\bsessions\"\x14\n" +
 	"\x12UserOnlineQuestion\"&\n" +
 	"\x10UserOnlineAnswer\x12\x12\n" +
-	"\x04node\x18\x01 \x01(\tR\x04nodeBAZ?github.com/parleyim/parley/internal/cluster/clusterpb;clusterpbb\x06proto3"
+	"\x04node\x18\x01 \x01(\tR\x04node\"\x13\n" +
+	"\x11NodeStatsQuestion\"\xc9\x03\n" +
+	"\x0fNodeStatsAnswer\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12 \n" +
+	"\vconnections\x18\x02 \x01(\x03R\vconnections\x12\x1a\n" +
+	"\bsessions\x18\x03 \x01(\x03R\bsessions\x12'\n" +
+	"\x0fmessages_stored\x18\x04 \x01(\x04R\x0emessagesStored\x12\x1e\n" +
+	"\n" +
+	"deliveries\x18\x05 \x01(\x04R\n" +
+	"deliveries\x12!\n" +
+	"\fsends_failed\x18\x06 \x01(\x04R\vsendsFailed\x12\x1d\n" +
+	"\n" +
+	"heap_bytes\x18\a \x01(\x04R\theapBytes\x12\x1e\n" +
+	"\n" +
+	"goroutines\x18\b \x01(\x03R\n" +
+	"goroutines\x12%\n" +
+	"\x0euptime_seconds\x18\t \x01(\x01R\ruptimeSeconds\x12%\n" +
+	"\x0ewebhook_queued\x18\n" +
+	" \x01(\x03R\rwebhookQueued\x12'\n" +
+	"\x0fwebhook_dropped\x18\v \x01(\x04R\x0ewebhookDropped\x12\x1f\n" +
+	"\vpush_queued\x18\f \x01(\x03R\n" +
+	"pushQueued\x12!\n" +
+	"\fpush_dropped\x18\r \x01(\x04R\vpushDroppedBAZ?github.com/parleyim/parley/internal/cluster/clusterpb;clusterpbb\x06proto3"
 
 var (
 	file_parley_cluster_v1_cluster_proto_rawDescOnce sync.Once
@@ -1154,7 +1391,7 @@ func file_parley_cluster_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_parley_cluster_v1_cluster_proto_rawDescData
 }
 
-var file_parley_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_parley_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_parley_cluster_v1_cluster_proto_goTypes = []any{
 	(*Envelope)(nil),           // 0: parley.cluster.v1.Envelope
 	(*Frame)(nil),              // 1: parley.cluster.v1.Frame
@@ -1171,6 +1408,8 @@ var file_parley_cluster_v1_cluster_proto_goTypes = []any{
 	(*RoomOnlineAnswer)(nil),   // 12: parley.cluster.v1.RoomOnlineAnswer
 	(*UserOnlineQuestion)(nil), // 13: parley.cluster.v1.UserOnlineQuestion
 	(*UserOnlineAnswer)(nil),   // 14: parley.cluster.v1.UserOnlineAnswer
+	(*NodeStatsQuestion)(nil),  // 15: parley.cluster.v1.NodeStatsQuestion
+	(*NodeStatsAnswer)(nil),    // 16: parley.cluster.v1.NodeStatsAnswer
 }
 var file_parley_cluster_v1_cluster_proto_depIdxs = []int32{
 	1,  // 0: parley.cluster.v1.Envelope.frame:type_name -> parley.cluster.v1.Frame
@@ -1186,12 +1425,14 @@ var file_parley_cluster_v1_cluster_proto_depIdxs = []int32{
 	12, // 10: parley.cluster.v1.Envelope.room_online_answer:type_name -> parley.cluster.v1.RoomOnlineAnswer
 	13, // 11: parley.cluster.v1.Envelope.user_online_question:type_name -> parley.cluster.v1.UserOnlineQuestion
 	14, // 12: parley.cluster.v1.Envelope.user_online_answer:type_name -> parley.cluster.v1.UserOnlineAnswer
-	10, // 13: parley.cluster.v1.SessionsAnswer.sessions:type_name -> parley.cluster.v1.SessionInfo
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	15, // 13: parley.cluster.v1.Envelope.node_stats_question:type_name -> parley.cluster.v1.NodeStatsQuestion
+	16, // 14: parley.cluster.v1.Envelope.node_stats_answer:type_name -> parley.cluster.v1.NodeStatsAnswer
+	10, // 15: parley.cluster.v1.SessionsAnswer.sessions:type_name -> parley.cluster.v1.SessionInfo
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_parley_cluster_v1_cluster_proto_init() }
@@ -1213,6 +1454,8 @@ func file_parley_cluster_v1_cluster_proto_init() {
 		(*Envelope_RoomOnlineAnswer)(nil),
 		(*Envelope_UserOnlineQuestion)(nil),
 		(*Envelope_UserOnlineAnswer)(nil),
+		(*Envelope_NodeStatsQuestion)(nil),
+		(*Envelope_NodeStatsAnswer)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1220,7 +1463,7 @@ func file_parley_cluster_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_parley_cluster_v1_cluster_proto_rawDesc), len(file_parley_cluster_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -14,10 +14,13 @@ type queries struct {
 	messagesAfter, messagesBefore, getMessage, lastSeq, conversations string
 	raiseSeq                                                          string
 	// Cursors, users, tokens.
-	setCursors, getCursor, cursorsOf                          string
-	createUser, updateUser, getUser, userByName               string
-	revokeToken, tokenRevoked, purgeTokens                    string
-	getGroup, getMember, membersAfter                         string
+	setCursors, getCursor, cursorsOf                           string
+	createUser, updateUser, getUser, userByName                string
+	revokeToken, tokenRevoked, purgeTokens                     string
+	getGroup, getMember, membersAfter                          string
+	listUsers, listUsersTo, listGroups, listGroupsTo, diskSize string
+	// schema is the quoted schema name, a parameter of diskSize.
+	schema                                                    string
 	setSettings, getSettings, hideMessages, hiddenMessages    string
 	putContact, deleteContact, getContact, contacts           string
 	block, unblock, blocked, isBlocked, setLastSeen, lastSeen string
@@ -44,7 +47,21 @@ type queries struct {
 func newQueries(schema string) queries {
 	r := strings.NewReplacer("{s}", schema)
 	q := func(sql string) string { return r.Replace(sql) }
+	const userCols = `id, password_hash, token_epoch, disabled, shadow_muted, created_at, bot`
+	const groupCols = `conversation_id, name, avatar_url, announcement, owner_id, open_join, mute_all, dissolved, created_at,
+			add_policy, history_visibility, members_mention_all`
 	return queries{
+		schema: schema,
+		// The "To" forms bound the index scan by the end of the prefix's
+		// range ($3), so a prefix matching few ids reads few rows.
+		listUsers:    q(`SELECT ` + userCols + ` FROM {s}.users WHERE id > $1 AND id >= $2 ORDER BY id LIMIT $3`),
+		listUsersTo:  q(`SELECT ` + userCols + ` FROM {s}.users WHERE id > $1 AND id >= $2 AND id < $4 ORDER BY id LIMIT $3`),
+		listGroups:   q(`SELECT ` + groupCols + ` FROM {s}.groups WHERE conversation_id > $1 AND conversation_id >= $2 ORDER BY conversation_id LIMIT $3`),
+		listGroupsTo: q(`SELECT ` + groupCols + ` FROM {s}.groups WHERE conversation_id > $1 AND conversation_id >= $2 AND conversation_id < $4 ORDER BY conversation_id LIMIT $3`),
+		// Tables with their indexes and TOAST; to_regnamespace takes the
+		// quoted name, so any schema name works.
+		diskSize: `SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::int8 FROM pg_class c
+			WHERE c.relnamespace = to_regnamespace($1) AND c.relkind IN ('r', 'm')`,
 		lookupDups: q(`SELECT m.sender, m.client_msg_id, m.conversation_id, m.seq, m.body, m.crc
 			FROM unnest($1::text[], $2::text[]) AS k(sender, client_msg_id)
 			JOIN {s}.messages m ON m.sender = k.sender AND m.client_msg_id = k.client_msg_id`),

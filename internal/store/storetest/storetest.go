@@ -86,6 +86,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentAppend", testConcurrentAppend},
 		{"ConcurrentApplyAndAppend", testConcurrentApplyAndAppend},
 		{"ConcurrentResends", testConcurrentResends},
+		{"ListUsersAndGroups", testListing},
+		{"DiskSize", testDiskSize},
 		{"Ping", testPing},
 		{"CloseThenErrClosed", testClose},
 	}

@@ -1,6 +1,8 @@
 // Parley web client: plain ES modules, no build step. The SDK
 // (parley-sdk.js) is the TypeScript SDK bundled for browsers.
 import { ParleyClient, register, login, logout, directConversationId, text, isCode, webPushKey, applyReaction, mentionsUser, encodeFrame } from './parley-sdk.js';
+import { initGroups, attachGroups, groupBar } from './groups.js';
+import { initPeople, attachPeople } from './people.js';
 
 const $ = (id) => document.getElementById(id);
 const el = (tag, cls, txt) => {
@@ -503,7 +505,7 @@ function renderHeader() {
     $('chat-sub').textContent = c.noSuchUser ? 'No such user' : on ? 'online' : '';
   }
   $('chat-sub').classList.toggle('bad', !c.group && !!c.noSuchUser);
-  $('add-members-btn').hidden = !c.group || c.left;
+  groupBar(c); // Members, and Add for those the group lets add (groups.js)
   $('composer-input').disabled = c.left || !!c.info?.dissolved;
   $('attach-btn').disabled = c.left || !!c.info?.dissolved;
   renderTray();
@@ -2275,6 +2277,8 @@ function start(auth) {
     cursors: store.get(cursorsKey, {}),
   });
   window.parley = client; // handy in the console
+  attachGroups(client);
+  attachPeople(client);
   let saveTimer = null;
   client.on('message', (m) => {
     apply(m, true);
@@ -2502,6 +2506,33 @@ function stepConv(dir) {
   if (next) openConv(next);
 }
 
+/** Opens the 1:1 conversation with user u (new or not). */
+function chatWith(u) {
+  const id = directConversationId(me, u);
+  const c = conv(id);
+  c.peer = u;
+  c.activity = Date.now();
+  ensurePresence(u);
+  openConv(id);
+}
+
+// What the members panel (groups.js) and People (people.js) use of the app.
+const hooks = {
+  get client() {
+    return client;
+  },
+  get me() {
+    return me;
+  },
+  get openId() {
+    return openId;
+  },
+  conv,
+  rerender,
+  chatWith,
+  errText,
+};
+
 // ---- wiring the DOM ----
 
 const USER_ID = /^[A-Za-z0-9_.@-]{1,64}$/;
@@ -2688,12 +2719,7 @@ function wire() {
       $('new-chat-error').textContent = 'Enter another user’s name.';
       return;
     }
-    const id = directConversationId(me, u);
-    const c = conv(id);
-    c.peer = u;
-    c.activity = Date.now();
-    ensurePresence(u);
-    openConv(id);
+    chatWith(u);
   });
 
   let groupMode = 'create';
@@ -2752,6 +2778,8 @@ function wire() {
 }
 
 wire();
+initGroups(hooks);
+initPeople(hooks);
 const saved = session.get();
 if (saved?.token) start(saved);
 else $('auth').hidden = false;

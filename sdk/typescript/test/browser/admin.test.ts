@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import type { Browser } from 'playwright-core';
 import { startServer, waitFor, type RunningServer } from '../helpers/server.js';
@@ -152,6 +153,148 @@ describe('admin page in Chromium', () => {
     // After a refresh the queue holds what is still open.
     expect(await rows.count()).toBe(50); // 52 less the resolved and the dismissed one
     await screenshot(page, 'admin-reports-after');
+    expect(errors).toEqual([]);
+    await ctx.close();
+  });
+
+  it('the console manages users, groups and messages, and shows nodes, queues and the store size', async () => {
+    const key = srv.adminKey();
+    const adminFetch = async (path: string, init: RequestInit = {}) => {
+      const res = await fetch(srv.http + path, { ...init, headers: { Authorization: 'Bearer ' + key, 'Content-Type': 'application/json', ...(init.headers ?? {}) } });
+      return { status: res.status, body: (await res.json().catch(() => ({}))) as any };
+    };
+    const [ann, ben, cal] = await Promise.all([newUser(srv, 'mgr'), newUser(srv, 'mgr'), newUser(srv, 'mgr')]);
+    const ca = connect(srv, ann);
+    const cb = connect(srv, ben);
+    const bGot = inbox(cb);
+    let annClosed: Error | null = null;
+    ca.on('closed', (e) => (annClosed = e));
+    await Promise.all([ca.waitReady(5000), cb.waitReady(5000)]);
+    const evil = 'hi <img src=x onerror="window.pwned=1"> & 你好';
+    const ack = await ca.sendText(ben.id, evil);
+    const conv = ack.conversationId;
+    const bin = await adminFetch('/v1/admin/messages', { method: 'POST', body: JSON.stringify({ from: ben.id, to: ann.id, client_msg_id: 'console-img', content_type: 'image/png', payload: Buffer.from([137, 80, 78, 71, 0, 1, 2]).toString('base64') }) });
+    expect(bin).toMatchObject({ status: 201 });
+    const created = await adminFetch('/v1/admin/groups', { method: 'POST', body: JSON.stringify({ owner: ann.id, name: 'crew <i>', user_ids: [ben.id, cal.id] }) });
+    expect(created).toMatchObject({ status: 201 });
+    const group: string = created.body.conversationId;
+
+    const ctx = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+    const page = await ctx.newPage();
+    const errors = watchErrors(page);
+    page.on('dialog', (d) => void d.accept());
+    await page.goto(srv.http + '/admin');
+    await page.fill('#key', key);
+    await page.press('#key', 'Enter');
+    await page.waitForSelector('#main:not(.hidden)');
+
+    // Search: three users start with ann's id but for its last characters; the page lists them by id.
+    await page.fill('#uprefix', 'mgr');
+    await page.press('#uprefix', 'Enter');
+    await page.locator(`#urows tr[data-user="${ann.id}"]`).waitFor();
+    const listed = await page.$$eval('#urows tr[data-user]', (trs) => trs.map((t) => (t as HTMLElement).dataset.user!));
+    expect(listed).toEqual(expect.arrayContaining([ann.id, ben.id, cal.id]));
+    expect(listed).toEqual([...listed].sort());
+    await page.fill('#uprefix', ann.id);
+    await page.click('#uform button');
+    await waitFor(async () => (await page.locator('#urows tr[data-user]').count()) === 1, 5000, 'one user listed');
+
+    // View: devices online, groups with roles, conversations.
+    await page.locator(`#urows tr[data-user="${ann.id}"] button[data-action=view]`).click();
+    await page.waitForSelector('#udetail:not(.hidden)');
+    expect(await page.textContent('#uname')).toBe('User ' + ann.id);
+    const fact = (k: string) => page.locator(`#ufacts tr[data-fact="${k}"] td`).nth(1).textContent();
+    expect(await fact('last seen')).toBe('online now');
+    expect(await fact('state')).toBe('active');
+    expect(await page.locator('#usessions tr[data-session]').count()).toBe(1);
+    expect(await page.locator(`#ugroups tr[data-group="${group}"] td`).allTextContents()).toEqual([group, 'crew <i>', 'owner', 'Open']);
+    await page.locator(`#uconvs tr[data-conversation="${conv}"]`).waitFor();
+    await screenshot(page, 'admin-user');
+
+    // Kick: ann's device is signed out with KICKED.
+    await page.locator('#usessions button[data-action=kick]').click();
+    await waitFor(() => annClosed, 10000, 'the kicked client closes');
+    expect(String(annClosed)).toMatch(/KICKED/);
+    await page.locator('#usessions td:text-is("no device online")').waitFor();
+    expect((await adminFetch(`/v1/admin/users/${ann.id}/sessions`)).body.sessions).toEqual([]);
+
+    // Disable, then enable again.
+    await page.click('#udisable');
+    await page.locator('#udisable[data-action=enable]').waitFor();
+    expect((await adminFetch(`/v1/admin/users/${ann.id}`)).body.disabled).toBe(true);
+    expect(await fact('state')).toBe('disabled (cannot sign in)');
+    await page.click('#udisable');
+    await page.locator('#udisable[data-action=disable]').waitFor();
+    expect((await adminFetch(`/v1/admin/users/${ann.id}`)).body.disabled).toBe(false);
+
+    // Mint a token: shown once, and it works.
+    await page.fill('#mintttl', '600');
+    await page.click('#mintform button');
+    await page.waitForSelector('#minted:not(.hidden)');
+    const token = await page.inputValue('#mintedtoken');
+    expect(token.length).toBeGreaterThan(20);
+    const convs = await fetch(srv.http + '/v1/conversations', { headers: { Authorization: 'Bearer ' + token } });
+    expect(convs.status).toBe(200);
+    expect(page.url()).not.toContain(key); // the key stays out of the URL
+    expect(page.url()).not.toContain(token);
+
+    // Reset the password: the new one logs in, the old one does not.
+    await page.fill('#newpw', 'brand-new-password-1');
+    await page.click('#pwform button');
+    await page.locator('#ustatus:has-text("password reset")').waitFor();
+    const login = (password: string) => fetch(srv.http + '/v1/login', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ username: ann.id, password }) });
+    expect((await login('brand-new-password-1')).status).toBe(200);
+    expect((await login(ann.password)).status).toBe(401);
+    expect((await fetch(srv.http + '/v1/conversations', { headers: { Authorization: 'Bearer ' + token } })).status).toBe(401);
+
+    // Groups: search, members with roles, remove one, dissolve.
+    await page.fill('#gprefix', group);
+    await page.press('#gprefix', 'Enter');
+    await page.locator(`#grows tr[data-group="${group}"] button[data-action=view]`).click();
+    await page.waitForSelector('#gdetail:not(.hidden)');
+    const memberRoles = await page.$$eval('#gmembers tr[data-member]', (trs) => trs.map((t) => [(t as HTMLElement).dataset.member, t.children[1]!.textContent]));
+    expect(new Map(memberRoles as [string, string][])).toEqual(new Map([[ann.id, 'owner'], [ben.id, 'member'], [cal.id, 'member']]));
+    await page.locator(`#gmembers tr[data-member="${cal.id}"] button[data-action=remove]`).click();
+    await page.locator(`#gmembers tr[data-member="${cal.id}"]`).waitFor({ state: 'detached' });
+    const ms = (await adminFetch(`/v1/admin/groups/${encodeURIComponent(group)}/members`)).body.members.map((m: { userId: string }) => m.userId);
+    expect(ms.sort()).toEqual([ann.id, ben.id].sort());
+    await page.click('#gdissolve');
+    await page.locator('#gstatus:text-is("group dissolved")').waitFor();
+    expect((await adminFetch(`/v1/admin/groups/${encodeURIComponent(group)}`)).body.dissolved).toBe(true);
+    await screenshot(page, 'admin-group');
+
+    // History of the 1:1 conversation, newest first: text as text, binary by type and size; recall.
+    await page.locator(`#uconvs tr[data-conversation="${conv}"] button[data-action=history]`).click();
+    const hrow = (seq: number) => page.locator(`#hrows tr[data-seq="${seq}"]`);
+    await hrow(ack.seq).waitFor();
+    expect(await hrow(ack.seq).locator('[data-field=message]').textContent()).toBe(evil);
+    expect(await hrow(ack.seq + 1).locator('[data-field=message]').textContent()).toBe('[image/png, 7 bytes]');
+    const seqs = await page.$$eval('#hrows tr[data-seq]', (trs) => trs.map((t) => Number((t as HTMLElement).dataset.seq)));
+    expect(seqs).toEqual([ack.seq + 1, ack.seq]);
+    expect(await page.locator('#hrows img').count()).toBe(0);
+    expect(await page.evaluate(() => (window as unknown as { pwned?: number }).pwned)).toBeUndefined();
+    await hrow(ack.seq).locator('button[data-action=recall]').click();
+    await hrow(ack.seq).locator('[data-field=message]:text-is("(recalled)")').waitFor();
+    const page1 = (await adminFetch(`/v1/admin/conversations/${encodeURIComponent(conv)}/messages?limit=10`)).body;
+    expect(page1.messages.find((m: { seq: string }) => Number(m.seq) === ack.seq).recalled).toBe(true);
+    await waitFor(() => bGot.find((m) => m.kind === 'MESSAGE_KIND_RECALL' && m.event?.targetSeq === ack.seq), 10000, 'the recall reaches ben');
+
+    // Operations: this node's row, the queues, the store's size.
+    await page.locator('#noderows tr[data-node="0"]').waitFor();
+    expect(await page.locator('#noderows tr[data-node="0"] td').first().textContent()).toBe('0 (this node)');
+    await page.locator('#qwebhook tr[data-queue="webhook events dropped"]').waitFor();
+    await waitFor(async () => /\d+(\.\d+)? (B|KiB|MiB|GiB)$/.test((await page.locator('#node tr:has(td:text-is("store size")) td').nth(1).textContent()) ?? ''), 15000, 'the store size');
+
+    // Accessibility of the console's sections (axe-core, WCAG 2 A and AA).
+    const require = createRequire(import.meta.url);
+    await page.addScriptTag({ path: require.resolve('axe-core/axe.min.js') });
+    const violations = await page.evaluate(async () => {
+      const axe = (window as unknown as { axe: { run: (c: unknown, o: unknown) => Promise<{ violations: Array<{ id: string; nodes: Array<{ target: string[] }> }> }> } }).axe;
+      const r = await axe.run({ include: [['#users'], ['#groups'], ['#history'], ['#nodes'], ['#queues']] }, { runOnly: ['wcag2a', 'wcag2aa'] });
+      return r.violations.map((v) => v.id + ': ' + v.nodes.map((n) => n.target.join(' ')).join(', '));
+    });
+    expect(violations).toEqual([]);
+    await screenshot(page, 'admin-console');
     expect(errors).toEqual([]);
     await ctx.close();
   });

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Re-runs the group figures in docs/benchmarks.md, each against a fresh
 # server on embedded storage. Outputs go to docs/bench/*.txt.
-# Usage: docs/bench/run-issue3.sh   (from the repository root; ~5 minutes)
+# Usage: docs/bench/run-groups.sh   (from the repository root; ~5 minutes)
 set -u
 out=$(cd "$(dirname "$0")" && pwd)
 P=$(mktemp -d)/parley

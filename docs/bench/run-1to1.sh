@@ -1,7 +1,7 @@
 #!/bin/bash
 # Re-runs every figure in docs/benchmarks.md ("Single node"), each against a
 # fresh server on embedded storage. Outputs go to docs/bench/*.txt.
-# Usage: docs/bench/run-issue2.sh   (from the repository root; ~6 minutes)
+# Usage: docs/bench/run-1to1.sh   (from the repository root; ~6 minutes)
 set -u
 out=$(cd "$(dirname "$0")" && pwd)
 P=$(mktemp -d)/parley
