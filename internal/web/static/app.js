@@ -574,12 +574,17 @@ function renderChat() {
     if (prev && prev.from === m.from && (m.serverTime || 0) - (prev.serverTime || 0) < GROUP_GAP) {
       li.classList.add('cont'); // its sender's name shows on the first of the run
       li.querySelector(':scope > .from')?.remove();
-    } else li.classList.add('first');
+    } else {
+      li.classList.add('first');
+      // In groups, the first of a run carries its sender's avatar beside the name.
+      if (c.group && m.from !== me) li.prepend(avatarNode(m.from));
+    }
     prev = m;
     nodes.push(li);
   }
   for (const [id, p] of c.pending) if (!p.threadRoot) nodes.push(pendingNode(c, id, p));
   for (const st of c.streams.values()) if (!st.threadRoot) nodes.push(streamNode(c, st));
+  $('msg-list').classList.toggle('group', c.group);
   keepFocus($('msg-list'), () => $('msg-list').replaceChildren(...nodes));
   $('older').textContent = c.loadingOlder ? 'Loading…' : c.loaded && !c.hasOlder ? 'Beginning of the conversation' : '';
   const sep = c.toDivider ? $('new-sep') : null;
@@ -607,6 +612,19 @@ function renderChat() {
 }
 
 const GROUP_GAP = 5 * 60_000; // messages of one sender closer than this share a header
+
+// Avatar colours: each dark enough for white initials.
+const AVATAR_COLORS = ['#2563eb', '#7c3aed', '#db2777', '#b45309', '#047857', '#0e7490', '#4d7c0f', '#9333ea'];
+
+/** A round badge with the user's initial in a colour of their own (decorative: the name is beside it). */
+function avatarNode(user) {
+  const a = el('span', 'avatar', (user.match(/[A-Za-z0-9]/)?.[0] || '?').toUpperCase());
+  a.setAttribute('aria-hidden', 'true');
+  let h = 0;
+  for (const ch of user) h = (h * 31 + ch.charCodeAt(0)) >>> 0;
+  a.style.background = AVATAR_COLORS[h % AVATAR_COLORS.length];
+  return a;
+}
 
 /** "Today", "Yesterday", a weekday within the week, else the date. */
 function dayLabel(ms) {

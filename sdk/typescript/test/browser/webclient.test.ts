@@ -207,6 +207,10 @@ describe('web client: notices, favicon, title, names', () => {
     await b.page.waitForSelector('#msg-list li.msg:has(.body:text-is("from the long name")) .from');
     const from = await ellipsized(b.page, '#msg-list li.msg:has(.body:text-is("from the long name")) .from');
     expect(from).toMatchObject({ ellipsis: true, clipped: true, text: longName });
+    // A group's run of messages starts with its sender's avatar (decorative: the name is beside it).
+    const avatar = b.page.locator('#msg-list li.msg:has(.body:text-is("from the long name")) .avatar');
+    expect(await avatar.textContent()).toBe('W');
+    expect(await avatar.getAttribute('aria-hidden')).toBe('true');
   });
 
   it('sign-up says which characters a username may have', async () => {
