@@ -4,17 +4,27 @@ import { decodeFrame, encodeFrame } from './codec.js';
 import { ClosedError, DisconnectError, ParleyError, TimeoutError } from './errors.js';
 import type { AuthOk, ClientBodies, ClientBodyName, ClientFrame, ServerFrame } from './types.js';
 
+/**
+ * An event handler property of {@link WebSocketLike}. Written as a method's
+ * type so that its parameter is compared both ways: the browser's WebSocket
+ * and the `ws` package's declare their handlers with their own, richer event
+ * types (`MessageEvent`, `CloseEvent`), which a plain function type here would
+ * refuse.
+ */
+export type WebSocketHandler<E> = { handle(ev: E): unknown }['handle'];
+
 /** The part of the WebSocket API the SDK uses (the browser's, or the `ws` package's). */
 export interface WebSocketLike {
   readonly readyState: number;
-  onopen: ((ev: unknown) => void) | null;
-  onmessage: ((ev: { data: unknown }) => void) | null;
-  onclose: ((ev: { code?: number; reason?: string }) => void) | null;
-  onerror: ((ev: unknown) => void) | null;
+  onopen: WebSocketHandler<unknown> | null;
+  onmessage: WebSocketHandler<{ data: unknown }> | null;
+  onclose: WebSocketHandler<{ code?: number; reason?: string }> | null;
+  onerror: WebSocketHandler<unknown> | null;
   send(data: string): void;
   close(code?: number, reason?: string): void;
 }
 
+/** A WebSocket class: `globalThis.WebSocket` in browsers and Node 22+, or `WebSocket` from the `ws` package. */
 export type WebSocketConstructor = new (url: string) => WebSocketLike;
 
 export interface ConnectionOptions {

@@ -3,7 +3,7 @@ export type { ClientOptions, ClientEvents, ClientState, SendInput, SendOptions, 
 export { applyReaction, mentionsUser } from './rich.js';
 export type { ReactionHolder } from './rich.js';
 export { Connection } from './connection.js';
-export type { ConnectionOptions, WebSocketLike, WebSocketConstructor } from './connection.js';
+export type { ConnectionOptions, WebSocketLike, WebSocketConstructor, WebSocketHandler } from './connection.js';
 export { ParleyError, DisconnectError, ClosedError, TimeoutError, isCode, isTemporary } from './errors.js';
 export type { ErrorDetails } from './errors.js';
 export { encodeFrame, decodeFrame, toBase64, toBase64Url, fromBase64, utf8, text } from './codec.js';
