@@ -597,10 +597,35 @@ function isCode(err, code) {
 
 // src/connection.ts
 var OPEN = 1;
+var DEFAULT_MAX_FRAME_BYTES = 65536;
+function utf8Length(s) {
+  let n = s.length;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 128) continue;
+    if (c < 2048) {
+      n += 1;
+      continue;
+    }
+    n += 2;
+    const next = s.charCodeAt(i + 1);
+    if (c >= 55296 && c <= 56319 && next >= 56320 && next <= 57343) i++;
+  }
+  return n;
+}
+function frameTooLarge(bytes, limit) {
+  return new ParleyError("ERROR_CODE_TOO_LARGE", `the request is ${bytes} bytes, over the server's frame limit of ${limit}`, false);
+}
 var Connection = class _Connection {
   constructor(url, ws, opts) {
     __publicField(this, "url");
     __publicField(this, "authOk");
+    /**
+     * The largest frame the server accepts (AuthOk.maxFrameBytes). A request
+     * over it fails with ParleyError ERROR_CODE_TOO_LARGE without being sent:
+     * the server would close the connection for it.
+     */
+    __publicField(this, "maxFrameBytes", DEFAULT_MAX_FRAME_BYTES);
     __publicField(this, "ws");
     __publicField(this, "opts");
     __publicField(this, "nextId", 1);
@@ -649,6 +674,7 @@ var Connection = class _Connection {
             settled = true;
             clearTimeout(timer);
             c.authOk = f.authOk;
+            c.maxFrameBytes = c.authOk.maxFrameBytes || DEFAULT_MAX_FRAME_BYTES;
             c.startHeartbeat();
             resolve(c);
           },
@@ -674,9 +700,10 @@ var Connection = class _Connection {
         this.pending.delete(id);
         reject(new TimeoutError());
       }, ms);
-      this.pending.set(id, { resolve, reject, timer });
+      const p = { resolve, reject, timer, bytes: 0 };
+      this.pending.set(id, p);
       try {
-        this.write({ id, [name]: body });
+        p.bytes = this.write({ id, [name]: body });
       } catch (err) {
         clearTimeout(timer);
         this.pending.delete(id);
@@ -692,11 +719,32 @@ var Connection = class _Connection {
   close(err = new ClosedError("parley: closed by the client")) {
     this.shutdown(err);
   }
+  /** Sends f; returns its size in bytes. */
   write(f) {
     if (this.closedErr) throw this.closedErr;
     if (this.ws.readyState !== OPEN) throw new ClosedError();
-    this.ws.send(encodeFrame(f));
+    const data = encodeFrame(f);
+    const bytes = data.length * 3 <= this.maxFrameBytes ? data.length : utf8Length(data);
+    if (bytes > this.maxFrameBytes) throw frameTooLarge(bytes, this.maxFrameBytes);
+    this.ws.send(data);
     this.lastWrite = Date.now();
+    return bytes;
+  }
+  /**
+   * The server refused a frame as too large (and is closing the connection).
+   * Its error carries no id, so the request to fail is the largest one
+   * awaiting a reply: whichever frame was over the limit, that one is at
+   * least as large. Failing it (instead of the ClosedError every other
+   * pending request gets) keeps it from being resent on the next connection.
+   */
+  failOversized() {
+    let worst = null;
+    for (const e of this.pending) if (!worst || e[1].bytes > worst[1].bytes) worst = e;
+    if (!worst) return;
+    const [id, p] = worst;
+    this.pending.delete(id);
+    clearTimeout(p.timer);
+    p.reject(new ParleyError("ERROR_CODE_TOO_LARGE", `the server refused the request's frame (${p.bytes} bytes) as over its limit`, false));
   }
   receive(data) {
     this.lastRead = Date.now();
@@ -722,7 +770,10 @@ var Connection = class _Connection {
       else p.resolve(f);
       return;
     }
-    if (f.error) return;
+    if (f.error) {
+      if (f.error.code === "ERROR_CODE_FRAME_TOO_LARGE") this.failOversized();
+      return;
+    }
     this.opts.onPush?.(f, this);
   }
   startHeartbeat() {
@@ -2427,6 +2478,9 @@ var ParleyClient = class extends Emitter {
     __publicField(this, "presenceSubs", /* @__PURE__ */ new Set());
     __publicField(this, "rooms", /* @__PURE__ */ new Set());
     __publicField(this, "connectedUrl", "");
+    /** The frame limit of the last connection (0 before the first): requests
+     *  over it are refused while offline rather than queued. */
+    __publicField(this, "frameLimit", 0);
     this.opts = opts;
     this.urls = opts.urls?.length ? [...opts.urls] : opts.url ? [opts.url] : [];
     if (this.urls.length === 0) throw new Error("parley: ClientOptions needs urls or url");
@@ -2568,6 +2622,7 @@ var ParleyClient = class extends Emitter {
       }
       this.conn = conn;
       this.connectedUrl = url;
+      this.frameLimit = conn.maxFrameBytes;
       this._userId = conn.authOk.userId;
       this.setState("syncing");
       this.emit("connected", conn.authOk);
@@ -2800,22 +2855,16 @@ var ParleyClient = class extends Emitter {
    * same clientMsgId, so it is stored exactly once. Rejects when the server
    * refuses it for good (ParleyError) or the client is closed. A refusal by
    * the app's moderation is ERROR_CODE_REJECTED, with the text to show the
-   * sender in `reason` and the rule in `rejectCode`.
+   * sender in `reason` and the rule in `rejectCode`. A message too large
+   * for the server's frame limit (AuthOk.maxFrameBytes; 64 KiB by default)
+   * rejects at once with ERROR_CODE_TOO_LARGE: it is never written to the
+   * socket (the server would close the connection) nor queued for a resend.
    */
   send(input) {
     if (this.closedErr) return Promise.reject(this.closedErr);
-    const send = {
-      clientMsgId: input.clientMsgId ?? newClientMsgId(),
-      contentType: input.contentType ?? "text",
-      payload: typeof input.payload === "string" ? utf8(input.payload) : input.payload
-    };
-    if (input.to) send.to = input.to;
-    if (input.conversationId) send.conversationId = input.conversationId;
-    if (input.attachments?.length) send.attachments = input.attachments.map((a) => ({ id: typeof a === "string" ? a : a.id }));
-    if (input.replyTo) send.replyTo = input.replyTo;
-    if (input.mentions?.length) send.mentions = [...input.mentions];
-    if (input.mentionAll) send.mentionAll = true;
-    if (input.threadRoot) send.threadRoot = input.threadRoot;
+    const send = sendBody(input);
+    const big = this.oversized("send", send);
+    if (big) return Promise.reject(big);
     return new Promise((resolve, reject) => {
       const e = { send, resolve, reject, inFlight: null };
       this.outbox.set(send.clientMsgId, e);
@@ -2872,9 +2921,13 @@ var ParleyClient = class extends Emitter {
   /**
    * Sends any request and resolves with the reply frame. It waits for a
    * connection; with retry it is sent again after a reconnect or a temporary
-   * refusal (only for requests that are safe to repeat).
+   * refusal (only for requests that are safe to repeat). A request too
+   * large for the server's frame limit fails at once with
+   * ERROR_CODE_TOO_LARGE, as a send does.
    */
   async request(name, body, retry = false) {
+    const big = this.oversized(name, body);
+    if (big) throw big;
     for (let attempt = 0; ; attempt++) {
       const conn = await this.liveConn();
       try {
@@ -2889,6 +2942,18 @@ var ParleyClient = class extends Emitter {
         throw err;
       }
     }
+  }
+  /**
+   * The refusal of a request too large for the server's frame limit, when it
+   * is known and the request would wait for a connection (a connection
+   * refuses such a frame itself, before writing it). The estimate leaves out
+   * the frame's id; the connection's check is exact.
+   */
+  oversized(name, body) {
+    if (this.conn?.open || this.frameLimit === 0) return null;
+    const data = encodeFrame({ [name]: body });
+    const bytes = data.length * 3 <= this.frameLimit ? data.length : utf8Length(data);
+    return bytes > this.frameLimit ? frameTooLarge(bytes, this.frameLimit) : null;
   }
   async ok(name, body, retry = false) {
     await this.request(name, body, retry);
@@ -3307,8 +3372,14 @@ var MessageStream = class {
   async append(text2) {
     if (this.done) throw new Error("parley: the stream is finished");
     if (!text2) return;
-    this.sent += utf8(text2).length;
-    await this.call("streamAppend", { streamId: this.streamId, text: text2 });
+    const n = utf8(text2).length;
+    this.sent += n;
+    try {
+      await this.call("streamAppend", { streamId: this.streamId, text: text2 });
+    } catch (err) {
+      if (err instanceof ParleyError) this.sent -= n;
+      throw err;
+    }
   }
   /** Stores what was appended as one message; resolves with its ack. Calling it again returns the same ack. */
   finish() {
@@ -3319,6 +3390,21 @@ var MessageStream = class {
     return this.done ?? (this.done = this.call("streamFinish", { streamId: this.streamId, abandon: true }).then((f) => f.sendAck));
   }
 };
+function sendBody(input) {
+  const send = {
+    clientMsgId: input.clientMsgId ?? newClientMsgId(),
+    contentType: input.contentType ?? "text",
+    payload: typeof input.payload === "string" ? utf8(input.payload) : input.payload
+  };
+  if (input.to) send.to = input.to;
+  if (input.conversationId) send.conversationId = input.conversationId;
+  if (input.attachments?.length) send.attachments = input.attachments.map((a) => ({ id: typeof a === "string" ? a : a.id }));
+  if (input.replyTo) send.replyTo = input.replyTo;
+  if (input.mentions?.length) send.mentions = [...input.mentions];
+  if (input.mentionAll) send.mentionAll = true;
+  if (input.threadRoot) send.threadRoot = input.threadRoot;
+  return send;
+}
 function jitter(ms) {
   return ms / 2 + Math.random() * (ms / 2);
 }
