@@ -524,10 +524,24 @@ var ParleyError = class extends Error {
   constructor(code, message, temporary, status, details = {}) {
     const reason = details.reason ?? "";
     const rejectCode = details.rejectCode ?? "";
+    const apiCode = details.apiCode ?? "";
+    const what = apiCode && apiCode !== apiCodeOf(code) ? `${code} (${apiCode})` : code;
     super(
-      reason || rejectCode ? `parley: ${code}${rejectCode ? " (" + rejectCode + ")" : ""}${reason ? ": " + reason : ""}` : `parley: ${code}${message ? ": " + message : ""}`
+      reason || rejectCode ? `parley: ${what}${rejectCode ? " (" + rejectCode + ")" : ""}${reason ? ": " + reason : ""}` : `parley: ${what}${message ? ": " + message : ""}`
     );
+    /**
+     * The protocol's code. (A server newer than this SDK may send one this
+     * type does not list yet.)
+     */
     __publicField(this, "code");
+    /**
+     * For an HTTP answer: the `code` of its error body as the server wrote it
+     * (`conflict`, `invalid_credentials`, `not_found`, ...), which tells apart
+     * refusals that share an ERROR_CODE (`invalid_credentials` and
+     * `unauthenticated` are both ERROR_CODE_UNAUTHENTICATED). '' for socket
+     * errors and for answers without such a body.
+     */
+    __publicField(this, "apiCode");
     /**
      * Whether the same request may succeed later, as the server said
      * (`temporary` in the frame or body); undefined from servers that do not
@@ -537,7 +551,7 @@ var ParleyError = class extends Error {
     /** The HTTP status of an HTTP answer (uploads, accounts, rpc); undefined for socket frames. */
     __publicField(this, "status");
     /**
-     * For ERROR_CODE_REJECTED (`rejected` over HTTP): the text the app's
+     * For ERROR_CODE_REJECTED: the text the app's
      * moderation wants the sender to see; '' when it gave none (the word
      * filter gives none). Show it rather than a generic failure.
      */
@@ -550,18 +564,103 @@ var ParleyError = class extends Error {
     __publicField(this, "rejectCode");
     this.name = "ParleyError";
     this.code = code;
+    this.apiCode = apiCode;
     this.temporary = temporary;
     this.status = status;
     this.reason = reason;
     this.rejectCode = rejectCode;
   }
 };
-var temporaryCodes = /* @__PURE__ */ new Set([
-  "ERROR_CODE_UNAVAILABLE",
-  "ERROR_CODE_TOO_MANY_REQUESTS",
-  "unavailable",
-  "too_many_requests"
-]);
+var temporaryCodes = /* @__PURE__ */ new Set(["ERROR_CODE_UNAVAILABLE", "ERROR_CODE_TOO_MANY_REQUESTS"]);
+var apiCodes = new Map(
+  Object.entries({
+    bad_request: "ERROR_CODE_BAD_REQUEST",
+    unauthenticated: "ERROR_CODE_UNAUTHENTICATED",
+    permission_denied: "ERROR_CODE_PERMISSION_DENIED",
+    too_many_requests: "ERROR_CODE_TOO_MANY_REQUESTS",
+    unavailable: "ERROR_CODE_UNAVAILABLE",
+    internal: "ERROR_CODE_INTERNAL",
+    too_large: "ERROR_CODE_TOO_LARGE",
+    muted: "ERROR_CODE_MUTED",
+    recall_window_passed: "ERROR_CODE_RECALL_WINDOW_PASSED",
+    group_full: "ERROR_CODE_GROUP_FULL",
+    conflict: "ERROR_CODE_CONFLICT",
+    quota_exceeded: "ERROR_CODE_QUOTA_EXCEEDED",
+    unsupported_media_type: "ERROR_CODE_UNSUPPORTED_MEDIA_TYPE",
+    rejected: "ERROR_CODE_REJECTED",
+    no_such_user: "ERROR_CODE_NO_SUCH_USER",
+    // Codes of particular endpoints.
+    invalid_credentials: "ERROR_CODE_UNAUTHENTICATED",
+    // login, password change
+    registration_disabled: "ERROR_CODE_PERMISSION_DENIED",
+    // register
+    user_disabled: "ERROR_CODE_PERMISSION_DENIED",
+    // admin tokens
+    body_too_large: "ERROR_CODE_TOO_LARGE",
+    // a request body over its limit (413)
+    not_found: "ERROR_CODE_PERMISSION_DENIED"
+    // a feature turned off (Web Push), an unknown admin resource (404)
+  })
+);
+function apiCodeOf(code) {
+  return code.replace(/^ERROR_CODE_/, "").toLowerCase();
+}
+function errorCodeOfApi(apiCode, status) {
+  const known = apiCodes.get(apiCode);
+  if (known) return known;
+  switch (status) {
+    case 400:
+      return "ERROR_CODE_BAD_REQUEST";
+    case 401:
+      return "ERROR_CODE_UNAUTHENTICATED";
+    case 403:
+    case 404:
+      return "ERROR_CODE_PERMISSION_DENIED";
+    case 409:
+      return "ERROR_CODE_CONFLICT";
+    case 413:
+      return "ERROR_CODE_TOO_LARGE";
+    case 415:
+      return "ERROR_CODE_UNSUPPORTED_MEDIA_TYPE";
+    case 429:
+      return "ERROR_CODE_TOO_MANY_REQUESTS";
+    case 502:
+    case 503:
+    case 504:
+      return "ERROR_CODE_UNAVAILABLE";
+    case 507:
+      return "ERROR_CODE_QUOTA_EXCEEDED";
+  }
+  return status >= 500 ? "ERROR_CODE_INTERNAL" : "ERROR_CODE_BAD_REQUEST";
+}
+function httpError(status, body) {
+  let apiCode = "";
+  let message = "";
+  let temporary;
+  const details = {};
+  try {
+    const j = JSON.parse(body);
+    const e = j.error ?? {};
+    if (typeof e.code === "string") apiCode = e.code;
+    if (typeof e.message === "string") message = e.message;
+    if (typeof e.temporary === "boolean") temporary = e.temporary;
+    if (typeof e.reason === "string") details.reason = e.reason;
+    if (typeof e.reject_code === "string") details.rejectCode = e.reject_code;
+  } catch {
+    const m = /^([a-z_]+): (.*)$/s.exec(body.trim());
+    if (m) [, apiCode, message] = m;
+    else message = body.trim().slice(0, 200);
+  }
+  details.apiCode = apiCode;
+  temporary ?? (temporary = status === 503 || status === 429);
+  return new ParleyError(errorCodeOfApi(apiCode, status), message, temporary, status, details);
+}
+function networkError(message) {
+  return new ParleyError("ERROR_CODE_UNAVAILABLE", message, true);
+}
+function badResponse(message, status) {
+  return new ParleyError("ERROR_CODE_INTERNAL", message, false, status);
+}
 function isTemporary(err) {
   if (!(err instanceof ParleyError)) return false;
   return err.temporary ?? temporaryCodes.has(err.code);
@@ -591,8 +690,7 @@ var TimeoutError = class extends Error {
   }
 };
 function isCode(err, code) {
-  if (!(err instanceof ParleyError)) return false;
-  return err.code === code || err.code === code.replace(/^ERROR_CODE_/, "").toLowerCase();
+  return err instanceof ParleyError && err.code === code;
 }
 
 // src/connection.ts
@@ -845,20 +943,12 @@ async function call(o, path, init) {
   const f = o.fetch ?? globalThis.fetch;
   const res = await f((o.baseUrl ?? "").replace(/\/$/, "") + path, init);
   if (!res.ok) {
-    let code = `http_${res.status}`;
-    let message = res.statusText;
-    let temporary;
-    const details = {};
+    let body = "";
     try {
-      const body = await res.json();
-      if (body.error?.code) code = body.error.code;
-      if (body.error?.message) message = body.error.message;
-      if (typeof body.error?.temporary === "boolean") temporary = body.error.temporary;
-      if (typeof body.error?.reason === "string") details.reason = body.error.reason;
-      if (typeof body.error?.reject_code === "string") details.rejectCode = body.error.reject_code;
+      body = await res.text();
     } catch {
     }
-    throw new ParleyError(code, message, temporary, res.status, details);
+    throw httpError(res.status, body || res.statusText);
   }
   return res;
 }
@@ -889,7 +979,7 @@ async function rpc(o, token, name, body) {
 }
 async function webPushKey(o = {}) {
   const body = await (await call(o, "/v1/push/webpush-key", { method: "GET" })).json();
-  if (typeof body.publicKey !== "string" || body.publicKey === "") throw new ParleyError("bad_response", "no publicKey in the answer");
+  if (typeof body.publicKey !== "string" || body.publicKey === "") throw badResponse("no publicKey in the answer");
   return body.publicKey;
 }
 
@@ -2226,24 +2316,6 @@ function abortError() {
 function fileName(file, name) {
   return name ?? file.name ?? "file";
 }
-function httpError(status, body) {
-  let code = "";
-  let message = "";
-  let temporary;
-  try {
-    const j = JSON.parse(body);
-    code = j.error?.code ?? "";
-    message = j.error?.message ?? "";
-    if (typeof j.error?.temporary === "boolean") temporary = j.error.temporary;
-  } catch {
-    const m = /^([a-z_]+): (.*)$/s.exec(body.trim());
-    if (m) [, code, message] = m;
-    else message = body.trim().slice(0, 200);
-  }
-  if (!code) code = status === 404 ? "not_found" : `http_${status}`;
-  temporary ?? (temporary = status === 503 || status === 429);
-  return new ParleyError(code, message, temporary, status);
-}
 async function uploadFile(o, token, file, name, opts = {}) {
   if (opts.signal?.aborted) throw abortError();
   const url = base(o) + "/v1/files?name=" + encodeURIComponent(fileName(file, name));
@@ -2270,7 +2342,7 @@ async function uploadFile(o, token, file, name, opts = {}) {
       };
       xhr.onerror = () => {
         done();
-        reject(new ParleyError("network", "the upload failed: no answer from the server", true));
+        reject(networkError("the upload failed: no answer from the server"));
       };
       xhr.onabort = () => {
         done();
@@ -2291,13 +2363,13 @@ async function uploadFile(o, token, file, name, opts = {}) {
       body = await res.text();
     } catch (err) {
       if (opts.signal?.aborted) throw abortError();
-      throw new ParleyError("network", "the upload failed: " + (err instanceof Error ? err.message : String(err)), true);
+      throw networkError("the upload failed: " + (err instanceof Error ? err.message : String(err)));
     }
     status = res.status;
   }
   if (status !== 201) throw httpError(status, body);
   const file1 = decodeFrame(body).file;
-  if (!file1?.id) throw new ParleyError("bad_response", "no file in the answer", false, status);
+  if (!file1?.id) throw badResponse("no file in the answer", status);
   opts.onProgress?.(file.size, file.size);
   return file1;
 }
@@ -2318,16 +2390,24 @@ var blobReader = {
     });
   }
 };
+var finalRefusals = /* @__PURE__ */ new Set([
+  "ERROR_CODE_QUOTA_EXCEEDED",
+  "ERROR_CODE_UNSUPPORTED_MEDIA_TYPE",
+  "ERROR_CODE_TOO_LARGE",
+  "ERROR_CODE_BAD_REQUEST",
+  "ERROR_CODE_PERMISSION_DENIED",
+  "ERROR_CODE_UNAUTHENTICATED"
+]);
 function retryStatus(status, body) {
   if (status === 409 || status === 423 || status === 429) return true;
   if (status < 500) return false;
-  return !httpError(status, body).code.match(/^(quota_exceeded|unsupported_media_type|too_large|bad_request|permission_denied|unauthenticated)$/);
+  return !finalRefusals.has(httpError(status, body).code);
 }
 function tusFailure(err) {
   const res = err.originalResponse;
   if (res) return httpError(res.getStatus(), res.getBody() ?? "");
   const cause = err.causingError;
-  return new ParleyError("network", "the upload failed: " + (cause?.message ?? err.message), true);
+  return networkError("the upload failed: " + (cause?.message ?? err.message));
 }
 function uploadResumable(o, token, file, name, opts = {}) {
   const fname = fileName(file, name);
@@ -2396,7 +2476,7 @@ async function headFileId(o, url, token) {
   const res = await (o.fetch ?? globalThis.fetch)(url, { method: "HEAD", headers: { Authorization: "Bearer " + await tokenOf(token), "Tus-Resumable": "1.0.0" } });
   const id = res.headers.get(FILE_ID_HEADER);
   if (res.ok && id) return id;
-  throw res.ok ? new ParleyError("bad_response", "the finished upload names no file", false, res.status) : httpError(res.status, await res.text());
+  throw res.ok ? badResponse("the finished upload names no file", res.status) : httpError(res.status, await res.text());
 }
 function upload(o, token, file, name, opts = {}) {
   return file.size > (opts.resumableAbove ?? RESUMABLE_ABOVE) ? uploadResumable(o, token, file, name, opts) : uploadFile(o, token, file, name, opts);
@@ -3305,7 +3385,7 @@ var ParleyClient = class extends Emitter {
     }
     if (thumbnail) body.thumbnail = true;
     const r = (await this.request("fileUrl", body, true)).fileUrl;
-    if (!r?.url) throw new ParleyError("bad_response", "no url in the answer");
+    if (!r?.url) throw badResponse("no url in the answer");
     return { ...r, url: resolveFileUrl(this.httpBase(), r.url) };
   }
   /**
@@ -3313,9 +3393,9 @@ var ParleyClient = class extends Emitter {
    * and returns it as the server describes it, to pass in `send`'s
    * attachments. name defaults to the File's name. In browsers onProgress
    * follows the bytes sent (XMLHttpRequest). Refusals reject with a
-   * ParleyError carrying the server's code (`too_large`,
-   * `unsupported_media_type`, `quota_exceeded`; `isCode` matches the
-   * ERROR_CODE_ names too); signal cancels (an AbortError).
+   * ParleyError of the server's code (ERROR_CODE_TOO_LARGE,
+   * ERROR_CODE_UNSUPPORTED_MEDIA_TYPE, ERROR_CODE_QUOTA_EXCEEDED; the HTTP
+   * answer's own code in `apiCode`); signal cancels (an AbortError).
    */
   uploadFile(file, name, opts) {
     return uploadFile(this.httpOptions(), () => this.currentToken(), file, name, opts);

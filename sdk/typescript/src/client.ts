@@ -7,7 +7,7 @@
 import { encodeFrame, utf8 } from './codec.js';
 import { Connection, frameTooLarge, utf8Length, type WebSocketConstructor } from './connection.js';
 import { Emitter } from './emitter.js';
-import { ClosedError, DisconnectError, ParleyError, TimeoutError, isTemporary } from './errors.js';
+import { ClosedError, DisconnectError, ParleyError, TimeoutError, badResponse, isTemporary } from './errors.js';
 import { webPushKey } from './http.js';
 import {
   RESUMABLE_ABOVE,
@@ -1157,7 +1157,7 @@ export class ParleyClient extends Emitter<ClientEvents> {
     }
     if (thumbnail) body.thumbnail = true;
     const r = (await this.request('fileUrl', body, true)).fileUrl;
-    if (!r?.url) throw new ParleyError('bad_response', 'no url in the answer');
+    if (!r?.url) throw badResponse('no url in the answer');
     return { ...r, url: resolveFileUrl(this.httpBase(), r.url) };
   }
 
@@ -1166,9 +1166,9 @@ export class ParleyClient extends Emitter<ClientEvents> {
    * and returns it as the server describes it, to pass in `send`'s
    * attachments. name defaults to the File's name. In browsers onProgress
    * follows the bytes sent (XMLHttpRequest). Refusals reject with a
-   * ParleyError carrying the server's code (`too_large`,
-   * `unsupported_media_type`, `quota_exceeded`; `isCode` matches the
-   * ERROR_CODE_ names too); signal cancels (an AbortError).
+   * ParleyError of the server's code (ERROR_CODE_TOO_LARGE,
+   * ERROR_CODE_UNSUPPORTED_MEDIA_TYPE, ERROR_CODE_QUOTA_EXCEEDED; the HTTP
+   * answer's own code in `apiCode`); signal cancels (an AbortError).
    */
   uploadFile(file: Blob, name?: string, opts?: UploadOptions): Promise<Attachment> {
     return uploadFile(this.httpOptions(), () => this.currentToken(), file, name, opts);

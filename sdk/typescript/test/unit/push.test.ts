@@ -135,7 +135,8 @@ describe('webPushKey', () => {
     const off = fakeFetch([], 404, { error: { code: 'not_found', message: 'web push is off' } });
     const err = await webPushKey({ fetch: off }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ParleyError);
-    expect((err as ParleyError).code).toBe('not_found');
+    expect((err as ParleyError).code).toBe('ERROR_CODE_PERMISSION_DENIED');
+    expect((err as ParleyError).apiCode).toBe('not_found');
     await expect(webPushKey({ fetch: fakeFetch([], 200, {}) })).rejects.toThrow(/publicKey/);
   });
 });
