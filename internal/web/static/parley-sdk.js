@@ -494,13 +494,13 @@ function fromBase64(s) {
   }
   return out.subarray(0, o);
 }
-var enc = new TextEncoder();
-var dec = new TextDecoder();
+var enc;
+var dec;
 function utf8(s) {
-  return enc.encode(s);
+  return (enc ?? (enc = new TextEncoder())).encode(s);
 }
 function text(b) {
-  return b ? dec.decode(b) : "";
+  return b ? (dec ?? (dec = new TextDecoder())).decode(b) : "";
 }
 function encodeFrame(f) {
   return JSON.stringify(f, (_k, v) => v instanceof Uint8Array ? toBase64(v) : v);
@@ -848,7 +848,7 @@ var Connection = class _Connection {
     this.lastRead = Date.now();
     let f;
     try {
-      f = decodeFrame(typeof data === "string" ? data : new TextDecoder().decode(data));
+      f = decodeFrame(typeof data === "string" ? data : text(data instanceof Uint8Array ? data : new Uint8Array(data)));
     } catch {
       this.shutdown(new Error("parley: undecodable frame from the server"));
       return;

@@ -1,6 +1,6 @@
 // One authenticated WebSocket connection: requests matched to replies by id,
 // pushed frames handed to a callback in arrival order, heartbeats.
-import { decodeFrame, encodeFrame } from './codec.js';
+import { decodeFrame, encodeFrame, text } from './codec.js';
 import { ClosedError, DisconnectError, ParleyError, TimeoutError } from './errors.js';
 import type { AuthOk, ClientBodies, ClientBodyName, ClientFrame, ServerFrame } from './types.js';
 
@@ -223,7 +223,7 @@ export class Connection {
     this.lastRead = Date.now();
     let f: ServerFrame;
     try {
-      f = decodeFrame(typeof data === 'string' ? data : new TextDecoder().decode(data as ArrayBuffer));
+      f = decodeFrame(typeof data === 'string' ? data : text(data instanceof Uint8Array ? data : new Uint8Array(data as ArrayBuffer)));
     } catch {
       this.shutdown(new Error('parley: undecodable frame from the server'));
       return;
