@@ -2513,7 +2513,7 @@ async function subscribeWithKey(registration, publicKey) {
     if (sameBytes(old.options?.applicationServerKey ?? null, key)) return old;
     await old.unsubscribe();
   }
-  return pm.subscribe({ userVisibleOnly: true, applicationServerKey: key });
+  return pm.subscribe({ userVisibleOnly: true, applicationServerKey: key.buffer });
 }
 function sameBytes(a, b) {
   if (!a || a.byteLength !== b.length) return false;
@@ -3530,6 +3530,7 @@ export {
   decodeFrame,
   directConversationId,
   encodeFrame,
+  errorCodeOfApi,
   fromBase64,
   isCode,
   isTemporary,

@@ -18,7 +18,7 @@ import {
   type ResumableOptions,
   type UploadOptions,
 } from './media.js';
-import { pushTargetBody, subscribeWithKey, webPushTarget, type PushRegistration, type SubscribeWebPushOptions } from './push.js';
+import { pushTargetBody, subscribeWithKey, webPushTarget, type PushRegistration, type SubscribeWebPushOptions, type WebPushSubscription } from './push.js';
 import type {
   Attachment,
   AttachmentRef,
@@ -1115,7 +1115,7 @@ export class ParleyClient extends Emitter<ClientEvents> {
    * PushSubscription. Call it after Notification.requestPermission() is
    * granted; the browser refuses (NotAllowedError) otherwise.
    */
-  async subscribeWebPush(registration: PushRegistration, opts: SubscribeWebPushOptions = {}): Promise<PushSubscription> {
+  async subscribeWebPush<S extends WebPushSubscription>(registration: PushRegistration<S>, opts: SubscribeWebPushOptions = {}): Promise<S> {
     const publicKey = opts.publicKey ?? (await webPushKey({ baseUrl: opts.baseUrl ?? this.httpOrigin(), fetch: opts.fetch }));
     const sub = await subscribeWithKey(registration, publicKey);
     await this.registerPush({ webpush: webPushTarget(sub) }, opts.deviceId);

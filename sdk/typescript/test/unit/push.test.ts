@@ -216,3 +216,14 @@ describe('subscribeWebPush (a stubbed pushManager)', () => {
     expect(srv.frames.filter((f) => f.unregisterPush)).toHaveLength(2);
   });
 });
+
+describe('push types', () => {
+  it('take the DOM’s ServiceWorkerRegistration and give back its PushSubscription', () => {
+    // Checked by tsc (tsconfig.test.json): the SDK declares the few members it
+    // uses, so that Node apps compile without the DOM library; the DOM's
+    // types must still fit them.
+    const subscribe = (c: ParleyClient, reg: ServiceWorkerRegistration): Promise<PushSubscription> => c.subscribeWebPush(reg);
+    const unsubscribe = (c: ParleyClient, reg: ServiceWorkerRegistration): Promise<boolean> => c.unsubscribeWebPush(reg);
+    expect([typeof subscribe, typeof unsubscribe]).toEqual(['function', 'function']);
+  });
+});
