@@ -3093,8 +3093,9 @@ var ParleyClient = class extends Emitter {
       }
     }
   }
-  /** Replaces the content of your own message; resolves with the EDIT event's ack. */
-  async edit(conversationId, seq, payload, contentType = "text") {
+  /** Replaces the content of your own message; resolves with the EDIT event's
+   *  ack. `searchText` replaces what the server may search (see SendInput). */
+  async edit(conversationId, seq, payload, contentType = "text", searchText) {
     const body = {
       conversationId,
       seq,
@@ -3102,6 +3103,7 @@ var ParleyClient = class extends Emitter {
       payload: typeof payload === "string" ? utf8(payload) : payload,
       clientMsgId: newClientMsgId()
     };
+    if (searchText) body.searchText = searchText;
     return (await this.request("edit", body, true)).sendAck;
   }
   /** Hides messages (or, with all, the whole conversation) for this user's devices. */
@@ -3483,6 +3485,7 @@ function sendBody(input) {
   if (input.mentions?.length) send.mentions = [...input.mentions];
   if (input.mentionAll) send.mentionAll = true;
   if (input.threadRoot) send.threadRoot = input.threadRoot;
+  if (input.searchText) send.searchText = input.searchText;
   return send;
 }
 function jitter(ms) {

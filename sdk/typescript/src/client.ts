@@ -27,6 +27,7 @@ import type {
   ClientBodyName,
   Contact,
   ContactList,
+  Edit,
   Conversation,
   ConversationEvent,
   ConversationList,
@@ -168,6 +169,10 @@ export interface SendInput {
   mentionAll?: boolean;
   /** The seq of a thread's root message: this message is a reply in that thread. */
   threadRoot?: number;
+  /** Plain text (at most 4,096 bytes) the server may search when the payload
+   *  is not text it reads (encrypted, JSON). Stored for search only: never
+   *  sent back to clients. */
+  searchText?: string;
 }
 
 /** What sendText takes besides the target and the text. */
@@ -835,15 +840,17 @@ export class ParleyClient extends Emitter<ClientEvents> {
     }
   }
 
-  /** Replaces the content of your own message; resolves with the EDIT event's ack. */
-  async edit(conversationId: string, seq: number, payload: Uint8Array | string, contentType = 'text'): Promise<SendAck> {
-    const body = {
+  /** Replaces the content of your own message; resolves with the EDIT event's
+   *  ack. `searchText` replaces what the server may search (see SendInput). */
+  async edit(conversationId: string, seq: number, payload: Uint8Array | string, contentType = 'text', searchText?: string): Promise<SendAck> {
+    const body: Edit = {
       conversationId,
       seq,
       contentType,
       payload: typeof payload === 'string' ? utf8(payload) : payload,
       clientMsgId: newClientMsgId(),
     };
+    if (searchText) body.searchText = searchText;
     return (await this.request('edit', body, true)).sendAck!;
   }
 
@@ -1280,6 +1287,7 @@ function sendBody(input: SendInput): Send {
   if (input.mentions?.length) send.mentions = [...input.mentions];
   if (input.mentionAll) send.mentionAll = true;
   if (input.threadRoot) send.threadRoot = input.threadRoot;
+  if (input.searchText) send.searchText = input.searchText;
   return send;
 }
 
