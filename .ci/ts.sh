@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CI for the TypeScript SDK (sdk/typescript) and the web client (internal/web/static):
-# type checks, the browser bundle's freshness, SDK unit tests, SDK integration
+# type checks (the README's examples too), the browser bundle's freshness, the
+# npm package as installed from its tarball, SDK unit tests, SDK integration
 # tests against a real server, and browser tests in Debian's Chromium.
 # Installs what a fresh machine lacks: Chromium (apt) and the npm packages (npm ci).
 # Never downloads a browser through npm/playwright.
@@ -37,8 +38,12 @@ cd sdk/typescript
 echo "== type checks"
 npx tsc -p tsconfig.json --noEmit
 npx tsc -p tsconfig.test.json --noEmit
+echo "== the README's TypeScript examples compile"
+node scripts/check-readme.mjs
 echo "== the web client's SDK bundle is built from the current source"
 node scripts/bundle.mjs --check
+echo "== the npm package: packed, installed, require()d, imported, type-checked"
+node scripts/check-package.mjs
 echo "== SDK unit tests"
 npx vitest run --config vitest.config.ts
 echo "== SDK integration tests (real server)"

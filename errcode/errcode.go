@@ -86,9 +86,10 @@ func Lookup(c pb.ErrorCode) (Info, bool) {
 // FromAPICode returns the wire code of an HTTP API error body's "code", so
 // that clients test one set of codes whatever the transport. The HTTP API's
 // own codes map to the wire code closest in meaning: body_too_large to
-// TOO_LARGE, invalid_credentials to UNAUTHENTICATED, registration_disabled
-// and user_disabled to PERMISSION_DENIED, not_found (an endpoint that is
-// off or does not exist) to BAD_REQUEST. An unknown string gives
+// TOO_LARGE, invalid_credentials to UNAUTHENTICATED, and
+// registration_disabled, user_disabled and not_found (an endpoint that is
+// off or does not exist) to PERMISSION_DENIED, the code the protocol also
+// answers for targets that do not exist. An unknown string gives
 // UNSPECIFIED and false.
 func FromAPICode(apiCode string) (pb.ErrorCode, bool) {
 	switch apiCode {
@@ -96,10 +97,8 @@ func FromAPICode(apiCode string) (pb.ErrorCode, bool) {
 		return pb.ErrorCode_ERROR_CODE_TOO_LARGE, true
 	case "invalid_credentials":
 		return pb.ErrorCode_ERROR_CODE_UNAUTHENTICATED, true
-	case "registration_disabled", "user_disabled":
+	case "registration_disabled", "user_disabled", "not_found":
 		return pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED, true
-	case "not_found":
-		return pb.ErrorCode_ERROR_CODE_BAD_REQUEST, true
 	}
 	for n := range pb.ErrorCode_name {
 		c := pb.ErrorCode(n)

@@ -176,7 +176,7 @@ func TestFromAPICode(t *testing.T) {
 		"invalid_credentials":   pb.ErrorCode_ERROR_CODE_UNAUTHENTICATED,
 		"registration_disabled": pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
 		"user_disabled":         pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
-		"not_found":             pb.ErrorCode_ERROR_CODE_BAD_REQUEST,
+		"not_found":             pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED,
 	} {
 		if got, ok := FromAPICode(api); !ok || got != want {
 			t.Errorf("FromAPICode(%q) = %s, %v; want %s", api, got, ok, want)

@@ -197,6 +197,9 @@ func (s *Service) edit(ctx context.Context, c Replier, sess *session.Session, id
 	if len(r.ContentType) > maxContentType || len(r.Payload) > int(s.cfg.MaxFrameBytes) {
 		return errTooLarge
 	}
+	if err := checkSearchText(r.SearchText); err != nil {
+		return err
+	}
 	g, peer, err := s.changeTarget(ctx, uid, conv)
 	if err != nil {
 		return err
@@ -213,7 +216,7 @@ func (s *Service) edit(ctx context.Context, c Replier, sess *session.Session, id
 		return err
 	}
 	ev := &pb.Message{ConversationId: conv, From: uid, To: peer, ClientMsgId: r.ClientMsgId,
-		ContentType: r.ContentType, Payload: r.Payload,
+		ContentType: r.ContentType, Payload: r.Payload, SearchText: r.SearchText,
 		Kind: pb.MessageKind_MESSAGE_KIND_EDIT, Event: &pb.MessageEvent{TargetSeq: r.Seq}}
 	p := s.changeWrite(c, sess, id, ev, func(m *pb.Message) error {
 		switch {
@@ -228,6 +231,7 @@ func (s *Service) edit(ctx context.Context, c Replier, sess *session.Session, id
 		ev.SenderOnly = m.SenderOnly
 		// ev's content: the word filter or a hook may have replaced the client's.
 		m.ContentType, m.Payload, m.EditedAt = ev.ContentType, ev.Payload, time.Now().UnixMilli()
+		m.SearchText = ev.SearchText
 		return nil
 	})
 	if s.cfg.Moderator != nil {

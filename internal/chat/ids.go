@@ -1,8 +1,11 @@
 package chat
 
-import "github.com/parleyim/parley/wire"
+import (
+	"google.golang.org/protobuf/proto"
 
-import pb "github.com/parleyim/parley/proto/parleyv1"
+	pb "github.com/parleyim/parley/proto/parleyv1"
+	"github.com/parleyim/parley/wire"
+)
 
 // idEpochMs is 2025-01-01T00:00:00Z; message ids count milliseconds from it.
 const idEpochMs = 1735689600000
@@ -30,6 +33,11 @@ func (g *idGen) next(nowMs int64) uint64 {
 }
 
 func newMessageOutbound(m *pb.Message) *wire.Outbound {
+	if m.SearchText != "" {
+		// Search text is the server's to search, never sent back to clients.
+		m = proto.CloneOf(m)
+		m.SearchText = ""
+	}
 	return wire.NewOutbound(&pb.ServerFrame{Body: &pb.ServerFrame_Message{Message: m}})
 }
 

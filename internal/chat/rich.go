@@ -283,6 +283,9 @@ func (s *Service) pageView(ctx context.Context, uid, conv string, floor uint64) 
 			return nil, err
 		}
 		msgs = viewFor(uid, msgs)
+		for _, m := range msgs {
+			m.SearchText = "" // the server's to search, never sent to clients
+		}
 		return msgs, s.decorate(ctx, uid, conv, floor, msgs)
 	}
 }

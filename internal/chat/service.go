@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sync/semaphore"
 
@@ -831,12 +832,16 @@ func (s *Service) buildMessage(ctx context.Context, uid string, m *pb.Send) (*pb
 	if len(m.Payload) > int(s.cfg.MaxFrameBytes) {
 		return nil, errTooLarge
 	}
+	if err := checkSearchText(m.SearchText); err != nil {
+		return nil, err
+	}
 	msg := &pb.Message{
 		From:        uid,
 		ClientMsgId: m.ClientMsgId,
 		ContentType: m.ContentType,
 		Payload:     m.Payload,
 		Kind:        pb.MessageKind_MESSAGE_KIND_NORMAL,
+		SearchText:  m.SearchText,
 	}
 	if err := s.checkSendTarget(ctx, uid, m, msg); err != nil {
 		return nil, err
@@ -859,6 +864,20 @@ func (s *Service) buildMessage(ctx context.Context, uid string, m *pb.Send) (*pb
 		msg.Attachments = atts
 	}
 	return msg, nil
+}
+
+// MaxSearchText bounds Send.search_text and Edit.search_text, in bytes.
+const MaxSearchText = 4096
+
+// checkSearchText validates the plain text an app gives for search.
+func checkSearchText(t string) error {
+	switch {
+	case len(t) > MaxSearchText:
+		return errTooLarge
+	case !utf8.ValidString(t):
+		return errBadRequest
+	}
+	return nil
 }
 
 // maxAttachments bounds the files of one message.

@@ -2227,7 +2227,11 @@ type Send struct {
 	// The seq of a thread's root message (in the same conversation): this
 	// message is a reply in that thread. The root must be a message that is not
 	// itself in a thread.
-	ThreadRoot    uint64 `protobuf:"varint,10,opt,name=thread_root,json=threadRoot,proto3" json:"thread_root,omitempty"`
+	ThreadRoot uint64 `protobuf:"varint,10,opt,name=thread_root,json=threadRoot,proto3" json:"thread_root,omitempty"`
+	// Plain text for message search when the payload is not text the server
+	// reads (an encrypted payload, an app's JSON): at most 4,096 bytes of
+	// UTF-8. The app chooses what, if anything, the server may search.
+	SearchText    string `protobuf:"bytes,11,opt,name=search_text,json=searchText,proto3" json:"search_text,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2330,6 +2334,13 @@ func (x *Send) GetThreadRoot() uint64 {
 		return x.ThreadRoot
 	}
 	return 0
+}
+
+func (x *Send) GetSearchText() string {
+	if x != nil {
+		return x.SearchText
+	}
+	return ""
 }
 
 // Attachment is a file carried by a message. Its bytes are fetched with a
@@ -2675,7 +2686,10 @@ type Message struct {
 	StreamId string `protobuf:"bytes,24,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
 	// A streamed message whose sender stopped before finishing it: it holds
 	// what was streamed until then.
-	Incomplete    bool `protobuf:"varint,25,opt,name=incomplete,proto3" json:"incomplete,omitempty"`
+	Incomplete bool `protobuf:"varint,25,opt,name=incomplete,proto3" json:"incomplete,omitempty"`
+	// Send.search_text (or Edit.search_text, after an edit): stored for
+	// search, sent only to the sender's own devices.
+	SearchText    string `protobuf:"bytes,26,opt,name=search_text,json=searchText,proto3" json:"search_text,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2883,6 +2897,13 @@ func (x *Message) GetIncomplete() bool {
 		return x.Incomplete
 	}
 	return false
+}
+
+func (x *Message) GetSearchText() string {
+	if x != nil {
+		return x.SearchText
+	}
+	return ""
 }
 
 // MessagePreview is a short view of a message another one answers.
@@ -5177,8 +5198,10 @@ type Edit struct {
 	ContentType    string                 `protobuf:"bytes,3,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
 	Payload        []byte                 `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
 	ClientMsgId    string                 `protobuf:"bytes,5,opt,name=client_msg_id,json=clientMsgId,proto3" json:"client_msg_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Replaces the message's search_text (see Send.search_text).
+	SearchText    string `protobuf:"bytes,6,opt,name=search_text,json=searchText,proto3" json:"search_text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Edit) Reset() {
@@ -5242,6 +5265,13 @@ func (x *Edit) GetPayload() []byte {
 func (x *Edit) GetClientMsgId() string {
 	if x != nil {
 		return x.ClientMsgId
+	}
+	return ""
+}
+
+func (x *Edit) GetSearchText() string {
+	if x != nil {
+		return x.SearchText
 	}
 	return ""
 }
@@ -8130,7 +8160,7 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x04Pong\x12\x1f\n" +
 	"\vserver_time\x18\x01 \x01(\x03R\n" +
 	"serverTime\"\x04\n" +
-	"\x02Ok\"\xd2\x02\n" +
+	"\x02Ok\"\xf3\x02\n" +
 	"\x04Send\x12\"\n" +
 	"\rclient_msg_id\x18\x01 \x01(\tR\vclientMsgId\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12'\n" +
@@ -8144,7 +8174,9 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"mentionAll\x12\x1f\n" +
 	"\vthread_root\x18\n" +
 	" \x01(\x04R\n" +
-	"threadRoot\"\xf0\x01\n" +
+	"threadRoot\x12\x1f\n" +
+	"\vsearch_text\x18\v \x01(\tR\n" +
+	"searchText\"\xf0\x01\n" +
 	"\n" +
 	"Attachment\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -8174,7 +8206,7 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\vmuted_until\x18\x04 \x01(\x03R\n" +
 	"mutedUntil\x12*\n" +
 	"\x05group\x18\x05 \x01(\v2\x14.parley.v1.GroupInfoR\x05group\x12\x1c\n" +
-	"\tmoderated\x18\x06 \x01(\bR\tmoderated\"\xfd\x06\n" +
+	"\tmoderated\x18\x06 \x01(\bR\tmoderated\"\x9e\a\n" +
 	"\aMessage\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x1d\n" +
@@ -8208,7 +8240,9 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\tstream_id\x18\x18 \x01(\tR\bstreamId\x12\x1e\n" +
 	"\n" +
 	"incomplete\x18\x19 \x01(\bR\n" +
-	"incomplete\"\x86\x02\n" +
+	"incomplete\x12\x1f\n" +
+	"\vsearch_text\x18\x1a \x01(\tR\n" +
+	"searchText\"\x86\x02\n" +
 	"\x0eMessagePreview\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12!\n" +
@@ -8401,13 +8435,15 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x06Recall\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\"\n" +
-	"\rclient_msg_id\x18\x03 \x01(\tR\vclientMsgId\"\xa2\x01\n" +
+	"\rclient_msg_id\x18\x03 \x01(\tR\vclientMsgId\"\xc3\x01\n" +
 	"\x04Edit\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12!\n" +
 	"\fcontent_type\x18\x03 \x01(\tR\vcontentType\x12\x18\n" +
 	"\apayload\x18\x04 \x01(\fR\apayload\x12\"\n" +
-	"\rclient_msg_id\x18\x05 \x01(\tR\vclientMsgId\"\\\n" +
+	"\rclient_msg_id\x18\x05 \x01(\tR\vclientMsgId\x12\x1f\n" +
+	"\vsearch_text\x18\x06 \x01(\tR\n" +
+	"searchText\"\\\n" +
 	"\vDeleteForMe\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x12\n" +
 	"\x04seqs\x18\x02 \x03(\x04R\x04seqs\x12\x10\n" +

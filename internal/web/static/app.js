@@ -1989,7 +1989,7 @@ function startUpload(c, d) {
         if (ctrl.signal.aborted || err?.name === 'AbortError') return;
         d.status = 'error';
         d.error = uploadErrText(err);
-        d.retry = err?.temporary === true || err?.code === 'network';
+        d.retry = err?.temporary === true;
       },
     )
     .finally(() => {
@@ -2173,7 +2173,7 @@ async function initNotifications() {
     pushKey = await webPushKey({ baseUrl: location.origin });
   } catch (err) {
     if (op !== notifyOp) return;
-    if (err?.code === 'not_found') return notifyUI(false, SERVER_OFF, { disabled: true });
+    if (err?.apiCode === 'not_found') return notifyUI(false, SERVER_OFF, { disabled: true });
     // Not known for now: turning it on asks again.
     return notifyUI(false, 'Could not ask the server about notifications (' + errText(err) + ').', { bad: true });
   }
@@ -2224,7 +2224,7 @@ async function notificationsOn(op, c) {
     await c.subscribeWebPush(reg, { publicKey: pushKey });
   } catch (err) {
     if (op !== notifyOp) return;
-    if (err?.code === 'not_found') return notifyUI(false, SERVER_OFF, { disabled: true });
+    if (err?.apiCode === 'not_found') return notifyUI(false, SERVER_OFF, { disabled: true });
     return notifyUI(false, 'Could not turn notifications on (' + errText(err) + ').', { bad: true });
   }
   if (op !== notifyOp) return;
@@ -2585,12 +2585,14 @@ function wire() {
       renderList();
       renderChat();
     } catch (err) {
-      const code = err?.code || '';
+      // The SDK's code is the protocol's; apiCode is the HTTP API's own word.
+      const code = err?.apiCode || err?.code || '';
       $('auth-error').textContent =
         code === 'invalid_credentials' ? 'Wrong username or password.' :
         code === 'conflict' ? 'That username is taken.' :
+        code === 'registration_disabled' ? 'This server does not take new accounts.' :
         code === 'bad_request' ? USERNAME_RULE + ' Passwords need at least 8 characters.' :
-        'Could not sign in: ' + (code || err.message);
+        'Could not sign in: ' + (err?.message || code);
     }
   });
 

@@ -494,13 +494,13 @@ function fromBase64(s) {
   }
   return out.subarray(0, o);
 }
-var enc = new TextEncoder();
-var dec = new TextDecoder();
+var enc;
+var dec;
 function utf8(s) {
-  return enc.encode(s);
+  return (enc ?? (enc = new TextEncoder())).encode(s);
 }
 function text(b) {
-  return b ? dec.decode(b) : "";
+  return b ? (dec ?? (dec = new TextDecoder())).decode(b) : "";
 }
 function encodeFrame(f) {
   return JSON.stringify(f, (_k, v) => v instanceof Uint8Array ? toBase64(v) : v);
@@ -524,10 +524,24 @@ var ParleyError = class extends Error {
   constructor(code, message, temporary, status, details = {}) {
     const reason = details.reason ?? "";
     const rejectCode = details.rejectCode ?? "";
+    const apiCode = details.apiCode ?? "";
+    const what = apiCode && apiCode !== apiCodeOf(code) ? `${code} (${apiCode})` : code;
     super(
-      reason || rejectCode ? `parley: ${code}${rejectCode ? " (" + rejectCode + ")" : ""}${reason ? ": " + reason : ""}` : `parley: ${code}${message ? ": " + message : ""}`
+      reason || rejectCode ? `parley: ${what}${rejectCode ? " (" + rejectCode + ")" : ""}${reason ? ": " + reason : ""}` : `parley: ${what}${message ? ": " + message : ""}`
     );
+    /**
+     * The protocol's code. (A server newer than this SDK may send one this
+     * type does not list yet.)
+     */
     __publicField(this, "code");
+    /**
+     * For an HTTP answer: the `code` of its error body as the server wrote it
+     * (`conflict`, `invalid_credentials`, `not_found`, ...), which tells apart
+     * refusals that share an ERROR_CODE (`invalid_credentials` and
+     * `unauthenticated` are both ERROR_CODE_UNAUTHENTICATED). '' for socket
+     * errors and for answers without such a body.
+     */
+    __publicField(this, "apiCode");
     /**
      * Whether the same request may succeed later, as the server said
      * (`temporary` in the frame or body); undefined from servers that do not
@@ -537,7 +551,7 @@ var ParleyError = class extends Error {
     /** The HTTP status of an HTTP answer (uploads, accounts, rpc); undefined for socket frames. */
     __publicField(this, "status");
     /**
-     * For ERROR_CODE_REJECTED (`rejected` over HTTP): the text the app's
+     * For ERROR_CODE_REJECTED: the text the app's
      * moderation wants the sender to see; '' when it gave none (the word
      * filter gives none). Show it rather than a generic failure.
      */
@@ -550,18 +564,103 @@ var ParleyError = class extends Error {
     __publicField(this, "rejectCode");
     this.name = "ParleyError";
     this.code = code;
+    this.apiCode = apiCode;
     this.temporary = temporary;
     this.status = status;
     this.reason = reason;
     this.rejectCode = rejectCode;
   }
 };
-var temporaryCodes = /* @__PURE__ */ new Set([
-  "ERROR_CODE_UNAVAILABLE",
-  "ERROR_CODE_TOO_MANY_REQUESTS",
-  "unavailable",
-  "too_many_requests"
-]);
+var temporaryCodes = /* @__PURE__ */ new Set(["ERROR_CODE_UNAVAILABLE", "ERROR_CODE_TOO_MANY_REQUESTS"]);
+var apiCodes = new Map(
+  Object.entries({
+    bad_request: "ERROR_CODE_BAD_REQUEST",
+    unauthenticated: "ERROR_CODE_UNAUTHENTICATED",
+    permission_denied: "ERROR_CODE_PERMISSION_DENIED",
+    too_many_requests: "ERROR_CODE_TOO_MANY_REQUESTS",
+    unavailable: "ERROR_CODE_UNAVAILABLE",
+    internal: "ERROR_CODE_INTERNAL",
+    too_large: "ERROR_CODE_TOO_LARGE",
+    muted: "ERROR_CODE_MUTED",
+    recall_window_passed: "ERROR_CODE_RECALL_WINDOW_PASSED",
+    group_full: "ERROR_CODE_GROUP_FULL",
+    conflict: "ERROR_CODE_CONFLICT",
+    quota_exceeded: "ERROR_CODE_QUOTA_EXCEEDED",
+    unsupported_media_type: "ERROR_CODE_UNSUPPORTED_MEDIA_TYPE",
+    rejected: "ERROR_CODE_REJECTED",
+    no_such_user: "ERROR_CODE_NO_SUCH_USER",
+    // Codes of particular endpoints.
+    invalid_credentials: "ERROR_CODE_UNAUTHENTICATED",
+    // login, password change
+    registration_disabled: "ERROR_CODE_PERMISSION_DENIED",
+    // register
+    user_disabled: "ERROR_CODE_PERMISSION_DENIED",
+    // admin tokens
+    body_too_large: "ERROR_CODE_TOO_LARGE",
+    // a request body over its limit (413)
+    not_found: "ERROR_CODE_PERMISSION_DENIED"
+    // a feature turned off (Web Push), an unknown admin resource (404)
+  })
+);
+function apiCodeOf(code) {
+  return code.replace(/^ERROR_CODE_/, "").toLowerCase();
+}
+function errorCodeOfApi(apiCode, status) {
+  const known = apiCodes.get(apiCode);
+  if (known) return known;
+  switch (status) {
+    case 400:
+      return "ERROR_CODE_BAD_REQUEST";
+    case 401:
+      return "ERROR_CODE_UNAUTHENTICATED";
+    case 403:
+    case 404:
+      return "ERROR_CODE_PERMISSION_DENIED";
+    case 409:
+      return "ERROR_CODE_CONFLICT";
+    case 413:
+      return "ERROR_CODE_TOO_LARGE";
+    case 415:
+      return "ERROR_CODE_UNSUPPORTED_MEDIA_TYPE";
+    case 429:
+      return "ERROR_CODE_TOO_MANY_REQUESTS";
+    case 502:
+    case 503:
+    case 504:
+      return "ERROR_CODE_UNAVAILABLE";
+    case 507:
+      return "ERROR_CODE_QUOTA_EXCEEDED";
+  }
+  return status >= 500 ? "ERROR_CODE_INTERNAL" : "ERROR_CODE_BAD_REQUEST";
+}
+function httpError(status, body) {
+  let apiCode = "";
+  let message = "";
+  let temporary;
+  const details = {};
+  try {
+    const j = JSON.parse(body);
+    const e = j.error ?? {};
+    if (typeof e.code === "string") apiCode = e.code;
+    if (typeof e.message === "string") message = e.message;
+    if (typeof e.temporary === "boolean") temporary = e.temporary;
+    if (typeof e.reason === "string") details.reason = e.reason;
+    if (typeof e.reject_code === "string") details.rejectCode = e.reject_code;
+  } catch {
+    const m = /^([a-z_]+): (.*)$/s.exec(body.trim());
+    if (m) [, apiCode, message] = m;
+    else message = body.trim().slice(0, 200);
+  }
+  details.apiCode = apiCode;
+  temporary ?? (temporary = status === 503 || status === 429);
+  return new ParleyError(errorCodeOfApi(apiCode, status), message, temporary, status, details);
+}
+function networkError(message) {
+  return new ParleyError("ERROR_CODE_UNAVAILABLE", message, true);
+}
+function badResponse(message, status) {
+  return new ParleyError("ERROR_CODE_INTERNAL", message, false, status);
+}
 function isTemporary(err) {
   if (!(err instanceof ParleyError)) return false;
   return err.temporary ?? temporaryCodes.has(err.code);
@@ -591,16 +690,40 @@ var TimeoutError = class extends Error {
   }
 };
 function isCode(err, code) {
-  if (!(err instanceof ParleyError)) return false;
-  return err.code === code || err.code === code.replace(/^ERROR_CODE_/, "").toLowerCase();
+  return err instanceof ParleyError && err.code === code;
 }
 
 // src/connection.ts
 var OPEN = 1;
+var DEFAULT_MAX_FRAME_BYTES = 65536;
+function utf8Length(s) {
+  let n = s.length;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 128) continue;
+    if (c < 2048) {
+      n += 1;
+      continue;
+    }
+    n += 2;
+    const next = s.charCodeAt(i + 1);
+    if (c >= 55296 && c <= 56319 && next >= 56320 && next <= 57343) i++;
+  }
+  return n;
+}
+function frameTooLarge(bytes, limit) {
+  return new ParleyError("ERROR_CODE_TOO_LARGE", `the request is ${bytes} bytes, over the server's frame limit of ${limit}`, false);
+}
 var Connection = class _Connection {
   constructor(url, ws, opts) {
     __publicField(this, "url");
     __publicField(this, "authOk");
+    /**
+     * The largest frame the server accepts (AuthOk.maxFrameBytes). A request
+     * over it fails with ParleyError ERROR_CODE_TOO_LARGE without being sent:
+     * the server would close the connection for it.
+     */
+    __publicField(this, "maxFrameBytes", DEFAULT_MAX_FRAME_BYTES);
     __publicField(this, "ws");
     __publicField(this, "opts");
     __publicField(this, "nextId", 1);
@@ -649,6 +772,7 @@ var Connection = class _Connection {
             settled = true;
             clearTimeout(timer);
             c.authOk = f.authOk;
+            c.maxFrameBytes = c.authOk.maxFrameBytes || DEFAULT_MAX_FRAME_BYTES;
             c.startHeartbeat();
             resolve(c);
           },
@@ -674,9 +798,10 @@ var Connection = class _Connection {
         this.pending.delete(id);
         reject(new TimeoutError());
       }, ms);
-      this.pending.set(id, { resolve, reject, timer });
+      const p = { resolve, reject, timer, bytes: 0 };
+      this.pending.set(id, p);
       try {
-        this.write({ id, [name]: body });
+        p.bytes = this.write({ id, [name]: body });
       } catch (err) {
         clearTimeout(timer);
         this.pending.delete(id);
@@ -692,17 +817,38 @@ var Connection = class _Connection {
   close(err = new ClosedError("parley: closed by the client")) {
     this.shutdown(err);
   }
+  /** Sends f; returns its size in bytes. */
   write(f) {
     if (this.closedErr) throw this.closedErr;
     if (this.ws.readyState !== OPEN) throw new ClosedError();
-    this.ws.send(encodeFrame(f));
+    const data = encodeFrame(f);
+    const bytes = data.length * 3 <= this.maxFrameBytes ? data.length : utf8Length(data);
+    if (bytes > this.maxFrameBytes) throw frameTooLarge(bytes, this.maxFrameBytes);
+    this.ws.send(data);
     this.lastWrite = Date.now();
+    return bytes;
+  }
+  /**
+   * The server refused a frame as too large (and is closing the connection).
+   * Its error carries no id, so the request to fail is the largest one
+   * awaiting a reply: whichever frame was over the limit, that one is at
+   * least as large. Failing it (instead of the ClosedError every other
+   * pending request gets) keeps it from being resent on the next connection.
+   */
+  failOversized() {
+    let worst = null;
+    for (const e of this.pending) if (!worst || e[1].bytes > worst[1].bytes) worst = e;
+    if (!worst) return;
+    const [id, p] = worst;
+    this.pending.delete(id);
+    clearTimeout(p.timer);
+    p.reject(new ParleyError("ERROR_CODE_TOO_LARGE", `the server refused the request's frame (${p.bytes} bytes) as over its limit`, false));
   }
   receive(data) {
     this.lastRead = Date.now();
     let f;
     try {
-      f = decodeFrame(typeof data === "string" ? data : new TextDecoder().decode(data));
+      f = decodeFrame(typeof data === "string" ? data : text(data instanceof Uint8Array ? data : new Uint8Array(data)));
     } catch {
       this.shutdown(new Error("parley: undecodable frame from the server"));
       return;
@@ -722,7 +868,10 @@ var Connection = class _Connection {
       else p.resolve(f);
       return;
     }
-    if (f.error) return;
+    if (f.error) {
+      if (f.error.code === "ERROR_CODE_FRAME_TOO_LARGE") this.failOversized();
+      return;
+    }
     this.opts.onPush?.(f, this);
   }
   startHeartbeat() {
@@ -794,20 +943,12 @@ async function call(o, path, init) {
   const f = o.fetch ?? globalThis.fetch;
   const res = await f((o.baseUrl ?? "").replace(/\/$/, "") + path, init);
   if (!res.ok) {
-    let code = `http_${res.status}`;
-    let message = res.statusText;
-    let temporary;
-    const details = {};
+    let body = "";
     try {
-      const body = await res.json();
-      if (body.error?.code) code = body.error.code;
-      if (body.error?.message) message = body.error.message;
-      if (typeof body.error?.temporary === "boolean") temporary = body.error.temporary;
-      if (typeof body.error?.reason === "string") details.reason = body.error.reason;
-      if (typeof body.error?.reject_code === "string") details.rejectCode = body.error.reject_code;
+      body = await res.text();
     } catch {
     }
-    throw new ParleyError(code, message, temporary, res.status, details);
+    throw httpError(res.status, body || res.statusText);
   }
   return res;
 }
@@ -838,7 +979,7 @@ async function rpc(o, token, name, body) {
 }
 async function webPushKey(o = {}) {
   const body = await (await call(o, "/v1/push/webpush-key", { method: "GET" })).json();
-  if (typeof body.publicKey !== "string" || body.publicKey === "") throw new ParleyError("bad_response", "no publicKey in the answer");
+  if (typeof body.publicKey !== "string" || body.publicKey === "") throw badResponse("no publicKey in the answer");
   return body.publicKey;
 }
 
@@ -2175,24 +2316,6 @@ function abortError() {
 function fileName(file, name) {
   return name ?? file.name ?? "file";
 }
-function httpError(status, body) {
-  let code = "";
-  let message = "";
-  let temporary;
-  try {
-    const j = JSON.parse(body);
-    code = j.error?.code ?? "";
-    message = j.error?.message ?? "";
-    if (typeof j.error?.temporary === "boolean") temporary = j.error.temporary;
-  } catch {
-    const m = /^([a-z_]+): (.*)$/s.exec(body.trim());
-    if (m) [, code, message] = m;
-    else message = body.trim().slice(0, 200);
-  }
-  if (!code) code = status === 404 ? "not_found" : `http_${status}`;
-  temporary ?? (temporary = status === 503 || status === 429);
-  return new ParleyError(code, message, temporary, status);
-}
 async function uploadFile(o, token, file, name, opts = {}) {
   if (opts.signal?.aborted) throw abortError();
   const url = base(o) + "/v1/files?name=" + encodeURIComponent(fileName(file, name));
@@ -2219,7 +2342,7 @@ async function uploadFile(o, token, file, name, opts = {}) {
       };
       xhr.onerror = () => {
         done();
-        reject(new ParleyError("network", "the upload failed: no answer from the server", true));
+        reject(networkError("the upload failed: no answer from the server"));
       };
       xhr.onabort = () => {
         done();
@@ -2240,13 +2363,13 @@ async function uploadFile(o, token, file, name, opts = {}) {
       body = await res.text();
     } catch (err) {
       if (opts.signal?.aborted) throw abortError();
-      throw new ParleyError("network", "the upload failed: " + (err instanceof Error ? err.message : String(err)), true);
+      throw networkError("the upload failed: " + (err instanceof Error ? err.message : String(err)));
     }
     status = res.status;
   }
   if (status !== 201) throw httpError(status, body);
   const file1 = decodeFrame(body).file;
-  if (!file1?.id) throw new ParleyError("bad_response", "no file in the answer", false, status);
+  if (!file1?.id) throw badResponse("no file in the answer", status);
   opts.onProgress?.(file.size, file.size);
   return file1;
 }
@@ -2267,16 +2390,24 @@ var blobReader = {
     });
   }
 };
+var finalRefusals = /* @__PURE__ */ new Set([
+  "ERROR_CODE_QUOTA_EXCEEDED",
+  "ERROR_CODE_UNSUPPORTED_MEDIA_TYPE",
+  "ERROR_CODE_TOO_LARGE",
+  "ERROR_CODE_BAD_REQUEST",
+  "ERROR_CODE_PERMISSION_DENIED",
+  "ERROR_CODE_UNAUTHENTICATED"
+]);
 function retryStatus(status, body) {
   if (status === 409 || status === 423 || status === 429) return true;
   if (status < 500) return false;
-  return !httpError(status, body).code.match(/^(quota_exceeded|unsupported_media_type|too_large|bad_request|permission_denied|unauthenticated)$/);
+  return !finalRefusals.has(httpError(status, body).code);
 }
 function tusFailure(err) {
   const res = err.originalResponse;
   if (res) return httpError(res.getStatus(), res.getBody() ?? "");
   const cause = err.causingError;
-  return new ParleyError("network", "the upload failed: " + (cause?.message ?? err.message), true);
+  return networkError("the upload failed: " + (cause?.message ?? err.message));
 }
 function uploadResumable(o, token, file, name, opts = {}) {
   const fname = fileName(file, name);
@@ -2345,7 +2476,7 @@ async function headFileId(o, url, token) {
   const res = await (o.fetch ?? globalThis.fetch)(url, { method: "HEAD", headers: { Authorization: "Bearer " + await tokenOf(token), "Tus-Resumable": "1.0.0" } });
   const id = res.headers.get(FILE_ID_HEADER);
   if (res.ok && id) return id;
-  throw res.ok ? new ParleyError("bad_response", "the finished upload names no file", false, res.status) : httpError(res.status, await res.text());
+  throw res.ok ? badResponse("the finished upload names no file", res.status) : httpError(res.status, await res.text());
 }
 function upload(o, token, file, name, opts = {}) {
   return file.size > (opts.resumableAbove ?? RESUMABLE_ABOVE) ? uploadResumable(o, token, file, name, opts) : uploadFile(o, token, file, name, opts);
@@ -2382,7 +2513,7 @@ async function subscribeWithKey(registration, publicKey) {
     if (sameBytes(old.options?.applicationServerKey ?? null, key)) return old;
     await old.unsubscribe();
   }
-  return pm.subscribe({ userVisibleOnly: true, applicationServerKey: key });
+  return pm.subscribe({ userVisibleOnly: true, applicationServerKey: key.buffer });
 }
 function sameBytes(a, b) {
   if (!a || a.byteLength !== b.length) return false;
@@ -2427,6 +2558,9 @@ var ParleyClient = class extends Emitter {
     __publicField(this, "presenceSubs", /* @__PURE__ */ new Set());
     __publicField(this, "rooms", /* @__PURE__ */ new Set());
     __publicField(this, "connectedUrl", "");
+    /** The frame limit of the last connection (0 before the first): requests
+     *  over it are refused while offline rather than queued. */
+    __publicField(this, "frameLimit", 0);
     this.opts = opts;
     this.urls = opts.urls?.length ? [...opts.urls] : opts.url ? [opts.url] : [];
     if (this.urls.length === 0) throw new Error("parley: ClientOptions needs urls or url");
@@ -2568,6 +2702,7 @@ var ParleyClient = class extends Emitter {
       }
       this.conn = conn;
       this.connectedUrl = url;
+      this.frameLimit = conn.maxFrameBytes;
       this._userId = conn.authOk.userId;
       this.setState("syncing");
       this.emit("connected", conn.authOk);
@@ -2800,22 +2935,16 @@ var ParleyClient = class extends Emitter {
    * same clientMsgId, so it is stored exactly once. Rejects when the server
    * refuses it for good (ParleyError) or the client is closed. A refusal by
    * the app's moderation is ERROR_CODE_REJECTED, with the text to show the
-   * sender in `reason` and the rule in `rejectCode`.
+   * sender in `reason` and the rule in `rejectCode`. A message too large
+   * for the server's frame limit (AuthOk.maxFrameBytes; 64 KiB by default)
+   * rejects at once with ERROR_CODE_TOO_LARGE: it is never written to the
+   * socket (the server would close the connection) nor queued for a resend.
    */
   send(input) {
     if (this.closedErr) return Promise.reject(this.closedErr);
-    const send = {
-      clientMsgId: input.clientMsgId ?? newClientMsgId(),
-      contentType: input.contentType ?? "text",
-      payload: typeof input.payload === "string" ? utf8(input.payload) : input.payload
-    };
-    if (input.to) send.to = input.to;
-    if (input.conversationId) send.conversationId = input.conversationId;
-    if (input.attachments?.length) send.attachments = input.attachments.map((a) => ({ id: typeof a === "string" ? a : a.id }));
-    if (input.replyTo) send.replyTo = input.replyTo;
-    if (input.mentions?.length) send.mentions = [...input.mentions];
-    if (input.mentionAll) send.mentionAll = true;
-    if (input.threadRoot) send.threadRoot = input.threadRoot;
+    const send = sendBody(input);
+    const big = this.oversized("send", send);
+    if (big) return Promise.reject(big);
     return new Promise((resolve, reject) => {
       const e = { send, resolve, reject, inFlight: null };
       this.outbox.set(send.clientMsgId, e);
@@ -2872,9 +3001,13 @@ var ParleyClient = class extends Emitter {
   /**
    * Sends any request and resolves with the reply frame. It waits for a
    * connection; with retry it is sent again after a reconnect or a temporary
-   * refusal (only for requests that are safe to repeat).
+   * refusal (only for requests that are safe to repeat). A request too
+   * large for the server's frame limit fails at once with
+   * ERROR_CODE_TOO_LARGE, as a send does.
    */
   async request(name, body, retry = false) {
+    const big = this.oversized(name, body);
+    if (big) throw big;
     for (let attempt = 0; ; attempt++) {
       const conn = await this.liveConn();
       try {
@@ -2889,6 +3022,18 @@ var ParleyClient = class extends Emitter {
         throw err;
       }
     }
+  }
+  /**
+   * The refusal of a request too large for the server's frame limit, when it
+   * is known and the request would wait for a connection (a connection
+   * refuses such a frame itself, before writing it). The estimate leaves out
+   * the frame's id; the connection's check is exact.
+   */
+  oversized(name, body) {
+    if (this.conn?.open || this.frameLimit === 0) return null;
+    const data = encodeFrame({ [name]: body });
+    const bytes = data.length * 3 <= this.frameLimit ? data.length : utf8Length(data);
+    return bytes > this.frameLimit ? frameTooLarge(bytes, this.frameLimit) : null;
   }
   async ok(name, body, retry = false) {
     await this.request(name, body, retry);
@@ -2948,8 +3093,9 @@ var ParleyClient = class extends Emitter {
       }
     }
   }
-  /** Replaces the content of your own message; resolves with the EDIT event's ack. */
-  async edit(conversationId, seq, payload, contentType = "text") {
+  /** Replaces the content of your own message; resolves with the EDIT event's
+   *  ack. `searchText` replaces what the server may search (see SendInput). */
+  async edit(conversationId, seq, payload, contentType = "text", searchText) {
     const body = {
       conversationId,
       seq,
@@ -2957,6 +3103,7 @@ var ParleyClient = class extends Emitter {
       payload: typeof payload === "string" ? utf8(payload) : payload,
       clientMsgId: newClientMsgId()
     };
+    if (searchText) body.searchText = searchText;
     return (await this.request("edit", body, true)).sendAck;
   }
   /** Hides messages (or, with all, the whole conversation) for this user's devices. */
@@ -3240,7 +3387,7 @@ var ParleyClient = class extends Emitter {
     }
     if (thumbnail) body.thumbnail = true;
     const r = (await this.request("fileUrl", body, true)).fileUrl;
-    if (!r?.url) throw new ParleyError("bad_response", "no url in the answer");
+    if (!r?.url) throw badResponse("no url in the answer");
     return { ...r, url: resolveFileUrl(this.httpBase(), r.url) };
   }
   /**
@@ -3248,9 +3395,9 @@ var ParleyClient = class extends Emitter {
    * and returns it as the server describes it, to pass in `send`'s
    * attachments. name defaults to the File's name. In browsers onProgress
    * follows the bytes sent (XMLHttpRequest). Refusals reject with a
-   * ParleyError carrying the server's code (`too_large`,
-   * `unsupported_media_type`, `quota_exceeded`; `isCode` matches the
-   * ERROR_CODE_ names too); signal cancels (an AbortError).
+   * ParleyError of the server's code (ERROR_CODE_TOO_LARGE,
+   * ERROR_CODE_UNSUPPORTED_MEDIA_TYPE, ERROR_CODE_QUOTA_EXCEEDED; the HTTP
+   * answer's own code in `apiCode`); signal cancels (an AbortError).
    */
   uploadFile(file, name, opts) {
     return uploadFile(this.httpOptions(), () => this.currentToken(), file, name, opts);
@@ -3307,8 +3454,14 @@ var MessageStream = class {
   async append(text2) {
     if (this.done) throw new Error("parley: the stream is finished");
     if (!text2) return;
-    this.sent += utf8(text2).length;
-    await this.call("streamAppend", { streamId: this.streamId, text: text2 });
+    const n = utf8(text2).length;
+    this.sent += n;
+    try {
+      await this.call("streamAppend", { streamId: this.streamId, text: text2 });
+    } catch (err) {
+      if (err instanceof ParleyError) this.sent -= n;
+      throw err;
+    }
   }
   /** Stores what was appended as one message; resolves with its ack. Calling it again returns the same ack. */
   finish() {
@@ -3319,6 +3472,22 @@ var MessageStream = class {
     return this.done ?? (this.done = this.call("streamFinish", { streamId: this.streamId, abandon: true }).then((f) => f.sendAck));
   }
 };
+function sendBody(input) {
+  const send = {
+    clientMsgId: input.clientMsgId ?? newClientMsgId(),
+    contentType: input.contentType ?? "text",
+    payload: typeof input.payload === "string" ? utf8(input.payload) : input.payload
+  };
+  if (input.to) send.to = input.to;
+  if (input.conversationId) send.conversationId = input.conversationId;
+  if (input.attachments?.length) send.attachments = input.attachments.map((a) => ({ id: typeof a === "string" ? a : a.id }));
+  if (input.replyTo) send.replyTo = input.replyTo;
+  if (input.mentions?.length) send.mentions = [...input.mentions];
+  if (input.mentionAll) send.mentionAll = true;
+  if (input.threadRoot) send.threadRoot = input.threadRoot;
+  if (input.searchText) send.searchText = input.searchText;
+  return send;
+}
 function jitter(ms) {
   return ms / 2 + Math.random() * (ms / 2);
 }
@@ -3364,6 +3533,7 @@ export {
   decodeFrame,
   directConversationId,
   encodeFrame,
+  errorCodeOfApi,
   fromBase64,
   isCode,
   isTemporary,

@@ -4,10 +4,10 @@
 // after its cursor, fills sequence gaps before delivering, and hands the app
 // each conversation's entries in seq order, each exactly once.
 // (The Go SDK's client.Session is the reference for this behaviour.)
-import { utf8 } from './codec.js';
-import { Connection, type WebSocketConstructor } from './connection.js';
+import { encodeFrame, utf8 } from './codec.js';
+import { Connection, frameTooLarge, utf8Length, type WebSocketConstructor } from './connection.js';
 import { Emitter } from './emitter.js';
-import { ClosedError, DisconnectError, ParleyError, TimeoutError, isTemporary } from './errors.js';
+import { ClosedError, DisconnectError, ParleyError, TimeoutError, badResponse, isTemporary } from './errors.js';
 import { webPushKey } from './http.js';
 import {
   RESUMABLE_ABOVE,
@@ -18,7 +18,7 @@ import {
   type ResumableOptions,
   type UploadOptions,
 } from './media.js';
-import { pushTargetBody, subscribeWithKey, webPushTarget, type PushRegistration, type SubscribeWebPushOptions } from './push.js';
+import { pushTargetBody, subscribeWithKey, webPushTarget, type PushRegistration, type SubscribeWebPushOptions, type WebPushSubscription } from './push.js';
 import type {
   Attachment,
   AttachmentRef,
@@ -27,6 +27,7 @@ import type {
   ClientBodyName,
   Contact,
   ContactList,
+  Edit,
   Conversation,
   ConversationEvent,
   ConversationList,
@@ -168,6 +169,10 @@ export interface SendInput {
   mentionAll?: boolean;
   /** The seq of a thread's root message: this message is a reply in that thread. */
   threadRoot?: number;
+  /** Plain text (at most 4,096 bytes) the server may search when the payload
+   *  is not text it reads (encrypted, JSON). Stored for search only: never
+   *  sent back to clients. */
+  searchText?: string;
 }
 
 /** What sendText takes besides the target and the text. */
@@ -235,6 +240,9 @@ export class ParleyClient extends Emitter<ClientEvents> {
   private presenceSubs = new Set<string>();
   private rooms = new Set<string>();
   private connectedUrl = '';
+  /** The frame limit of the last connection (0 before the first): requests
+   *  over it are refused while offline rather than queued. */
+  private frameLimit = 0;
 
   constructor(opts: ClientOptions) {
     super();
@@ -395,6 +403,7 @@ export class ParleyClient extends Emitter<ClientEvents> {
       }
       this.conn = conn;
       this.connectedUrl = url;
+      this.frameLimit = conn.maxFrameBytes;
       this._userId = conn.authOk.userId;
       this.setState('syncing');
       this.emit('connected', conn.authOk);
@@ -656,22 +665,16 @@ export class ParleyClient extends Emitter<ClientEvents> {
    * same clientMsgId, so it is stored exactly once. Rejects when the server
    * refuses it for good (ParleyError) or the client is closed. A refusal by
    * the app's moderation is ERROR_CODE_REJECTED, with the text to show the
-   * sender in `reason` and the rule in `rejectCode`.
+   * sender in `reason` and the rule in `rejectCode`. A message too large
+   * for the server's frame limit (AuthOk.maxFrameBytes; 64 KiB by default)
+   * rejects at once with ERROR_CODE_TOO_LARGE: it is never written to the
+   * socket (the server would close the connection) nor queued for a resend.
    */
   send(input: SendInput): Promise<SendAck> {
     if (this.closedErr) return Promise.reject(this.closedErr);
-    const send: Send = {
-      clientMsgId: input.clientMsgId ?? newClientMsgId(),
-      contentType: input.contentType ?? 'text',
-      payload: typeof input.payload === 'string' ? utf8(input.payload) : input.payload,
-    };
-    if (input.to) send.to = input.to;
-    if (input.conversationId) send.conversationId = input.conversationId;
-    if (input.attachments?.length) send.attachments = input.attachments.map((a) => ({ id: typeof a === 'string' ? a : a.id }));
-    if (input.replyTo) send.replyTo = input.replyTo;
-    if (input.mentions?.length) send.mentions = [...input.mentions];
-    if (input.mentionAll) send.mentionAll = true;
-    if (input.threadRoot) send.threadRoot = input.threadRoot;
+    const send = sendBody(input);
+    const big = this.oversized('send', send);
+    if (big) return Promise.reject(big);
     return new Promise<SendAck>((resolve, reject) => {
       const e: OutboxEntry = { send, resolve, reject, inFlight: null };
       this.outbox.set(send.clientMsgId, e);
@@ -733,9 +736,13 @@ export class ParleyClient extends Emitter<ClientEvents> {
   /**
    * Sends any request and resolves with the reply frame. It waits for a
    * connection; with retry it is sent again after a reconnect or a temporary
-   * refusal (only for requests that are safe to repeat).
+   * refusal (only for requests that are safe to repeat). A request too
+   * large for the server's frame limit fails at once with
+   * ERROR_CODE_TOO_LARGE, as a send does.
    */
   async request<K extends ClientBodyName>(name: K, body: ClientBodies[K], retry = false): Promise<ServerFrame> {
+    const big = this.oversized(name, body);
+    if (big) throw big;
     for (let attempt = 0; ; attempt++) {
       const conn = await this.liveConn();
       try {
@@ -750,6 +757,19 @@ export class ParleyClient extends Emitter<ClientEvents> {
         throw err;
       }
     }
+  }
+
+  /**
+   * The refusal of a request too large for the server's frame limit, when it
+   * is known and the request would wait for a connection (a connection
+   * refuses such a frame itself, before writing it). The estimate leaves out
+   * the frame's id; the connection's check is exact.
+   */
+  private oversized<K extends ClientBodyName>(name: K, body: ClientBodies[K]): ParleyError | null {
+    if (this.conn?.open || this.frameLimit === 0) return null;
+    const data = encodeFrame({ [name]: body });
+    const bytes = data.length * 3 <= this.frameLimit ? data.length : utf8Length(data);
+    return bytes > this.frameLimit ? frameTooLarge(bytes, this.frameLimit) : null;
   }
 
   private async ok<K extends ClientBodyName>(name: K, body: ClientBodies[K], retry = false): Promise<void> {
@@ -820,15 +840,17 @@ export class ParleyClient extends Emitter<ClientEvents> {
     }
   }
 
-  /** Replaces the content of your own message; resolves with the EDIT event's ack. */
-  async edit(conversationId: string, seq: number, payload: Uint8Array | string, contentType = 'text'): Promise<SendAck> {
-    const body = {
+  /** Replaces the content of your own message; resolves with the EDIT event's
+   *  ack. `searchText` replaces what the server may search (see SendInput). */
+  async edit(conversationId: string, seq: number, payload: Uint8Array | string, contentType = 'text', searchText?: string): Promise<SendAck> {
+    const body: Edit = {
       conversationId,
       seq,
       contentType,
       payload: typeof payload === 'string' ? utf8(payload) : payload,
       clientMsgId: newClientMsgId(),
     };
+    if (searchText) body.searchText = searchText;
     return (await this.request('edit', body, true)).sendAck!;
   }
 
@@ -1100,7 +1122,7 @@ export class ParleyClient extends Emitter<ClientEvents> {
    * PushSubscription. Call it after Notification.requestPermission() is
    * granted; the browser refuses (NotAllowedError) otherwise.
    */
-  async subscribeWebPush(registration: PushRegistration, opts: SubscribeWebPushOptions = {}): Promise<PushSubscription> {
+  async subscribeWebPush<S extends WebPushSubscription>(registration: PushRegistration<S>, opts: SubscribeWebPushOptions = {}): Promise<S> {
     const publicKey = opts.publicKey ?? (await webPushKey({ baseUrl: opts.baseUrl ?? this.httpOrigin(), fetch: opts.fetch }));
     const sub = await subscribeWithKey(registration, publicKey);
     await this.registerPush({ webpush: webPushTarget(sub) }, opts.deviceId);
@@ -1142,7 +1164,7 @@ export class ParleyClient extends Emitter<ClientEvents> {
     }
     if (thumbnail) body.thumbnail = true;
     const r = (await this.request('fileUrl', body, true)).fileUrl;
-    if (!r?.url) throw new ParleyError('bad_response', 'no url in the answer');
+    if (!r?.url) throw badResponse('no url in the answer');
     return { ...r, url: resolveFileUrl(this.httpBase(), r.url) };
   }
 
@@ -1151,9 +1173,9 @@ export class ParleyClient extends Emitter<ClientEvents> {
    * and returns it as the server describes it, to pass in `send`'s
    * attachments. name defaults to the File's name. In browsers onProgress
    * follows the bytes sent (XMLHttpRequest). Refusals reject with a
-   * ParleyError carrying the server's code (`too_large`,
-   * `unsupported_media_type`, `quota_exceeded`; `isCode` matches the
-   * ERROR_CODE_ names too); signal cancels (an AbortError).
+   * ParleyError of the server's code (ERROR_CODE_TOO_LARGE,
+   * ERROR_CODE_UNSUPPORTED_MEDIA_TYPE, ERROR_CODE_QUOTA_EXCEEDED; the HTTP
+   * answer's own code in `apiCode`); signal cancels (an AbortError).
    */
   uploadFile(file: Blob, name?: string, opts?: UploadOptions): Promise<Attachment> {
     return uploadFile(this.httpOptions(), () => this.currentToken(), file, name, opts);
@@ -1230,8 +1252,14 @@ export class MessageStream {
   async append(text: string): Promise<void> {
     if (this.done) throw new Error('parley: the stream is finished');
     if (!text) return;
-    this.sent += utf8(text).length;
-    await this.call('streamAppend', { streamId: this.streamId, text });
+    const n = utf8(text).length;
+    this.sent += n;
+    try {
+      await this.call('streamAppend', { streamId: this.streamId, text });
+    } catch (err) {
+      if (err instanceof ParleyError) this.sent -= n; // refused: not appended
+      throw err;
+    }
   }
 
   /** Stores what was appended as one message; resolves with its ack. Calling it again returns the same ack. */
@@ -1243,6 +1271,24 @@ export class MessageStream {
   abandon(): Promise<SendAck> {
     return (this.done ??= this.call('streamFinish', { streamId: this.streamId, abandon: true }).then((f) => f.sendAck!));
   }
+}
+
+/** The send frame of a SendInput. */
+function sendBody(input: SendInput): Send {
+  const send: Send = {
+    clientMsgId: input.clientMsgId ?? newClientMsgId(),
+    contentType: input.contentType ?? 'text',
+    payload: typeof input.payload === 'string' ? utf8(input.payload) : input.payload,
+  };
+  if (input.to) send.to = input.to;
+  if (input.conversationId) send.conversationId = input.conversationId;
+  if (input.attachments?.length) send.attachments = input.attachments.map((a) => ({ id: typeof a === 'string' ? a : a.id }));
+  if (input.replyTo) send.replyTo = input.replyTo;
+  if (input.mentions?.length) send.mentions = [...input.mentions];
+  if (input.mentionAll) send.mentionAll = true;
+  if (input.threadRoot) send.threadRoot = input.threadRoot;
+  if (input.searchText) send.searchText = input.searchText;
+  return send;
 }
 
 /** d/2 + a random part of d/2: many clients do not reconnect in step. */

@@ -90,17 +90,19 @@ export function fromBase64(s: string): Uint8Array {
   return out.subarray(0, o);
 }
 
-const enc = new TextEncoder();
-const dec = new TextDecoder();
+// Made on first use, so that the SDK loads where they are missing until a
+// polyfill is installed (React Native has no TextDecoder).
+let enc: TextEncoder | undefined;
+let dec: TextDecoder | undefined;
 
 /** UTF-8 bytes of a string. */
 export function utf8(s: string): Uint8Array {
-  return enc.encode(s);
+  return (enc ??= new TextEncoder()).encode(s);
 }
 
-/** The text of UTF-8 bytes (empty for none). */
+/** The text of UTF-8 bytes (empty for none). Needs a global TextDecoder. */
 export function text(b: Uint8Array | undefined): string {
-  return b ? dec.decode(b) : '';
+  return b ? (dec ??= new TextDecoder()).decode(b) : '';
 }
 
 /** Encodes a client frame as the JSON text of one WebSocket message. */

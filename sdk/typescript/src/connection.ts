@@ -1,20 +1,30 @@
 // One authenticated WebSocket connection: requests matched to replies by id,
 // pushed frames handed to a callback in arrival order, heartbeats.
-import { decodeFrame, encodeFrame } from './codec.js';
+import { decodeFrame, encodeFrame, text } from './codec.js';
 import { ClosedError, DisconnectError, ParleyError, TimeoutError } from './errors.js';
 import type { AuthOk, ClientBodies, ClientBodyName, ClientFrame, ServerFrame } from './types.js';
+
+/**
+ * An event handler property of {@link WebSocketLike}. Written as a method's
+ * type so that its parameter is compared both ways: the browser's WebSocket
+ * and the `ws` package's declare their handlers with their own, richer event
+ * types (`MessageEvent`, `CloseEvent`), which a plain function type here would
+ * refuse.
+ */
+export type WebSocketHandler<E> = { handle(ev: E): unknown }['handle'];
 
 /** The part of the WebSocket API the SDK uses (the browser's, or the `ws` package's). */
 export interface WebSocketLike {
   readonly readyState: number;
-  onopen: ((ev: unknown) => void) | null;
-  onmessage: ((ev: { data: unknown }) => void) | null;
-  onclose: ((ev: { code?: number; reason?: string }) => void) | null;
-  onerror: ((ev: unknown) => void) | null;
+  onopen: WebSocketHandler<unknown> | null;
+  onmessage: WebSocketHandler<{ data: unknown }> | null;
+  onclose: WebSocketHandler<{ code?: number; reason?: string }> | null;
+  onerror: WebSocketHandler<unknown> | null;
   send(data: string): void;
   close(code?: number, reason?: string): void;
 }
 
+/** A WebSocket class: `globalThis.WebSocket` in browsers and Node 22+, or `WebSocket` from the `ws` package. */
 export type WebSocketConstructor = new (url: string) => WebSocketLike;
 
 export interface ConnectionOptions {
@@ -36,15 +46,48 @@ export interface ConnectionOptions {
 
 const OPEN = 1;
 
+/** The frame limit assumed when the server's authOk does not give one (the server's default). */
+export const DEFAULT_MAX_FRAME_BYTES = 65_536;
+
+/** Bytes of s in UTF-8, as the WebSocket sends it (a lone surrogate as U+FFFD). */
+export function utf8Length(s: string): number {
+  let n = s.length;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) {
+      n += 1;
+      continue;
+    }
+    n += 2; // 3 bytes; a surrogate pair is 4 bytes for its 2 units
+    const next = s.charCodeAt(i + 1);
+    if (c >= 0xd800 && c <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) i++;
+  }
+  return n;
+}
+
+/** The refusal of a frame over the server's limit, answered without sending it. */
+export function frameTooLarge(bytes: number, limit: number): ParleyError {
+  return new ParleyError('ERROR_CODE_TOO_LARGE', `the request is ${bytes} bytes, over the server's frame limit of ${limit}`, false);
+}
+
 interface Pending {
   resolve: (f: ServerFrame) => void;
   reject: (e: Error) => void;
   timer: ReturnType<typeof setTimeout>;
+  /** The size of the request's frame in bytes (0 until written; exact for frames near the limit). */
+  bytes: number;
 }
 
 export class Connection {
   readonly url: string;
   authOk!: AuthOk;
+  /**
+   * The largest frame the server accepts (AuthOk.maxFrameBytes). A request
+   * over it fails with ParleyError ERROR_CODE_TOO_LARGE without being sent:
+   * the server would close the connection for it.
+   */
+  maxFrameBytes = DEFAULT_MAX_FRAME_BYTES;
   private ws: WebSocketLike;
   private opts: ConnectionOptions;
   private nextId = 1;
@@ -95,6 +138,7 @@ export class Connection {
             settled = true;
             clearTimeout(timer);
             c.authOk = f.authOk!;
+            c.maxFrameBytes = c.authOk.maxFrameBytes || DEFAULT_MAX_FRAME_BYTES;
             c.startHeartbeat();
             resolve(c);
           },
@@ -123,9 +167,10 @@ export class Connection {
         this.pending.delete(id);
         reject(new TimeoutError());
       }, ms);
-      this.pending.set(id, { resolve, reject, timer });
+      const p: Pending = { resolve, reject, timer, bytes: 0 };
+      this.pending.set(id, p);
       try {
-        this.write({ id, [name]: body } as ClientFrame);
+        p.bytes = this.write({ id, [name]: body } as ClientFrame);
       } catch (err) {
         clearTimeout(timer);
         this.pending.delete(id);
@@ -144,18 +189,41 @@ export class Connection {
     this.shutdown(err);
   }
 
-  private write(f: ClientFrame): void {
+  /** Sends f; returns its size in bytes. */
+  private write(f: ClientFrame): number {
     if (this.closedErr) throw this.closedErr;
     if (this.ws.readyState !== OPEN) throw new ClosedError();
-    this.ws.send(encodeFrame(f));
+    const data = encodeFrame(f);
+    // At most 3 bytes per UTF-16 unit: most frames need no count.
+    const bytes = data.length * 3 <= this.maxFrameBytes ? data.length : utf8Length(data);
+    if (bytes > this.maxFrameBytes) throw frameTooLarge(bytes, this.maxFrameBytes);
+    this.ws.send(data);
     this.lastWrite = Date.now();
+    return bytes;
+  }
+
+  /**
+   * The server refused a frame as too large (and is closing the connection).
+   * Its error carries no id, so the request to fail is the largest one
+   * awaiting a reply: whichever frame was over the limit, that one is at
+   * least as large. Failing it (instead of the ClosedError every other
+   * pending request gets) keeps it from being resent on the next connection.
+   */
+  private failOversized(): void {
+    let worst: [number, Pending] | null = null;
+    for (const e of this.pending) if (!worst || e[1].bytes > worst[1].bytes) worst = e;
+    if (!worst) return;
+    const [id, p] = worst;
+    this.pending.delete(id);
+    clearTimeout(p.timer);
+    p.reject(new ParleyError('ERROR_CODE_TOO_LARGE', `the server refused the request's frame (${p.bytes} bytes) as over its limit`, false));
   }
 
   private receive(data: unknown): void {
     this.lastRead = Date.now();
     let f: ServerFrame;
     try {
-      f = decodeFrame(typeof data === 'string' ? data : new TextDecoder().decode(data as ArrayBuffer));
+      f = decodeFrame(typeof data === 'string' ? data : text(data instanceof Uint8Array ? data : new Uint8Array(data as ArrayBuffer)));
     } catch {
       this.shutdown(new Error('parley: undecodable frame from the server'));
       return;
@@ -175,7 +243,11 @@ export class Connection {
       else p.resolve(f);
       return;
     }
-    if (f.error) return; // an error without id precedes a disconnect
+    // An error without id precedes a disconnect.
+    if (f.error) {
+      if (f.error.code === 'ERROR_CODE_FRAME_TOO_LARGE') this.failOversized();
+      return;
+    }
     this.opts.onPush?.(f, this);
   }
 

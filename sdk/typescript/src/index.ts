@@ -3,15 +3,15 @@ export type { ClientOptions, ClientEvents, ClientState, SendInput, SendOptions, 
 export { applyReaction, mentionsUser } from './rich.js';
 export type { ReactionHolder } from './rich.js';
 export { Connection } from './connection.js';
-export type { ConnectionOptions, WebSocketLike, WebSocketConstructor } from './connection.js';
-export { ParleyError, DisconnectError, ClosedError, TimeoutError, isCode, isTemporary } from './errors.js';
+export type { ConnectionOptions, WebSocketLike, WebSocketConstructor, WebSocketHandler } from './connection.js';
+export { ParleyError, DisconnectError, ClosedError, TimeoutError, errorCodeOfApi, isCode, isTemporary } from './errors.js';
 export type { ErrorDetails } from './errors.js';
 export { encodeFrame, decodeFrame, toBase64, toBase64Url, fromBase64, utf8, text } from './codec.js';
 export { register, login, logout, changePassword, rpc, webPushKey } from './http.js';
 export { pushTargetBody, webPushTarget } from './push.js';
 export { uploadFile, uploadResumable, upload, resolveFileUrl, RESUMABLE_ABOVE } from './media.js';
 export type { TokenSource, UploadOptions, ResumableOptions, AutoUploadOptions } from './media.js';
-export type { PushRegistration, SubscribeWebPushOptions } from './push.js';
+export type { PushRegistration, SubscribeWebPushOptions, WebPushSubscription } from './push.js';
 export type { TokenResponse, HttpOptions } from './http.js';
 export * from './types.js';
 

@@ -3,9 +3,11 @@
 // URLs made absolute.
 import * as tus from 'tus-js-client';
 import { decodeFrame } from './codec.js';
-import { ParleyError } from './errors.js';
+import { badResponse, httpError, networkError, type ParleyError } from './errors.js';
+
+export { httpError };
 import type { HttpOptions } from './http.js';
-import type { Attachment } from './types.js';
+import type { Attachment, ErrorCode } from './types.js';
 
 /** A token, or a function that gives the current one (asked before each request). */
 export type TokenSource = string | (() => string | Promise<string>);
@@ -63,30 +65,6 @@ function fileName(file: Blob, name?: string): string {
 }
 
 /**
- * The error of a refused HTTP answer: the API's JSON error body
- * (`{"error":{"code","message","temporary"}}`), or the plain
- * "code: message" body of the resumable endpoint.
- */
-export function httpError(status: number, body: string): ParleyError {
-  let code = '';
-  let message = '';
-  let temporary: boolean | undefined;
-  try {
-    const j = JSON.parse(body) as { error?: { code?: string; message?: string; temporary?: boolean } };
-    code = j.error?.code ?? '';
-    message = j.error?.message ?? '';
-    if (typeof j.error?.temporary === 'boolean') temporary = j.error.temporary;
-  } catch {
-    const m = /^([a-z_]+): (.*)$/s.exec(body.trim());
-    if (m) [, code, message] = m as unknown as [string, string, string];
-    else message = body.trim().slice(0, 200);
-  }
-  if (!code) code = status === 404 ? 'not_found' : `http_${status}`;
-  temporary ??= status === 503 || status === 429;
-  return new ParleyError(code, message, temporary, status);
-}
-
-/**
  * Uploads a file in one request (POST /v1/files) and returns it as the
  * server describes it (sniffed type, size, dimensions, thumbnail,
  * placeholder), ready to attach. In browsers the upload reports progress
@@ -120,7 +98,7 @@ export async function uploadFile(o: HttpOptions, token: TokenSource, file: Blob,
       };
       xhr.onerror = () => {
         done();
-        reject(new ParleyError('network', 'the upload failed: no answer from the server', true));
+        reject(networkError('the upload failed: no answer from the server'));
       };
       xhr.onabort = () => {
         done();
@@ -141,13 +119,13 @@ export async function uploadFile(o: HttpOptions, token: TokenSource, file: Blob,
       body = await res.text();
     } catch (err) {
       if (opts.signal?.aborted) throw abortError();
-      throw new ParleyError('network', 'the upload failed: ' + (err instanceof Error ? err.message : String(err)), true);
+      throw networkError('the upload failed: ' + (err instanceof Error ? err.message : String(err)));
     }
     status = res.status;
   }
   if (status !== 201) throw httpError(status, body);
   const file1 = (decodeFrame(body) as unknown as { file?: Attachment }).file;
-  if (!file1?.id) throw new ParleyError('bad_response', 'no file in the answer', false, status);
+  if (!file1?.id) throw badResponse('no file in the answer', status);
   opts.onProgress?.(file.size, file.size);
   return file1;
 }
@@ -172,18 +150,28 @@ const blobReader = {
   },
 };
 
+/** Refusals of a server fault (5xx) that a later attempt would meet again. */
+const finalRefusals: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  'ERROR_CODE_QUOTA_EXCEEDED',
+  'ERROR_CODE_UNSUPPORTED_MEDIA_TYPE',
+  'ERROR_CODE_TOO_LARGE',
+  'ERROR_CODE_BAD_REQUEST',
+  'ERROR_CODE_PERMISSION_DENIED',
+  'ERROR_CODE_UNAUTHENTICATED',
+]);
+
 /** A status the next attempt may pass: a lock, a clash of offsets, a server fault or a temporary refusal. */
 function retryStatus(status: number, body: string): boolean {
   if (status === 409 || status === 423 || status === 429) return true;
   if (status < 500) return false;
-  return !httpError(status, body).code.match(/^(quota_exceeded|unsupported_media_type|too_large|bad_request|permission_denied|unauthenticated)$/);
+  return !finalRefusals.has(httpError(status, body).code);
 }
 
 function tusFailure(err: Error | tus.DetailedError): Error {
   const res = (err as tus.DetailedError).originalResponse;
   if (res) return httpError(res.getStatus(), res.getBody() ?? '');
   const cause = (err as tus.DetailedError).causingError;
-  return new ParleyError('network', 'the upload failed: ' + (cause?.message ?? err.message), true);
+  return networkError('the upload failed: ' + (cause?.message ?? err.message));
 }
 
 /**
@@ -191,8 +179,10 @@ function tusFailure(err: Error | tus.DetailedError): Error {
  * in chunks, each failed request resumed from the offset the server holds.
  * Resolves with the file's id (and the name and size sent) once the server
  * has accepted it; the message that carries it describes it fully. Refusals
- * reject with a {@link ParleyError} whose code is the server's
- * (`too_large`, `unsupported_media_type`, `quota_exceeded`, …).
+ * reject with a {@link ParleyError} of the server's code
+ * (ERROR_CODE_TOO_LARGE, ERROR_CODE_UNSUPPORTED_MEDIA_TYPE,
+ * ERROR_CODE_QUOTA_EXCEEDED, …); a failed connection is
+ * ERROR_CODE_UNAVAILABLE (temporary, no `status`).
  */
 export function uploadResumable(o: HttpOptions, token: TokenSource, file: Blob, name?: string, opts: ResumableOptions = {}): Promise<Attachment> {
   const fname = fileName(file, name);
@@ -264,7 +254,7 @@ async function headFileId(o: HttpOptions, url: string, token: TokenSource): Prom
   const res = await (o.fetch ?? globalThis.fetch)(url, { method: 'HEAD', headers: { Authorization: 'Bearer ' + (await tokenOf(token)), 'Tus-Resumable': '1.0.0' } });
   const id = res.headers.get(FILE_ID_HEADER);
   if (res.ok && id) return id;
-  throw res.ok ? new ParleyError('bad_response', 'the finished upload names no file', false, res.status) : httpError(res.status, await res.text());
+  throw res.ok ? badResponse('the finished upload names no file', res.status) : httpError(res.status, await res.text());
 }
 
 /** Uploads with {@link uploadFile}, or {@link uploadResumable} above `resumableAbove` (4 MiB). */

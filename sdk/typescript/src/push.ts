@@ -23,16 +23,36 @@ export function pushTargetBody(t: PushTarget): PushTarget {
   return { webpush: { endpoint: s(w.endpoint), p256dh: s(w.p256dh), auth: s(w.auth) } };
 }
 
+/**
+ * What the SDK uses of a browser's PushSubscription. Declared here rather
+ * than taken from the DOM's types so that apps compiled without the DOM
+ * library (Node) can use the SDK's types; a PushSubscription fits.
+ */
+export interface WebPushSubscription {
+  readonly endpoint: string;
+  readonly options?: { readonly applicationServerKey: ArrayBuffer | null };
+  getKey(name: 'p256dh' | 'auth'): ArrayBuffer | null;
+  unsubscribe(): Promise<boolean>;
+}
+
 /** The Web Push target of a browser's PushSubscription: its endpoint and its keys in base64url. */
-export function webPushTarget(sub: PushSubscription): WebPushTarget {
+export function webPushTarget(sub: WebPushSubscription): WebPushTarget {
   const p256dh = sub.getKey('p256dh');
   const auth = sub.getKey('auth');
   if (!p256dh || !auth) throw new Error('parley: the push subscription has no p256dh and auth keys');
   return { endpoint: sub.endpoint, p256dh: toBase64Url(new Uint8Array(p256dh)), auth: toBase64Url(new Uint8Array(auth)) };
 }
 
-/** What {@link ParleyClient.subscribeWebPush} needs of a ServiceWorkerRegistration. */
-export type PushRegistration = Pick<ServiceWorkerRegistration, 'pushManager'>;
+/**
+ * What {@link ParleyClient.subscribeWebPush} needs of a
+ * ServiceWorkerRegistration (which fits, its subscriptions being S).
+ */
+export interface PushRegistration<S extends WebPushSubscription = WebPushSubscription> {
+  readonly pushManager: {
+    getSubscription(): Promise<S | null>;
+    subscribe(options: { userVisibleOnly: boolean; applicationServerKey: ArrayBuffer }): Promise<S>;
+  };
+}
 
 export interface SubscribeWebPushOptions {
   /** The server's VAPID public key (base64url); default: asked of the server (webPushKey). */
@@ -50,7 +70,7 @@ export interface SubscribeWebPushOptions {
  * with another key, e.g. before the server's key changed, is ended first:
  * the browser refuses a second key otherwise).
  */
-export async function subscribeWithKey(registration: PushRegistration, publicKey: string): Promise<PushSubscription> {
+export async function subscribeWithKey<S extends WebPushSubscription>(registration: PushRegistration<S>, publicKey: string): Promise<S> {
   const key = new Uint8Array(fromBase64(publicKey)); // a fresh ArrayBuffer-backed copy
   const pm = registration.pushManager;
   const old = await pm.getSubscription();
@@ -58,7 +78,7 @@ export async function subscribeWithKey(registration: PushRegistration, publicKey
     if (sameBytes(old.options?.applicationServerKey ?? null, key)) return old;
     await old.unsubscribe();
   }
-  return pm.subscribe({ userVisibleOnly: true, applicationServerKey: key });
+  return pm.subscribe({ userVisibleOnly: true, applicationServerKey: key.buffer });
 }
 
 function sameBytes(a: ArrayBuffer | null, b: Uint8Array): boolean {

@@ -555,6 +555,19 @@ export interface Send {
   mentionAll?: boolean;
   /** The seq of a thread's root message: this is a reply in that thread. */
   threadRoot?: number;
+  /** Plain text the server may search beside an opaque payload (≤ 4,096 bytes). */
+  searchText?: string;
+}
+
+/** Edit: replaces the content of your own message. */
+export interface Edit {
+  conversationId: string;
+  seq: number;
+  contentType?: string;
+  payload?: Uint8Array;
+  clientMsgId?: string;
+  /** Replaces the message's search text (see Send.searchText). */
+  searchText?: string;
 }
 
 /** StreamOpen: starts a streamed message (users with the bot role only). */
@@ -612,7 +625,7 @@ export interface ClientBodies {
   getGroup: { conversationId: string };
   listMembers: { conversationId: string; afterUserId?: string; limit?: number };
   recall: { conversationId: string; seq: number; clientMsgId?: string };
-  edit: { conversationId: string; seq: number; contentType?: string; payload?: Uint8Array; clientMsgId?: string };
+  edit: Edit;
   deleteForMe: { conversationId: string; seqs?: number[]; all?: boolean };
   readCounts: { conversationId: string; seqs: number[] };
   typing: { conversationId: string };

@@ -109,12 +109,13 @@ describe('web client: limits and refusals', () => {
     const a = await user('big');
     const b = await user('bigb');
     await openChatWith(a.page, b.name);
-    // The SDK fails such a send at once with ERROR_CODE_TOO_LARGE: make this one fail so.
-    // (A string: the test runner would rewrite an import() in a function.)
-    await a.page.evaluate(`(async () => {
-      const sdk = await import('/parley-sdk.js');
-      window.parley.send = () => Promise.reject(new sdk.ParleyError('ERROR_CODE_TOO_LARGE', 'frame over max_frame_bytes', false));
-    })()`);
+    // The SDK fails a send over the frame limit at once with ERROR_CODE_TOO_LARGE. The composer
+    // never lets one through, so this test pads the payload on its way into the real SDK.
+    await a.page.evaluate(() => {
+      const client = (window as unknown as { parley: { send: (i: { payload: string }) => Promise<unknown> } }).parley;
+      const send = client.send.bind(client);
+      client.send = (input) => send({ ...input, payload: input.payload + 'x'.repeat(5000) });
+    });
     await sendText(a.page, 'refused as too large');
     const li = a.page.locator('#msg-list li.pending:has(.body:text-is("refused as too large"))');
     await li.locator('.meta:has-text("Not sent: too long for this server")').waitFor();

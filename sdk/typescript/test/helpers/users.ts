@@ -1,7 +1,6 @@
 import WebSocket from 'ws';
 import { ParleyClient, type ClientOptions } from '../../src/client.js';
 import { register } from '../../src/http.js';
-import type { WebSocketConstructor } from '../../src/connection.js';
 import type { Message } from '../../src/types.js';
 import { uniqueName, type RunningServer } from './server.js';
 
@@ -27,7 +26,7 @@ export function connect(srv: RunningServer, u: TestUser, opts: Partial<ClientOpt
     token: u.token,
     deviceId: 'dev-' + u.id,
     deviceType: 'node',
-    WebSocket: WebSocket as unknown as WebSocketConstructor,
+    WebSocket,
     minBackoffMs: 50,
     maxBackoffMs: 500,
     ...opts,

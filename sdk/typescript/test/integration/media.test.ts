@@ -168,11 +168,11 @@ describe('a server that takes images only', () => {
     await a.waitReady(5000);
     const txt = new Blob(['plain text, not a picture\n'.repeat(40)]);
     const one = await refusal(a.uploadFile(txt, 'notes.txt'));
-    expect(one.code).toBe('unsupported_media_type');
+    expect([one.code, one.apiCode]).toEqual(['ERROR_CODE_UNSUPPORTED_MEDIA_TYPE', 'unsupported_media_type']);
     expect(one.status).toBe(415);
     expect(isCode(one, 'ERROR_CODE_UNSUPPORTED_MEDIA_TYPE')).toBe(true);
     const res = await refusal(a.uploadResumable(txt, 'notes.txt', { retryDelays: [0, 100] }));
-    expect(res.code).toBe('unsupported_media_type');
+    expect([res.code, res.apiCode]).toEqual(['ERROR_CODE_UNSUPPORTED_MEDIA_TYPE', 'unsupported_media_type']);
     expect(res.temporary).toBe(false);
     expect((await a.uploadFile(new Blob([makePng(16, 16)]), 'ok.png')).contentType).toBe('image/png');
   });

@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
-import { directConversationId, login, logout, rpc, text, DisconnectError, ParleyError } from '../../src/index.js';
+import { directConversationId, login, logout, register, rpc, text, DisconnectError, ParleyError } from '../../src/index.js';
 import { startServer, waitFor, type RunningServer } from '../helpers/server.js';
 import { closeClients, connect, inbox, newUser } from '../helpers/users.js';
 
@@ -236,7 +236,10 @@ describe('1:1 messaging against a real server', () => {
     await logout({ baseUrl: srv.http }, t.token);
     const err = await closed;
     expect((err as DisconnectError).code).toBe('DISCONNECT_CODE_TOKEN_REVOKED');
-    await expect(login({ baseUrl: srv.http }, alice.id, 'wrong-password')).rejects.toMatchObject({ code: 'invalid_credentials', temporary: false });
+    await expect(login({ baseUrl: srv.http }, alice.id, 'wrong-password')).rejects.toMatchObject({ code: 'ERROR_CODE_UNAUTHENTICATED', apiCode: 'invalid_credentials', temporary: false });
     await expect(rpc({ baseUrl: srv.http }, t.token, 'listContacts', {})).rejects.toBeInstanceOf(ParleyError);
+    // HTTP refusals carry the socket's codes.
+    await expect(register({ baseUrl: srv.http }, alice.id, 'another-password')).rejects.toMatchObject({ code: 'ERROR_CODE_CONFLICT', apiCode: 'conflict', status: 409 });
+    await expect(rpc({ baseUrl: srv.http }, t.token, 'listContacts', {})).rejects.toMatchObject({ code: 'ERROR_CODE_UNAUTHENTICATED', apiCode: 'unauthenticated' });
   });
 });

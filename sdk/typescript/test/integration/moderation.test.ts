@@ -149,7 +149,7 @@ describe('moderation against a real server', () => {
       rpc({ baseUrl: srv.http }, alice.token, 'send', { clientMsgId: 'rpc-bad-1', to: bob.id, contentType: 'text', payload: new TextEncoder().encode('bad again') }),
     );
     expect(httpErr.status).toBe(422);
-    expect(httpErr.code).toBe('rejected');
+    expect([httpErr.code, httpErr.apiCode]).toEqual(['ERROR_CODE_REJECTED', 'rejected']);
     expect(isCode(httpErr, 'ERROR_CODE_REJECTED')).toBe(true);
     expect(httpErr.reason).toBe('No spam here, please');
     expect(httpErr.rejectCode).toBe('spam');

@@ -122,7 +122,7 @@ describe('ParleyClient against a scripted server', () => {
 
   it('decides by the code when a server does not say whether a refusal is temporary', () => {
     expect(isTemporary(new ParleyError('ERROR_CODE_UNAVAILABLE'))).toBe(true);
-    expect(isTemporary(new ParleyError('too_many_requests'))).toBe(true);
+    expect(isTemporary(new ParleyError('ERROR_CODE_TOO_MANY_REQUESTS'))).toBe(true);
     expect(isTemporary(new ParleyError('ERROR_CODE_INTERNAL'))).toBe(false); // damaged storage: never mended by a retry
     expect(isTemporary(new ParleyError('ERROR_CODE_QUOTA_EXCEEDED'))).toBe(false);
     expect(isTemporary(new ParleyError('ERROR_CODE_INTERNAL', '', true))).toBe(true);

@@ -100,7 +100,8 @@ describe('uploads in one request', () => {
       new Response('{"error":{"code":"unsupported_media_type","message":"unsupported media type","temporary":false}}', { status: 415 });
     const err = await uploadFile({ baseUrl: 'http://x', fetch }, 't', new Blob(['a'])).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ParleyError);
-    expect((err as ParleyError).code).toBe('unsupported_media_type');
+    expect((err as ParleyError).code).toBe('ERROR_CODE_UNSUPPORTED_MEDIA_TYPE');
+    expect((err as ParleyError).apiCode).toBe('unsupported_media_type');
     expect((err as ParleyError).status).toBe(415);
     expect(isCode(err, 'ERROR_CODE_UNSUPPORTED_MEDIA_TYPE')).toBe(true);
     expect(isTemporary(err)).toBe(false);
@@ -116,11 +117,18 @@ describe('uploads in one request', () => {
 
   it('reads the resumable endpoint’s plain "code: message" answers', () => {
     const e = httpError(507, 'quota_exceeded: storage quota exceeded\n');
-    expect([e.code, e.message, e.temporary, e.status]).toEqual(['quota_exceeded', 'parley: quota_exceeded: storage quota exceeded', false, 507]);
+    expect([e.code, e.apiCode, e.message, e.temporary, e.status]).toEqual([
+      'ERROR_CODE_QUOTA_EXCEEDED',
+      'quota_exceeded',
+      'parley: ERROR_CODE_QUOTA_EXCEEDED: storage quota exceeded',
+      false,
+      507,
+    ]);
     expect(isCode(e, 'ERROR_CODE_QUOTA_EXCEEDED')).toBe(true);
     expect(httpError(503, 'unavailable: try again').temporary).toBe(true);
-    expect(httpError(404, 'not found').code).toBe('not_found');
-    expect(httpError(500, '').code).toBe('http_500');
+    // Without a code, the status decides.
+    expect([httpError(404, 'not found').code, httpError(404, 'not found').apiCode]).toEqual(['ERROR_CODE_PERMISSION_DENIED', '']);
+    expect(httpError(500, '').code).toBe('ERROR_CODE_INTERNAL');
   });
 
   it('upload() goes resumable above the threshold', async () => {

@@ -121,7 +121,7 @@ describe('moderation in the SDK', () => {
     const err = (await rpc({ baseUrl: 'http://x', fetch }, 'tok', 'send', { clientMsgId: 'c1', to: 'bob' }).catch((e: unknown) => e)) as ParleyError;
     expect(err).toBeInstanceOf(ParleyError);
     expect(err.status).toBe(422);
-    expect(err.code).toBe('rejected');
+    expect([err.code, err.apiCode]).toEqual(['ERROR_CODE_REJECTED', 'rejected']);
     expect(isCode(err, 'ERROR_CODE_REJECTED')).toBe(true);
     expect(err.reason).toBe('Pick another word');
     expect(err.rejectCode).toBe('word_filter');

@@ -135,7 +135,8 @@ describe('webPushKey', () => {
     const off = fakeFetch([], 404, { error: { code: 'not_found', message: 'web push is off' } });
     const err = await webPushKey({ fetch: off }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ParleyError);
-    expect((err as ParleyError).code).toBe('not_found');
+    expect((err as ParleyError).code).toBe('ERROR_CODE_PERMISSION_DENIED');
+    expect((err as ParleyError).apiCode).toBe('not_found');
     await expect(webPushKey({ fetch: fakeFetch([], 200, {}) })).rejects.toThrow(/publicKey/);
   });
 });
@@ -213,5 +214,16 @@ describe('subscribeWebPush (a stubbed pushManager)', () => {
     // Without a subscription: the server is still told.
     expect(await c.unsubscribeWebPush(fakeRegistration(null).reg)).toBe(false);
     expect(srv.frames.filter((f) => f.unregisterPush)).toHaveLength(2);
+  });
+});
+
+describe('push types', () => {
+  it('take the DOM’s ServiceWorkerRegistration and give back its PushSubscription', () => {
+    // Checked by tsc (tsconfig.test.json): the SDK declares the few members it
+    // uses, so that Node apps compile without the DOM library; the DOM's
+    // types must still fit them.
+    const subscribe = (c: ParleyClient, reg: ServiceWorkerRegistration): Promise<PushSubscription> => c.subscribeWebPush(reg);
+    const unsubscribe = (c: ParleyClient, reg: ServiceWorkerRegistration): Promise<boolean> => c.unsubscribeWebPush(reg);
+    expect([typeof subscribe, typeof unsubscribe]).toEqual(['function', 'function']);
   });
 });

@@ -74,6 +74,24 @@ describe('rich messages on the wire', () => {
     expect('mentions' in sends[2]!).toBe(false);
   });
 
+  it('sends searchText with a send and an edit, and nothing when not given', async () => {
+    const srv = new FakeServer();
+    srv.hook = (s, f) => {
+      if (!f.edit) return false;
+      s.push({ id: f.id, sendAck: { conversationId: f.edit.conversationId, seq: 3, messageId: '9', clientMsgId: f.edit.clientMsgId ?? '' } });
+      return true;
+    };
+    const c = client(srv);
+    await c.waitReady(2000);
+    await c.send({ to: 'bob', contentType: 'application/x-sealed', payload: new Uint8Array([1]), searchText: 'the old mill' });
+    await c.sendText('bob', 'plain');
+    await c.edit('p:alice:bob', 1, new Uint8Array([2]), 'application/x-sealed', 'the new mill');
+    const sends = srv.frames.filter((f) => f.send).map((f) => f.send!);
+    expect(sends[0]!.searchText).toBe('the old mill');
+    expect('searchText' in sends[1]!).toBe(false);
+    expect(srv.frames.find((f) => f.edit)!.edit!.searchText).toBe('the new mill');
+  });
+
   it('react and unreact send React and resolve with the personal update', async () => {
     const srv = new FakeServer();
     srv.hook = (s, f) => {
