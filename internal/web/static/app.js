@@ -1460,7 +1460,14 @@ function send(textValue, atts = [], extra = {}) {
         // file only): the stored message has the server's whole description.
         if (atts.length) describeOwn(c, ack.seq);
       }
-      c.readSeq = Math.max(c.readSeq, ack.seq);
+      if (ack.seq > c.readSeq) {
+        // Answering means having read what came before; the server keeps
+        // read cursors only as told, so tell it when others' messages lie
+        // between the last mark and this one (a mark scheduled a moment ago
+        // would otherwise see nothing left unread and never be sent).
+        if (ack.seq > c.readSeq + 1) client.markRead(c.id, ack.seq).catch(() => {});
+        c.readSeq = ack.seq;
+      }
       if (!c.group) ensurePresence(c.peer);
       if (openId === c.id) renderChat();
       renderList();
