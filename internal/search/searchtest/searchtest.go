@@ -384,7 +384,7 @@ func testLimits(t *testing.T, h *suite) {
 			t.Fatalf("Limit %d: %d hits, next %v; want %d and a next page", limit, len(r.Hits), r.Next, search.MaxLimit)
 		}
 	}
-	for _, q := range []string{strings.Repeat("a", search.MaxQueryBytes+1), manyWords(search.MaxQueryTerms+1)} {
+	for _, q := range []string{strings.Repeat("a", search.MaxQueryBytes+1), manyWords(search.MaxQueryTerms + 1)} {
 		if _, err := h.Index.Search(context.Background(), search.Query{Text: q, Ranges: all("g:1")}); !errors.Is(err, search.ErrBadQuery) {
 			t.Fatalf("a query of %d bytes: %v, want search.ErrBadQuery", len(q), err)
 		}
