@@ -69,6 +69,10 @@ var (
 
 const formatVersion = "1"
 
+// Dir is the index's directory in a server's data directory (beside the
+// store's "store").
+const Dir = "search"
+
 // Options configures an Index. The zero value is usable.
 type Options struct {
 	// Logger gets what the index does on its own (dropping an unreadable
