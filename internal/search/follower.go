@@ -22,7 +22,7 @@ type FollowerConfig struct {
 	Messages MessageGetter
 	Index    Index
 	// BatchMessages bounds the log entries read and applied in one step.
-	// 0 means 1024.
+	// 0 means 4096 (Bleve indexes larger batches much faster).
 	BatchMessages int
 	// BatchBytes bounds the bytes of messages read in one step (their
 	// proto size). 0 means 4 MiB.
@@ -85,7 +85,7 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 		return nil, errors.New("search: follower needs Log, Messages and Index")
 	}
 	if cfg.BatchMessages <= 0 {
-		cfg.BatchMessages = 1024
+		cfg.BatchMessages = 4096
 	}
 	if cfg.BatchBytes <= 0 {
 		cfg.BatchBytes = 4 << 20

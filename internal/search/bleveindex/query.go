@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/analysis"
@@ -38,20 +37,17 @@ const (
 	maxExamined    = 1000
 )
 
-var sortOrder = bsearch.SortOrder{
-	&bsearch.SortField{Field: fTime, Type: bsearch.SortFieldAsNumber, Desc: true},
-	&bsearch.SortField{Field: fConv, Type: bsearch.SortFieldAsString, Desc: true},
-	&bsearch.SortField{Field: fSeq, Type: bsearch.SortFieldAsNumber, Desc: true},
-}
+var sortOrder = bsearch.SortOrder{&bsearch.SortField{Field: fKey, Type: bsearch.SortFieldAsString, Desc: true}}
 
-// sortValues is a cursor as Bleve's SearchAfter takes it (numbers in
-// decimal: Bleve encodes them as its sort keys).
-func sortValues(c search.Cursor) []string {
-	return []string{strconv.FormatInt(c.Time, 10), c.ConversationID, strconv.FormatUint(c.Seq, 10)}
-}
+// sortValues is a cursor as Bleve's SearchAfter takes it.
+func sortValues(c search.Cursor) []string { return []string{sortKey(c)} }
 
 // Search implements search.Index.
 func (x *Index) Search(ctx context.Context, q search.Query) (search.Result, error) {
+	if err := x.enter(); err != nil {
+		return search.Result{}, err
+	}
+	defer x.mu.RUnlock()
 	if len(q.Text) > search.MaxQueryBytes {
 		return search.Result{}, search.ErrBadQuery
 	}
@@ -66,10 +62,6 @@ func (x *Index) Search(ctx context.Context, q search.Query) (search.Result, erro
 	if err != nil || textQ == nil {
 		return search.Result{}, err
 	}
-	if err := x.enter(); err != nil {
-		return search.Result{}, err
-	}
-	defer x.mu.RUnlock()
 
 	vis := newVisibility(q.Ranges)
 	clauses := []query.Query{textQ, vis.query()}
