@@ -65,11 +65,12 @@ func (s FollowerStats) Lag() uint64 {
 // replaces, a Delete of nothing is nothing). It only reads the store, so
 // it never holds up a send; on errors it backs off and tries again.
 type Follower struct {
-	cfg  FollowerConfig
-	log  *slog.Logger
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	cfg     FollowerConfig
+	log     *slog.Logger
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+	started atomic.Bool
 
 	// Written by the goroutine, read by Stats and WaitFor.
 	pos, storePos           atomic.Uint64
@@ -104,16 +105,20 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 		progress: make(chan struct{})}, nil
 }
 
-// Start runs the follower in its own goroutine until Stop.
+// Start runs the follower in its own goroutine until Stop. Once only.
 func (f *Follower) Start() {
-	go f.run()
+	if f.started.CompareAndSwap(false, true) {
+		go f.run()
+	}
 }
 
 // Stop stops the follower and waits for it (a step in progress finishes
 // or is cancelled). The index stays open: its owner closes it.
 func (f *Follower) Stop() {
 	f.once.Do(func() { close(f.stop) })
-	<-f.done
+	if f.started.Load() {
+		<-f.done
+	}
 }
 
 // Stats returns the follower's figures.

@@ -335,3 +335,23 @@ func TestFollowerIndexAheadOfStore(t *testing.T) {
 	caughtUp(t, st, f)
 	expectFound(t, ix, "fresher", []string{"g:1"}, "g:1/2")
 }
+
+// TestFollowerStopWithoutStart returns at once.
+func TestFollowerStopWithoutStart(t *testing.T) {
+	dir := t.TempDir()
+	st := openStore(t, filepath.Join(dir, "store"))
+	defer st.Close()
+	ix := openIndex(t, filepath.Join(dir, "search"))
+	defer ix.Close()
+	f, err := search.NewFollower(search.FollowerConfig{Log: st, Messages: st, Index: ix, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { f.Stop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Stop of a follower never started hangs")
+	}
+}
