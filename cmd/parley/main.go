@@ -3,6 +3,7 @@
 //	parley serve [flags]   run a server (see parley serve -h)
 //	parley bench SCENARIO  load-test a server (see parley bench -h)
 //	parley push test|vapid-keys  push notification tools
+//	parley reindex --data DIR    rebuild the search index (server stopped)
 //	parley version
 package main
 
@@ -32,6 +33,8 @@ func main() {
 		err = chatCmd(os.Args[2:])
 	case "push":
 		err = pushCmd(os.Args[2:])
+	case "reindex":
+		err = reindexCmd(os.Args[2:])
 	case "version":
 		fmt.Println("parley", version)
 	case "-h", "--help", "help":
@@ -56,6 +59,7 @@ commands:
   bench     load-test a server (see docs/benchmarks.md), one scenario of:
 %s
   push      push notifications: 'push test --user U' sends a test to a user's devices; 'push vapid-keys' makes a Web Push key pair
+  reindex   rebuild the search index from the embedded store: 'reindex --data DIR', with the server stopped
   version   print the version
 
 Run 'parley <command> -h' for a command's flags.

@@ -580,3 +580,28 @@ type Store interface {
 	// Close releases the store; later calls return ErrClosed.
 	Close() error
 }
+
+// LogEntry is one message in the store's log: Pos is its position, Msg the
+// message as stored now (an edited message shows its newest text, a
+// recalled one Recalled). Msg is nil when the message cannot be read
+// (ErrCorrupt); a reader skips it rather than stopping there for good.
+type LogEntry struct {
+	Pos uint64
+	Msg *pb.Message
+}
+
+// Log is implemented by stores that keep every stored message (each one
+// appended by Append and each Event of Apply) in one log, in the order the
+// writes committed, for followers such as the search index. Optional: a
+// store without it has no follower.
+type Log interface {
+	// LogAfter returns the entries with a position above after, in
+	// ascending position order: at most limit, and no more once their
+	// messages reach maxBytes (proto size; at least one entry; 0: no byte
+	// bound). Positions are assigned by the store, strictly increasing in
+	// commit order and never given twice, but not gap-free. A reader that
+	// has seen an entry sees every entry below it.
+	LogAfter(ctx context.Context, after uint64, limit, maxBytes int) ([]LogEntry, error)
+	// LastLogPos returns the newest committed position (0: empty log).
+	LastLogPos(ctx context.Context) (uint64, error)
+}

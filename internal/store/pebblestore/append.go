@@ -86,6 +86,7 @@ func (s *Store) Append(ctx context.Context, msgs []*pb.Message) ([]store.AppendR
 		if err := putMessage(b, m); err != nil {
 			return fail(err)
 		}
+		s.putLog(b, m)
 		if m.ClientMsgId != "" {
 			putDedup(b, s.keyBuf, conv, m.Seq)
 		}
@@ -115,6 +116,7 @@ func (s *Store) resetBatch() {
 	clear(s.batchSeqs)
 	clear(s.batchUsage)
 	clear(s.batchThreads)
+	s.batchLog = 0
 }
 
 // commit writes the newest seq of each conversation in batchSeqs (and the
@@ -154,6 +156,9 @@ func (s *Store) commit(b *pebble.Batch, msgs []*pb.Message) error {
 	}
 	for user, total := range s.batchUsage {
 		s.usage.put(user, total)
+	}
+	if s.batchLog != 0 {
+		s.logCommitted.Store(s.batchLog)
 	}
 
 	s.seqMu.Lock()

@@ -113,6 +113,7 @@ func (s *Store) writeChange(b *pebble.Batch, ch *store.Change, old *pb.Message) 
 	if err := putMessage(b, ev); err != nil {
 		return err
 	}
+	s.putLog(b, ev)
 	s.countUsage(ev)
 	if ev.ClientMsgId != "" {
 		putDedup(b, s.keyBuf, conv, ev.Seq)

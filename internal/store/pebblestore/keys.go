@@ -47,6 +47,7 @@ import (
 //	'I' lp(conversation) root(8) lp(user)     -> empty            (thread participants)
 //	'M' lp(user) lp(conversation) seq(8)      -> empty            (mentions by name)
 //	'X' lp(conversation) seq(8)               -> lp(sender)       (mentions of everyone)
+//	'L' pos(8, BE)                            -> lp(conversation) seq(8) (the message log, log.go)
 //
 // The last component of 'n', 'o', 'f', 'b' and 'p' keys is the raw user id, not
 // length-prefixed: those lists are returned ordered by user id, and a length
@@ -122,6 +123,7 @@ const (
 	nsThreadUser byte = 'I'
 	nsMention    byte = 'M'
 	nsMentionAll byte = 'X'
+	nsLog        byte = 'L'
 )
 
 var errBadKey = errors.New("malformed key")

@@ -168,6 +168,12 @@ type Store struct {
 	// batchThreads: thread summary key → the summary as the batch leaves
 	// it (read from disk at the batch's first reply in that thread).
 	batchThreads map[string]*store.ThreadSummary
+	// logPos is the newest message log position given out (log.go): it
+	// never goes down while the process runs, failed writes included.
+	// batchLog is the newest one in the batch being written (0: none).
+	logPos, batchLog uint64
+	// logCommitted is the newest log position of a committed write.
+	logCommitted atomic.Uint64
 
 	// seqMu guards seqs for LastSeq, which reads without appendMu. Append
 	// (the only writer) takes it for writing only to update.
@@ -281,6 +287,12 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, mapErr(err))
 	}
 	s.db = db
+	if s.logPos, err = readLastLogPos(db); err != nil {
+		_ = closeDB(db)
+		s.guard.close()
+		return nil, fmt.Errorf("pebblestore: open %s: message log: %w", dir, err)
+	}
+	s.logCommitted.Store(s.logPos)
 	if readOnly {
 		s.mode.Store(modeReadOnly)
 		s.log.Error("pebblestore: disk full at start; store opened read-only until space is freed",

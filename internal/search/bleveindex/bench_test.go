@@ -1,0 +1,114 @@
+package bleveindex
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/parleyim/parley/internal/search"
+)
+
+// corpus makes n messages in convs conversations: words from a Zipf-like
+// vocabulary of 5,000, every tenth message in Chinese, a minute apart.
+func corpus(n, convs int) []search.Doc {
+	r := rand.New(rand.NewPCG(1, 2))
+	zipf := rand.NewZipf(r, 1.1, 1, 4999)
+	han := []rune("我们明天在北京西站见面东京塔行上海大学生活工作时间问题朋友电话地址")
+	docs := make([]search.Doc, n)
+	for i := range docs {
+		var b strings.Builder
+		if i%10 == 9 {
+			for range 8 + r.IntN(16) {
+				b.WriteRune(han[r.IntN(len(han))])
+			}
+		} else {
+			for w := range 4 + r.IntN(10) {
+				if w > 0 {
+					b.WriteByte(' ')
+				}
+				fmt.Fprintf(&b, "w%d", zipf.Uint64())
+			}
+		}
+		c := i % convs
+		docs[i] = search.Doc{ConversationID: fmt.Sprintf("g:%04d", c), Seq: uint64(i/convs + 1),
+			From: fmt.Sprintf("u%d", r.IntN(200)), Text: b.String(), Time: 1_700_000_000_000 + int64(i)*60_000}
+	}
+	return docs
+}
+
+func indexAll(b *testing.B, ix *Index, docs []search.Doc) {
+	const batch = 4096 // the follower's default batch
+	for i := 0; i < len(docs); i += batch {
+		var cs []search.Change
+		for j := i; j < min(i+batch, len(docs)); j++ {
+			cs = append(cs, search.Change{Put: &docs[j]})
+		}
+		if err := ix.Apply(context.Background(), cs, uint64(i+len(cs))); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkIndex: messages indexed per second in batches of 4,096, as the
+// follower applies them.
+func BenchmarkIndex(b *testing.B) {
+	docs := corpus(100_000, 1000)
+	b.ResetTimer()
+	for range b.N {
+		ix := openTemp(b)
+		indexAll(b, ix, docs)
+		b.StopTimer()
+		_ = ix.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(len(docs)*b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkSearch: one query's latency on 100,000 messages in 1,000
+// conversations.
+func BenchmarkSearch(b *testing.B) {
+	docs := corpus(100_000, 1000)
+	ix := openTemp(b)
+	defer ix.Close()
+	indexAll(b, ix, docs)
+	ranges := func(n int, bounded bool) []search.Range {
+		rs := make([]search.Range, n)
+		for i := range rs {
+			rs[i] = search.Range{ConversationID: fmt.Sprintf("g:%04d", i), From: 1}
+			if bounded {
+				rs[i].From = 10 // joined later: the newest are visible
+			}
+		}
+		return rs
+	}
+	for _, c := range []struct {
+		name string
+		q    search.Query
+	}{
+		{"common-word/50-convs", search.Query{Text: "w1", Ranges: ranges(50, false), Limit: 20}},
+		{"common-word/1000-convs", search.Query{Text: "w1", Ranges: ranges(1000, false), Limit: 20}},
+		{"common-word/1000-bounded", search.Query{Text: "w1", Ranges: ranges(1000, true), Limit: 20}},
+		{"rare-word/1000-convs", search.Query{Text: "w3000", Ranges: ranges(1000, false), Limit: 20}},
+		{"two-words/1000-convs", search.Query{Text: "w2 w3", Ranges: ranges(1000, false), Limit: 20}},
+		{"phrase/1000-convs", search.Query{Text: "w1 w2", Phrase: true, Ranges: ranges(1000, false), Limit: 20}},
+		{"chinese-2/1000-convs", search.Query{Text: "北京", Ranges: ranges(1000, false), Limit: 20}},
+		{"chinese-1/1000-convs", search.Query{Text: "京", Ranges: ranges(1000, false), Limit: 20}},
+		{"common-word/1-conv", search.Query{Text: "w1", Ranges: ranges(1, false), Limit: 20}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			hits := 0
+			for range b.N {
+				r, err := ix.Search(context.Background(), c.q)
+				if err != nil {
+					b.Fatal(err)
+				}
+				hits = len(r.Hits)
+			}
+			if hits == 0 {
+				b.Fatalf("%q found nothing", c.q.Text)
+			}
+		})
+	}
+}

@@ -1,0 +1,280 @@
+// Package bleveindex is the embedded search.Index: a Bleve (scorch) index in
+// a directory of the server's data directory, fed by a search.Follower from
+// the embedded store's log.
+//
+// One Bleve document per searchable message, id "seq:conversation":
+//
+//	text   the message's text, analyzed (analysis.go), stored (snippets),
+//	       with positions (phrases)
+//	key    the sort key (sortKey): time, conversation, seq in one term,
+//	       doc values
+//	conv   conversation id, one term
+//	seq    number
+//	time   number (unix ms), stored
+//	from   sender id, one term, stored
+//	ctype  content type, one term
+//	att    true when it has attachments
+//	vis    "all", or "sender" for SenderOnly
+//
+// Documents are built directly (IndexAdvanced) rather than through a
+// mapping, so no analyzer is registered in Bleve's package-level registry.
+// The feed position is an internal key set in the same batch as the
+// documents: Bleve introduces both in one snapshot.
+package bleveindex
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis"
+	"github.com/blevesearch/bleve/v2/analysis/tokenizer/single"
+	"github.com/blevesearch/bleve/v2/document"
+	"github.com/blevesearch/bleve/v2/index/scorch"
+	"github.com/blevesearch/bleve/v2/mapping"
+	bindex "github.com/blevesearch/bleve_index_api"
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/parleyim/parley/internal/search"
+)
+
+// Field names and values.
+const (
+	fText  = "text"
+	fKey   = "key"
+	fConv  = "conv"
+	fSeq   = "seq"
+	fTime  = "time"
+	fFrom  = "from"
+	fCType = "ctype"
+	fAtt   = "att"
+	fVis   = "vis"
+
+	visAll    = "all"
+	visSender = "sender"
+)
+
+// Internal keys.
+var (
+	keyPosition = []byte("parley.position")
+	// keyFormat holds formatVersion. An index of another version (the
+	// documents or the analysis changed) is dropped and rebuilt from the
+	// store by the follower, from position 0.
+	keyFormat = []byte("parley.format")
+)
+
+const formatVersion = "2"
+
+// Dir is the index's directory in a server's data directory (beside the
+// store's "store").
+const Dir = "search"
+
+// Options configures an Index. The zero value is usable.
+type Options struct {
+	// Logger gets what the index does on its own (dropping an unreadable
+	// or outdated index). nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Index is a search.Index in one directory. Safe for concurrent use.
+type Index struct {
+	dir   string
+	log   *slog.Logger
+	index analysis.Analyzer // analyzes documents' text
+	query analysis.Analyzer // cuts query text
+	kw    analysis.Analyzer // one term per value
+
+	// mu is held for reading by every call while it uses idx, for writing
+	// by Close.
+	mu     sync.RWMutex
+	idx    bleve.Index // nil once closed
+	closed bool
+}
+
+var _ search.Index = (*Index)(nil)
+
+// Open opens the index in dir, creating it when there is none. An index
+// that cannot be opened (damaged) or was written by another format version
+// is removed and created empty: it is rebuilt from the store (its position
+// starts at 0), and the loss is logged.
+func Open(dir string, opts Options) (*Index, error) {
+	l := opts.Logger
+	if l == nil {
+		l = slog.Default()
+	}
+	ix := &Index{dir: dir, log: l, index: newAnalyzer(false), query: newAnalyzer(true), kw: &analysis.DefaultAnalyzer{Tokenizer: single.NewSingleTokenTokenizer()}}
+	idx, err := openOrCreate(dir, l)
+	if err != nil {
+		return nil, err
+	}
+	ix.idx = idx
+	return ix, nil
+}
+
+func openOrCreate(dir string, l *slog.Logger) (bleve.Index, error) {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return create(dir)
+	} else if err != nil {
+		return nil, fmt.Errorf("bleveindex: %w", err)
+	}
+	idx, err := bleve.OpenUsing(dir, nil)
+	reason := ""
+	if err != nil {
+		reason = "cannot be opened: " + err.Error()
+	} else if v, verr := idx.GetInternal(keyFormat); verr != nil {
+		reason = "unreadable: " + verr.Error()
+	} else if string(v) != formatVersion {
+		reason = fmt.Sprintf("format %q, this server writes %q", v, formatVersion)
+	} else if p, perr := idx.GetInternal(keyPosition); perr != nil || (len(p) != 0 && len(p) != 8) {
+		reason = fmt.Sprintf("bad position record (%d bytes, %v)", len(p), perr)
+	}
+	if reason == "" {
+		return idx, nil
+	}
+	if idx != nil {
+		_ = idx.Close()
+	}
+	l.Error("bleveindex: dropping the search index; it is rebuilt from the store", "dir", dir, "reason", reason)
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("bleveindex: remove %s: %w", dir, err)
+	}
+	return create(dir)
+}
+
+func create(dir string) (bleve.Index, error) {
+	m := bleve.NewIndexMapping()
+	// Documents are built by hand (newDocument); nothing is mapped.
+	m.DefaultMapping = mapping.NewDocumentDisabledMapping()
+	m.IndexDynamic, m.StoreDynamic, m.DocValuesDynamic = false, false, false
+	idx, err := bleve.NewUsing(dir, m, scorch.Name, scorch.Name, nil)
+	if err != nil {
+		return nil, fmt.Errorf("bleveindex: create %s: %w", dir, err)
+	}
+	if err := idx.SetInternal(keyFormat, []byte(formatVersion)); err != nil {
+		_ = idx.Close()
+		return nil, fmt.Errorf("bleveindex: create %s: %w", dir, err)
+	}
+	return idx, nil
+}
+
+// enter holds mu for reading while the index is open; the caller must call
+// mu.RUnlock.
+func (x *Index) enter() error {
+	x.mu.RLock()
+	if x.closed {
+		x.mu.RUnlock()
+		return search.ErrClosed
+	}
+	return nil
+}
+
+// Close implements search.Index.
+func (x *Index) Close() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return search.ErrClosed
+	}
+	x.closed = true
+	return x.idx.Close()
+}
+
+// docID is "seq:conversation": unambiguous whatever bytes the
+// conversation id holds (the seq has no ':').
+func docID(conv string, seq uint64) string {
+	return strconv.FormatUint(seq, 10) + ":" + conv
+}
+
+func parseDocID(id string) (conv string, seq uint64, ok bool) {
+	s, conv, found := strings.Cut(id, ":")
+	if !found {
+		return "", 0, false
+	}
+	seq, err := strconv.ParseUint(s, 10, 64)
+	return conv, seq, err == nil
+}
+
+const indexed = bindex.IndexField
+
+// sortKey orders documents as search.Cursor does, bytewise: the time as 16
+// hex digits (times before 1970 are clamped to 0), the conversation, a NUL,
+// the seq as 16 hex digits. One doc-value field sorts a search: each field
+// sorted on costs a doc-value chunk read per matching document.
+func sortKey(c search.Cursor) string {
+	t := uint64(max(c.Time, 0))
+	return fmt.Sprintf("%016x%s\x00%016x", t, c.ConversationID, c.Seq)
+}
+
+func (x *Index) newDocument(d *search.Doc) *document.Document {
+	doc := document.NewDocument(docID(d.ConversationID, d.Seq))
+	text := norm.NFC.String(search.CutText(d.Text, search.MaxTextBytes))
+	vis := visAll
+	if d.SenderOnly {
+		vis = visSender
+	}
+	doc.AddField(document.NewTextFieldCustom(fText, nil, []byte(text),
+		bindex.IndexField|bindex.StoreField|bindex.IncludeTermVectors, x.index))
+	key := sortKey(search.Cursor{Time: d.Time, ConversationID: d.ConversationID, Seq: d.Seq})
+	doc.AddField(document.NewTextFieldCustom(fKey, nil, []byte(key), indexed|bindex.DocValues, x.kw))
+	doc.AddField(document.NewTextFieldCustom(fConv, nil, []byte(d.ConversationID), indexed, x.kw))
+	doc.AddField(document.NewNumericFieldWithIndexingOptions(fSeq, nil, float64(d.Seq), indexed))
+	doc.AddField(document.NewNumericFieldWithIndexingOptions(fTime, nil, float64(d.Time), indexed|bindex.StoreField))
+	doc.AddField(document.NewTextFieldCustom(fFrom, nil, []byte(d.From), indexed|bindex.StoreField, x.kw))
+	doc.AddField(document.NewTextFieldCustom(fCType, nil, []byte(d.ContentType), indexed, x.kw))
+	doc.AddField(document.NewBooleanFieldWithIndexingOptions(fAtt, nil, d.HasAttachment, indexed))
+	doc.AddField(document.NewTextFieldCustom(fVis, nil, []byte(vis), indexed, x.kw))
+	return doc
+}
+
+// Apply implements search.Index: one Bleve batch of the documents and the
+// position, durable when it returns.
+func (x *Index) Apply(ctx context.Context, changes []search.Change, pos uint64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := x.enter(); err != nil {
+		return err
+	}
+	defer x.mu.RUnlock()
+	b := x.idx.NewBatch()
+	for _, c := range changes {
+		if c.Put != nil {
+			if err := b.IndexAdvanced(x.newDocument(c.Put)); err != nil {
+				return fmt.Errorf("bleveindex: %w", err)
+			}
+			continue
+		}
+		b.Delete(docID(c.ConversationID, c.Seq))
+	}
+	b.SetInternal(keyPosition, binary.BigEndian.AppendUint64(nil, pos))
+	if err := x.idx.Batch(b); err != nil {
+		return fmt.Errorf("bleveindex: %w", err)
+	}
+	return nil
+}
+
+// Position implements search.Index.
+func (x *Index) Position(ctx context.Context) (uint64, error) {
+	if err := x.enter(); err != nil {
+		return 0, err
+	}
+	defer x.mu.RUnlock()
+	v, err := x.idx.GetInternal(keyPosition)
+	if err != nil {
+		return 0, fmt.Errorf("bleveindex: %w", err)
+	}
+	if len(v) == 0 {
+		return 0, nil
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("bleveindex: bad position record (%d bytes)", len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}

@@ -1,0 +1,319 @@
+package bleveindex
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis"
+	bsearch "github.com/blevesearch/bleve/v2/search"
+	"github.com/blevesearch/bleve/v2/search/query"
+	bindex "github.com/blevesearch/bleve_index_api"
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/parleyim/parley/internal/search"
+)
+
+// How a Search restricts itself to the query's Ranges, and bounds its work.
+//
+// A range over a whole conversation (from seq 1, no end) is a term of the
+// conversation; Bleve ORs such terms' posting bitmaps (no scoring is asked
+// for), so thousands of conversations cost one bitmap union. Up to
+// maxExactRanges ranges with seq bounds are each (conversation AND seq
+// range); past that their conversations are plain terms too. Every hit is
+// then checked against the ranges (seq bounds, Hidden seqs) before it is
+// returned, so the index never returns what the query does not allow.
+//
+// Bleve sorts all the documents that match (text, visibility, filters,
+// cursor) to find the newest; the checked hits are read from it in pages of
+// 2×Limit+1, and one Search reads at most maxExamined of them: when that
+// runs out before Limit+1 hits passed the checks (a user who hid many of
+// the matches, or many bounded ranges), the page ends early with Next at
+// the last hit read, and the next call goes on from there.
+const (
+	maxExactRanges = 64
+	maxExamined    = 1000
+)
+
+var sortOrder = bsearch.SortOrder{&bsearch.SortField{Field: fKey, Type: bsearch.SortFieldAsString, Desc: true}}
+
+// sortValues is a cursor as Bleve's SearchAfter takes it.
+func sortValues(c search.Cursor) []string { return []string{sortKey(c)} }
+
+// Search implements search.Index.
+func (x *Index) Search(ctx context.Context, q search.Query) (search.Result, error) {
+	if err := x.enter(); err != nil {
+		return search.Result{}, err
+	}
+	defer x.mu.RUnlock()
+	if len(q.Text) > search.MaxQueryBytes {
+		return search.Result{}, search.ErrBadQuery
+	}
+	limit := q.Limit
+	if limit <= 0 || limit > search.MaxLimit {
+		limit = search.MaxLimit
+	}
+	if len(q.Ranges) == 0 {
+		return search.Result{}, nil
+	}
+	textQ, words, err := x.textQuery(q.Text, q.Phrase)
+	if err != nil || textQ == nil {
+		return search.Result{}, err
+	}
+
+	vis := newVisibility(q.Ranges)
+	clauses := []query.Query{textQ, vis.query()}
+	senderOnly := []query.Query{term(fVis, visAll)}
+	if q.UserID != "" {
+		senderOnly = append(senderOnly, term(fFrom, q.UserID))
+	}
+	clauses = append(clauses, bleve.NewDisjunctionQuery(senderOnly...))
+	if q.From != "" {
+		clauses = append(clauses, term(fFrom, q.From))
+	}
+	if q.ContentType != "" {
+		clauses = append(clauses, term(fCType, q.ContentType))
+	}
+	if q.HasAttachment {
+		b := bleve.NewBoolFieldQuery(true)
+		b.SetField(fAtt)
+		clauses = append(clauses, b)
+	}
+	until := q.Until
+	if q.Before != nil && (until == 0 || q.Before.Time < until) {
+		until = q.Before.Time
+	}
+	if q.Since != 0 || until != 0 {
+		clauses = append(clauses, numberRange(fTime, q.Since, until, q.Since != 0, until != 0))
+	}
+	all := bleve.NewConjunctionQuery(clauses...)
+
+	var after []string
+	if q.Before != nil {
+		after = sortValues(*q.Before)
+	}
+	var res search.Result
+	examined := 0
+	fetch := 2*limit + 1
+	for {
+		req := bleve.NewSearchRequestOptions(all, fetch, 0, false)
+		req.Score = "none"
+		req.SortByCustom(sortOrder)
+		req.SearchAfter = after
+		req.Fields = []string{fTime, fFrom}
+		sr, err := x.idx.SearchInContext(ctx, req)
+		if err != nil {
+			return search.Result{}, fmt.Errorf("bleveindex: %w", err)
+		}
+		for _, h := range sr.Hits {
+			examined++
+			hit, ok := hitOf(h)
+			if ok && vis.allows(hit.ConversationID, hit.Seq) {
+				res.Hits = append(res.Hits, hit)
+				if len(res.Hits) > limit {
+					res.Hits = res.Hits[:limit]
+					c := res.Hits[limit-1].Cursor()
+					res.Next = &c
+					return x.withSnippets(res, words)
+				}
+			}
+			if examined >= maxExamined {
+				c := hit.Cursor()
+				res.Next = &c
+				return x.withSnippets(res, words)
+			}
+		}
+		if len(sr.Hits) < fetch {
+			return x.withSnippets(res, words)
+		}
+		last, _ := hitOf(sr.Hits[len(sr.Hits)-1])
+		after = sortValues(last.Cursor())
+	}
+}
+
+// hitOf reads a Bleve hit's id and stored fields.
+func hitOf(h *bsearch.DocumentMatch) (search.Hit, bool) {
+	conv, seq, ok := parseDocID(h.ID)
+	if !ok {
+		return search.Hit{}, false
+	}
+	hit := search.Hit{ConversationID: conv, Seq: seq}
+	if t, ok := h.Fields[fTime].(float64); ok {
+		hit.Time = int64(t)
+	}
+	hit.From, _ = h.Fields[fFrom].(string)
+	return hit, true
+}
+
+// withSnippets fills in the hits' snippets from their stored text; a hit
+// whose document is gone since (recalled meanwhile) is dropped.
+func (x *Index) withSnippets(res search.Result, words map[string]bool) (search.Result, error) {
+	kept := res.Hits[:0]
+	for _, h := range res.Hits {
+		doc, err := x.idx.Document(docID(h.ConversationID, h.Seq))
+		if err != nil {
+			return search.Result{}, fmt.Errorf("bleveindex: %w", err)
+		}
+		if doc == nil {
+			continue
+		}
+		var text []byte
+		doc.VisitFields(func(f bindex.Field) {
+			if f.Name() == fText {
+				text = f.Value()
+			}
+		})
+		h.Snippet, h.Highlights = snippet(x.index, string(text), words)
+		kept = append(kept, h)
+	}
+	res.Hits = kept
+	return res, nil
+}
+
+func term(field, value string) query.Query {
+	t := bleve.NewTermQuery(value)
+	t.SetField(field)
+	return t
+}
+
+// numberRange is min <= field <= max, each bound only when set.
+func numberRange(field string, min, max int64, hasMin, hasMax bool) query.Query {
+	var lo, hi *float64
+	if hasMin {
+		f := float64(min)
+		lo = &f
+	}
+	if hasMax {
+		f := float64(max)
+		hi = &f
+	}
+	yes := true
+	r := bleve.NewNumericRangeInclusiveQuery(lo, hi, &yes, &yes)
+	r.SetField(field)
+	return r
+}
+
+// textQuery turns the query text into a Bleve query (nil: no word in it)
+// and the set of terms to highlight.
+//
+// Words: every word must match; a run of an n-gram script must match as
+// a whole, so its bigrams form a phrase. Phrase: every term at its
+// position, gaps (the last character of a run has no bigram) matching
+// anything.
+func (x *Index) textQuery(text string, phrase bool) (query.Query, map[string]bool, error) {
+	toks := x.query.Analyze([]byte(norm.NFC.String(text)))
+	if len(toks) == 0 {
+		return nil, nil, nil
+	}
+	words := make(map[string]bool)
+	for _, t := range toks {
+		words[string(t.Term)] = true
+	}
+	if len(words) > search.MaxQueryTerms {
+		return nil, nil, search.ErrBadQuery
+	}
+	if phrase {
+		return phraseOf(toks), words, nil
+	}
+	var parts []query.Query
+	seen := make(map[string]bool)
+	for i := 0; i < len(toks); {
+		j := i + 1
+		if toks[i].Type == typeBigram {
+			for j < len(toks) && toks[j].Type == typeBigram &&
+				toks[j].Position == toks[j-1].Position+1 && toks[j].Start < toks[j-1].End {
+				j++
+			}
+		}
+		key := ""
+		for _, t := range toks[i:j] {
+			key += string(t.Term) + "\x00"
+		}
+		if !seen[key] {
+			seen[key] = true
+			parts = append(parts, phraseOf(toks[i:j]))
+		}
+		i = j
+	}
+	if len(parts) == 1 {
+		return parts[0], words, nil
+	}
+	return bleve.NewConjunctionQuery(parts...), words, nil
+}
+
+// phraseOf is the tokens at their relative positions (a single term when
+// there is one token).
+func phraseOf(toks analysis.TokenStream) query.Query {
+	if len(toks) == 1 {
+		return term(fText, string(toks[0].Term))
+	}
+	first, last := math.MaxInt, 0
+	for _, t := range toks {
+		first, last = min(first, t.Position), max(last, t.Position)
+	}
+	terms := make([][]string, last-first+1)
+	for _, t := range toks {
+		p := t.Position - first
+		if !slices.Contains(terms[p], string(t.Term)) {
+			terms[p] = append(terms[p], string(t.Term))
+		}
+	}
+	return query.NewMultiPhraseQuery(terms, fText)
+}
+
+// visibility is the query's ranges by conversation.
+type visibility map[string][]search.Range
+
+func newVisibility(ranges []search.Range) visibility {
+	v := make(visibility, len(ranges))
+	for _, r := range ranges {
+		r.Hidden = slices.Clone(r.Hidden)
+		slices.Sort(r.Hidden)
+		v[r.ConversationID] = append(v[r.ConversationID], r)
+	}
+	return v
+}
+
+func whole(r search.Range) bool { return r.From <= 1 && r.To == 0 }
+
+// query restricts a search to the ranges' conversations, and to their seq
+// bounds when there are few bounded ranges.
+func (v visibility) query() query.Query {
+	bounded := 0
+	for _, rs := range v {
+		for _, r := range rs {
+			if !whole(r) {
+				bounded++
+			}
+		}
+	}
+	exact := bounded <= maxExactRanges
+	var clauses []query.Query
+	for conv, rs := range v {
+		if !exact || slices.ContainsFunc(rs, whole) {
+			clauses = append(clauses, term(fConv, conv))
+			continue
+		}
+		for _, r := range rs {
+			to := int64(r.To)
+			seqs := numberRange(fSeq, int64(r.From), to, true, r.To != 0)
+			clauses = append(clauses, bleve.NewConjunctionQuery(term(fConv, conv), seqs))
+		}
+	}
+	return bleve.NewDisjunctionQuery(clauses...)
+}
+
+// allows: seq of conv is in one of its ranges and not hidden there.
+func (v visibility) allows(conv string, seq uint64) bool {
+	for _, r := range v[conv] {
+		if seq < r.From || (r.To != 0 && seq > r.To) {
+			continue
+		}
+		if _, hidden := slices.BinarySearch(r.Hidden, seq); !hidden {
+			return true
+		}
+	}
+	return false
+}

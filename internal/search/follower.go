@@ -1,0 +1,306 @@
+package search
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/parleyim/parley/internal/store"
+	pb "github.com/parleyim/parley/proto/parleyv1"
+)
+
+// FollowerConfig configures a Follower. Log, Messages and Index are
+// required; zero values of the others take the defaults given.
+type FollowerConfig struct {
+	// Log is the store's message log, Messages the same store (EDIT
+	// events read their target).
+	Log      store.Log
+	Messages MessageGetter
+	Index    Index
+	// BatchMessages bounds the log entries read and applied in one step.
+	// 0 means 4096 (Bleve indexes larger batches much faster).
+	BatchMessages int
+	// BatchBytes bounds the bytes of messages read in one step (their
+	// proto size). 0 means 4 MiB.
+	BatchBytes int
+	// Poll is how long the follower waits before reading the log again
+	// once it has caught up. 0 means 200 ms.
+	Poll time.Duration
+	// MaxBackoff caps the wait after a failing store or index (doubling
+	// from Poll). 0 means 30 s.
+	MaxBackoff time.Duration
+	// Logger gets one line per failure streak. nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// FollowerStats are a follower's figures, for metrics.
+type FollowerStats struct {
+	// Position is the log position the index holds; StorePosition the
+	// store's newest seen (Lag is their difference, in log positions:
+	// about a message each).
+	Position, StorePosition uint64
+	// Applied counts log entries applied; Skipped those whose message
+	// could not be read (corrupt); Errors failed steps (each retried).
+	Applied, Skipped, Errors uint64
+	// LastError is the newest failure ("" after a step succeeds).
+	LastError string
+}
+
+// Lag is how many log positions the index is behind the store.
+func (s FollowerStats) Lag() uint64 {
+	if s.StorePosition > s.Position {
+		return s.StorePosition - s.Position
+	}
+	return 0
+}
+
+// Follower keeps an Index up to date with a store's Log: one goroutine
+// reads the log from the index's saved position and applies each batch's
+// changes with the position after it, atomically, so a crash never skips
+// nor re-applies a batch (and a re-applied one would be harmless: a Put
+// replaces, a Delete of nothing is nothing). It only reads the store, so
+// it never holds up a send; on errors it backs off and tries again.
+type Follower struct {
+	cfg     FollowerConfig
+	log     *slog.Logger
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+	started atomic.Bool
+
+	// Written by the goroutine, read by Stats and WaitFor.
+	pos, storePos           atomic.Uint64
+	applied, skipped, errsN atomic.Uint64
+	lastErr                 atomic.Pointer[string]
+	progress                chan struct{} // closed and replaced on every step; guarded by progMu
+	progMu                  sync.Mutex
+}
+
+// NewFollower returns a follower; Start runs it.
+func NewFollower(cfg FollowerConfig) (*Follower, error) {
+	if cfg.Log == nil || cfg.Messages == nil || cfg.Index == nil {
+		return nil, errors.New("search: follower needs Log, Messages and Index")
+	}
+	if cfg.BatchMessages <= 0 {
+		cfg.BatchMessages = 4096
+	}
+	if cfg.BatchBytes <= 0 {
+		cfg.BatchBytes = 4 << 20
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 200 * time.Millisecond
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 30 * time.Second
+	}
+	l := cfg.Logger
+	if l == nil {
+		l = slog.Default()
+	}
+	return &Follower{cfg: cfg, log: l, stop: make(chan struct{}), done: make(chan struct{}),
+		progress: make(chan struct{})}, nil
+}
+
+// Start runs the follower in its own goroutine until Stop. Once only.
+func (f *Follower) Start() {
+	if f.started.CompareAndSwap(false, true) {
+		go f.run()
+	}
+}
+
+// Stop stops the follower and waits for it (a step in progress finishes
+// or is cancelled). The index stays open: its owner closes it.
+func (f *Follower) Stop() {
+	f.once.Do(func() { close(f.stop) })
+	if f.started.Load() {
+		<-f.done
+	}
+}
+
+// Stats returns the follower's figures.
+func (f *Follower) Stats() FollowerStats {
+	s := FollowerStats{Position: f.pos.Load(), StorePosition: f.storePos.Load(),
+		Applied: f.applied.Load(), Skipped: f.skipped.Load(), Errors: f.errsN.Load()}
+	if p := f.lastErr.Load(); p != nil {
+		s.LastError = *p
+	}
+	return s
+}
+
+// WaitFor waits until the index holds log position pos (e.g. the store's
+// LastLogPos after a write), ctx ends, or the follower stops.
+func (f *Follower) WaitFor(ctx context.Context, pos uint64) error {
+	for {
+		f.progMu.Lock()
+		ch := f.progress
+		f.progMu.Unlock()
+		if f.pos.Load() >= pos {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-f.done:
+			return errors.New("search: follower stopped")
+		}
+	}
+}
+
+func (f *Follower) signal() {
+	f.progMu.Lock()
+	close(f.progress)
+	f.progress = make(chan struct{})
+	f.progMu.Unlock()
+}
+
+func (f *Follower) run() {
+	defer close(f.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-f.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+
+	started := false
+	wait := time.Duration(0)
+	failing := false
+	for {
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-f.stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		var caughtUp bool
+		var err error
+		if !started {
+			err = f.start(ctx)
+			started = err == nil
+		}
+		if err == nil {
+			caughtUp, err = f.step(ctx)
+		}
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			f.errsN.Add(1)
+			msg := err.Error()
+			f.lastErr.Store(&msg)
+			if !failing {
+				f.log.Error("search: indexing messages failed; retrying with backoff", "err", err)
+			}
+			failing = true
+			wait = min(max(2*wait, f.cfg.Poll), f.cfg.MaxBackoff)
+		default:
+			if failing {
+				f.log.Info("search: indexing messages again")
+				f.lastErr.Store(nil)
+			}
+			failing = false
+			wait = 0
+			if caughtUp {
+				wait = f.cfg.Poll
+			}
+		}
+	}
+}
+
+// start reads the index's position. An index ahead of the store (the store
+// lost its newest writes, or was restored from an older backup) would skip
+// every new message up to its position: it follows from the store's newest
+// position instead, and says that the index needs a rebuild.
+func (f *Follower) start(ctx context.Context) error {
+	pos, err := f.cfg.Index.Position(ctx)
+	if err != nil {
+		return fmt.Errorf("search: index position: %w", err)
+	}
+	last, err := f.cfg.Log.LastLogPos(ctx)
+	if err != nil {
+		return fmt.Errorf("search: store log position: %w", err)
+	}
+	if pos > last {
+		f.log.Error("search: the index is ahead of the store (store restored or its newest writes lost); following from the store's position: run 'parley reindex' to drop messages the store no longer has",
+			"index_pos", pos, "store_pos", last)
+		pos = last
+	}
+	f.pos.Store(pos)
+	f.storePos.Store(last)
+	f.signal()
+	return nil
+}
+
+// step applies one batch of the log after the follower's position and
+// reports whether it had caught up (nothing left to read). Called by the
+// follower's goroutine, or by CatchUp on a follower never started.
+func (f *Follower) step(ctx context.Context) (caughtUp bool, err error) {
+	if last, err := f.cfg.Log.LastLogPos(ctx); err == nil {
+		f.storePos.Store(last)
+	}
+	pos := f.pos.Load()
+	entries, err := f.cfg.Log.LogAfter(ctx, pos, f.cfg.BatchMessages, f.cfg.BatchBytes)
+	if err != nil {
+		return false, fmt.Errorf("search: read store log: %w", err)
+	}
+	if len(entries) == 0 {
+		return true, nil
+	}
+	msgs := make([]*pb.Message, 0, len(entries))
+	skipped := 0
+	for _, e := range entries {
+		if e.Msg == nil {
+			skipped++
+			continue
+		}
+		msgs = append(msgs, e.Msg)
+	}
+	changes, err := Changes(ctx, f.cfg.Messages, msgs)
+	if err != nil {
+		return false, fmt.Errorf("search: read edited messages: %w", err)
+	}
+	next := entries[len(entries)-1].Pos
+	if err := f.cfg.Index.Apply(ctx, changes, next); err != nil {
+		return false, fmt.Errorf("search: index: %w", err)
+	}
+	f.pos.Store(next)
+	if next > f.storePos.Load() {
+		f.storePos.Store(next)
+	}
+	f.applied.Add(uint64(len(entries) - skipped))
+	f.skipped.Add(uint64(skipped))
+	f.signal()
+	return false, nil
+}
+
+// CatchUp initializes a follower that was not Started and applies the log
+// until it has caught up with the store: a rebuild. progress, when not
+// nil, is called after each step.
+func (f *Follower) CatchUp(ctx context.Context, progress func(FollowerStats)) error {
+	if err := f.start(ctx); err != nil {
+		return err
+	}
+	for {
+		done, err := f.step(ctx)
+		if err != nil {
+			return err
+		}
+		if progress != nil {
+			progress(f.Stats())
+		}
+		if done {
+			return nil
+		}
+	}
+}
