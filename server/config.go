@@ -186,6 +186,10 @@ type Config struct {
 	// given a token through the admin API, or logged in once with an
 	// app-minted token.
 	UnknownRecipients string `yaml:"unknown_recipients"`
+	// Search turns message search on or off: "on" (default) keeps a
+	// full-text index of messages in the data directory (embedded store);
+	// "off" keeps none and answers searches UNAVAILABLE.
+	Search string `yaml:"search"`
 	// RoomClientSend lets clients broadcast to chat rooms they joined
 	// (RoomSend). Default false: only the admin push API broadcasts to rooms.
 	RoomClientSend bool `yaml:"room_client_send"`
@@ -528,6 +532,9 @@ func (c Config) withDefaults() Config {
 	if c.UnknownRecipients == "" {
 		c.UnknownRecipients = "refuse"
 	}
+	if c.Search == "" {
+		c.Search = "on"
+	}
 	if c.RecallWindow == 0 {
 		c.RecallWindow = 2 * time.Minute
 	}
@@ -720,6 +727,7 @@ func (c Config) validate() error {
 	check(c.TokenKey == "" || len(c.TokenKey) >= 32, "token_key must be at least 32 bytes")
 	check(c.AppSecret == "" || len(c.AppSecret) >= 32, "app_secret must be at least 32 bytes")
 	check(c.UnknownRecipients == "refuse" || c.UnknownRecipients == "accept", "unknown_recipients must be refuse or accept")
+	check(c.Search == "on" || c.Search == "off", "search must be on or off")
 	names := make(map[string]bool)
 	for _, k := range c.AdminAPIKeys {
 		name, secret := auth.ParseAdminKey(k)

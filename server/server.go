@@ -50,6 +50,7 @@ type Server struct {
 	hooks  *webhook.Dispatcher
 	notify *notify.Notifier
 	media  *media.Service // nil: no media (a cluster without a bucket)
+	search *searchPart    // nil: no search (off, or a store without a log)
 	mod    *moderation.Service
 
 	httpSrv *http.Server
@@ -114,10 +115,15 @@ func New(cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("parley: open store: %w", err)
 	}
 	cleanups = append(cleanups, func() { st.Close() })
+	raw := st
 	if cfg.storeWrap != nil {
 		st = cfg.storeWrap(st)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, store: st, started: time.Now()}
+	if s.search, err = newSearch(cfg, raw, st); err != nil {
+		return nil, fmt.Errorf("parley: %w", err)
+	}
+	cleanups = append(cleanups, func() { s.search.close() })
 	s.hooks, err = webhook.New(webhook.Config{URLs: cfg.WebhookURLs, Secret: secrets.WebhookSecret,
 		Events: cfg.WebhookEvents, QueueSize: cfg.WebhookQueue, Logger: cfg.Logger})
 	if err != nil {
@@ -199,6 +205,7 @@ func New(cfg Config) (_ *Server, err error) {
 		UserStorageQuota: orZero(cfg.UserStorageQuotaBytes),
 		Events:           events,
 		Notifier:         s.notify,
+		Search:           s.search.searcher(),
 		Media:            chatMedia(s.media),
 		Moderator:        s.mod,
 		Logger:           cfg.Logger,
@@ -359,6 +366,9 @@ func (s *Server) Start() error {
 	}
 	s.httpLn, s.tcpLn, s.running = httpLn, tcpLn, true
 	s.chat.Start()
+	if s.search != nil {
+		s.search.follower.Start()
+	}
 	go func() {
 		if err := s.httpSrv.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server stopped", "err", err)
@@ -448,6 +458,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	defer s.mod.Close() // after the chat service: nothing is decided any more
 	if !wasStarted {
 		s.router.Close()
+		s.search.close()
 		return s.store.Close()
 	}
 	var errs []error
@@ -466,6 +477,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	s.notify.Close() // after the chat service: nothing is stored any more
+	if err := s.search.close(); err != nil {
+		errs = append(errs, err)
+	}
 	if s.media != nil {
 		s.media.Close() // after the HTTP server: no upload is running
 	}

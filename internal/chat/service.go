@@ -59,6 +59,9 @@ type Config struct {
 	// DenyStrangers: users may message only their friends (and groups they
 	// are in). Default false: anyone may start a 1:1 conversation.
 	DenyStrangers bool
+	// Search answers message searches (package search); nil: search is
+	// off and a Search is answered UNAVAILABLE.
+	Search Searcher
 	// RefuseUnknown: a 1:1 send to a user id without an account is refused
 	// with NO_SUCH_USER, and a user who logs in with an app-minted token is
 	// given an account (so that they can be messaged). False: such a send
@@ -203,10 +206,12 @@ func (c *Config) setDefaults() {
 
 // Limits on client-supplied fields.
 const (
-	maxClientMsgID   = 64
-	maxContentType   = 64
-	defaultPageLimit = 100
-	maxPageLimit     = 1000
+	maxClientMsgID = 64
+	maxContentType = 64
+	// maxConversationID bounds conversation and user ids a request names.
+	maxConversationID = 256
+	defaultPageLimit  = 100
+	maxPageLimit      = 1000
 	// maxHiddenSkips bounds the pages one request reads past hidden messages.
 	maxHiddenSkips = 20
 )
@@ -277,6 +282,7 @@ type Service struct {
 	reads                   *semaphore.Weighted // Config.ReadMemoryBytes, shared by page reads
 	moderating              chan struct{}       // a token per write waiting for the hooks (Config.MaxModerating)
 	moderatingBytes         *semaphore.Weighted // their bytes (moderatingBytesMax)
+	searchSlots             *semaphore.Weighted // searches running at once (searchSlotCount)
 	moderators              sync.WaitGroup      // the goroutines waiting for the hooks
 	reacts                  chan *reactReq      // to the reaction writer (rich.go)
 	reactsDone              chan reactBatch     // reaction writer to reactAnswerLoop
@@ -335,6 +341,7 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 	s.reads = semaphore.NewWeighted(cfg.ReadMemoryBytes)
 	s.moderating = make(chan struct{}, cfg.MaxModerating)
 	s.moderatingBytes = semaphore.NewWeighted(moderatingBytesMax)
+	s.searchSlots = semaphore.NewWeighted(searchSlotCount)
 	s.ids.node = uint64(cfg.NodeID & 1023)
 	s.nodeID = strconv.Itoa(int(cfg.NodeID))
 	s.nextSession.Store(uint64(time.Now().UnixMicro()))
@@ -590,6 +597,8 @@ func (s *Service) dispatch(ctx context.Context, c Replier, sess *session.Session
 		return s.pin(ctx, c, sess, id, b.Pin)
 	case *pb.ClientFrame_ThreadHistory:
 		return s.threadHistory(ctx, c, sess, id, b.ThreadHistory)
+	case *pb.ClientFrame_Search:
+		return s.searchMessages(ctx, c, sess, id, b.Search)
 	case *pb.ClientFrame_StreamOpen:
 		return s.streamOpen(ctx, c, sess, id, b.StreamOpen)
 	case *pb.ClientFrame_StreamAppend:

@@ -660,6 +660,7 @@ type ClientFrame struct {
 	//	*ClientFrame_StreamOpen
 	//	*ClientFrame_StreamAppend
 	//	*ClientFrame_StreamFinish
+	//	*ClientFrame_Search
 	Body          isClientFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1141,6 +1142,15 @@ func (x *ClientFrame) GetStreamFinish() *StreamFinish {
 	return nil
 }
 
+func (x *ClientFrame) GetSearch() *Search {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_Search); ok {
+			return x.Search
+		}
+	}
+	return nil
+}
+
 type isClientFrame_Body interface {
 	isClientFrame_Body()
 }
@@ -1347,6 +1357,11 @@ type ClientFrame_StreamFinish struct {
 	StreamFinish *StreamFinish `protobuf:"bytes,122,opt,name=stream_finish,json=streamFinish,proto3,oneof"`
 }
 
+type ClientFrame_Search struct {
+	// Search (docs/search.md)
+	Search *Search `protobuf:"bytes,130,opt,name=search,proto3,oneof"`
+}
+
 func (*ClientFrame_Auth) isClientFrame_Body() {}
 
 func (*ClientFrame_Ping) isClientFrame_Body() {}
@@ -1443,6 +1458,8 @@ func (*ClientFrame_StreamAppend) isClientFrame_Body() {}
 
 func (*ClientFrame_StreamFinish) isClientFrame_Body() {}
 
+func (*ClientFrame_Search) isClientFrame_Body() {}
+
 // ServerFrame is everything the server can send.
 type ServerFrame struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1477,6 +1494,7 @@ type ServerFrame struct {
 	//	*ServerFrame_Reactions
 	//	*ServerFrame_StreamOpened
 	//	*ServerFrame_StreamChunk
+	//	*ServerFrame_SearchResults
 	Body          isServerFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1769,6 +1787,15 @@ func (x *ServerFrame) GetStreamChunk() *StreamChunk {
 	return nil
 }
 
+func (x *ServerFrame) GetSearchResults() *SearchResults {
+	if x != nil {
+		if x, ok := x.Body.(*ServerFrame_SearchResults); ok {
+			return x.SearchResults
+		}
+	}
+	return nil
+}
+
 type isServerFrame_Body interface {
 	isServerFrame_Body()
 }
@@ -1882,6 +1909,11 @@ type ServerFrame_StreamChunk struct {
 	StreamChunk *StreamChunk `protobuf:"bytes,42,opt,name=stream_chunk,json=streamChunk,proto3,oneof"`
 }
 
+type ServerFrame_SearchResults struct {
+	// Search (docs/search.md)
+	SearchResults *SearchResults `protobuf:"bytes,50,opt,name=search_results,json=searchResults,proto3,oneof"`
+}
+
 func (*ServerFrame_AuthOk) isServerFrame_Body() {}
 
 func (*ServerFrame_Pong) isServerFrame_Body() {}
@@ -1935,6 +1967,8 @@ func (*ServerFrame_Reactions) isServerFrame_Body() {}
 func (*ServerFrame_StreamOpened) isServerFrame_Body() {}
 
 func (*ServerFrame_StreamChunk) isServerFrame_Body() {}
+
+func (*ServerFrame_SearchResults) isServerFrame_Body() {}
 
 // Auth must be the first frame on a connection.
 type Auth struct {
@@ -8046,11 +8080,394 @@ func (x *StreamChunk) GetThreadRoot() uint64 {
 	return 0
 }
 
+// Search finds messages in the conversations the user is in, newest first:
+// only messages the user may read (in a group: after they joined, before
+// they left), never recalled, deleted or deleted-for-me ones, an edited
+// message by its current text. Reply: search_results.
+type Search struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Words to find (every one, in any order; case and accents do not
+	// matter), or, with phrase, the words in this order. In Chinese,
+	// Japanese, Korean and Thai a query finds its characters inside longer
+	// runs. 1-256 bytes.
+	Query  string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	Phrase bool   `protobuf:"varint,2,opt,name=phrase,proto3" json:"phrase,omitempty"`
+	// Filters; empty or zero: any.
+	ConversationId string `protobuf:"bytes,3,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	From           string `protobuf:"bytes,4,opt,name=from,proto3" json:"from,omitempty"`
+	ContentType    string `protobuf:"bytes,5,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	HasAttachment  bool   `protobuf:"varint,6,opt,name=has_attachment,json=hasAttachment,proto3" json:"has_attachment,omitempty"`
+	// Unix ms, inclusive.
+	Since int64 `protobuf:"varint,7,opt,name=since,proto3" json:"since,omitempty"`
+	Until int64 `protobuf:"varint,8,opt,name=until,proto3" json:"until,omitempty"`
+	// The next page: SearchResults.next of the previous one.
+	Before *SearchCursor `protobuf:"bytes,9,opt,name=before,proto3" json:"before,omitempty"`
+	// At most 100; 0: 20.
+	Limit         uint32 `protobuf:"varint,10,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Search) Reset() {
+	*x = Search{}
+	mi := &file_parley_v1_parley_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Search) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Search) ProtoMessage() {}
+
+func (x *Search) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Search.ProtoReflect.Descriptor instead.
+func (*Search) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *Search) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *Search) GetPhrase() bool {
+	if x != nil {
+		return x.Phrase
+	}
+	return false
+}
+
+func (x *Search) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *Search) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *Search) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+func (x *Search) GetHasAttachment() bool {
+	if x != nil {
+		return x.HasAttachment
+	}
+	return false
+}
+
+func (x *Search) GetSince() int64 {
+	if x != nil {
+		return x.Since
+	}
+	return 0
+}
+
+func (x *Search) GetUntil() int64 {
+	if x != nil {
+		return x.Until
+	}
+	return 0
+}
+
+func (x *Search) GetBefore() *SearchCursor {
+	if x != nil {
+		return x.Before
+	}
+	return nil
+}
+
+func (x *Search) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// SearchCursor is a position in the newest-first order of hits.
+type SearchCursor struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ServerTime     int64                  `protobuf:"varint,1,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
+	ConversationId string                 `protobuf:"bytes,2,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	Seq            uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SearchCursor) Reset() {
+	*x = SearchCursor{}
+	mi := &file_parley_v1_parley_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchCursor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchCursor) ProtoMessage() {}
+
+func (x *SearchCursor) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchCursor.ProtoReflect.Descriptor instead.
+func (*SearchCursor) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *SearchCursor) GetServerTime() int64 {
+	if x != nil {
+		return x.ServerTime
+	}
+	return 0
+}
+
+func (x *SearchCursor) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *SearchCursor) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+type SearchResults struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Hits  []*SearchHit           `protobuf:"bytes,1,rep,name=hits,proto3" json:"hits,omitempty"`
+	// Set when more hits may follow: pass it as Search.before.
+	Next          *SearchCursor `protobuf:"bytes,2,opt,name=next,proto3" json:"next,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchResults) Reset() {
+	*x = SearchResults{}
+	mi := &file_parley_v1_parley_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchResults) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchResults) ProtoMessage() {}
+
+func (x *SearchResults) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchResults.ProtoReflect.Descriptor instead.
+func (*SearchResults) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *SearchResults) GetHits() []*SearchHit {
+	if x != nil {
+		return x.Hits
+	}
+	return nil
+}
+
+func (x *SearchResults) GetNext() *SearchCursor {
+	if x != nil {
+		return x.Next
+	}
+	return nil
+}
+
+// SearchHit is one matching message. To show it in context, page the
+// conversation's history around seq (history before seq + 1, sync after).
+type SearchHit struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	Seq            uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	From           string                 `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
+	ServerTime     int64                  `protobuf:"varint,4,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
+	// The text around the match, at most 240 bytes, cut at character
+	// boundaries; highlights are the byte ranges of the matched words in it.
+	Snippet       string       `protobuf:"bytes,5,opt,name=snippet,proto3" json:"snippet,omitempty"`
+	Highlights    []*TextRange `protobuf:"bytes,6,rep,name=highlights,proto3" json:"highlights,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchHit) Reset() {
+	*x = SearchHit{}
+	mi := &file_parley_v1_parley_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchHit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchHit) ProtoMessage() {}
+
+func (x *SearchHit) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchHit.ProtoReflect.Descriptor instead.
+func (*SearchHit) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *SearchHit) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *SearchHit) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *SearchHit) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *SearchHit) GetServerTime() int64 {
+	if x != nil {
+		return x.ServerTime
+	}
+	return 0
+}
+
+func (x *SearchHit) GetSnippet() string {
+	if x != nil {
+		return x.Snippet
+	}
+	return ""
+}
+
+func (x *SearchHit) GetHighlights() []*TextRange {
+	if x != nil {
+		return x.Highlights
+	}
+	return nil
+}
+
+// TextRange is [start, end) in bytes of a UTF-8 string.
+type TextRange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Start         uint32                 `protobuf:"varint,1,opt,name=start,proto3" json:"start,omitempty"`
+	End           uint32                 `protobuf:"varint,2,opt,name=end,proto3" json:"end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TextRange) Reset() {
+	*x = TextRange{}
+	mi := &file_parley_v1_parley_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TextRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TextRange) ProtoMessage() {}
+
+func (x *TextRange) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TextRange.ProtoReflect.Descriptor instead.
+func (*TextRange) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{95}
+}
+
+func (x *TextRange) GetStart() uint32 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *TextRange) GetEnd() uint32 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
 var File_parley_v1_parley_proto protoreflect.FileDescriptor
 
 const file_parley_v1_parley_proto_rawDesc = "" +
 	"\n" +
-	"\x16parley/v1/parley.proto\x12\tparley.v1\"\xfc\x15\n" +
+	"\x16parley/v1/parley.proto\x12\tparley.v1\"\xaa\x16\n" +
 	"\vClientFrame\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
 	"\x04auth\x18\x02 \x01(\v2\x0f.parley.v1.AuthH\x00R\x04auth\x12%\n" +
@@ -8107,8 +8524,9 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\vstream_open\x18x \x01(\v2\x15.parley.v1.StreamOpenH\x00R\n" +
 	"streamOpen\x12>\n" +
 	"\rstream_append\x18y \x01(\v2\x17.parley.v1.StreamAppendH\x00R\fstreamAppend\x12>\n" +
-	"\rstream_finish\x18z \x01(\v2\x17.parley.v1.StreamFinishH\x00R\fstreamFinishB\x06\n" +
-	"\x04body\"\xc3\v\n" +
+	"\rstream_finish\x18z \x01(\v2\x17.parley.v1.StreamFinishH\x00R\fstreamFinish\x12,\n" +
+	"\x06search\x18\x82\x01 \x01(\v2\x11.parley.v1.SearchH\x00R\x06searchB\x06\n" +
+	"\x04body\"\x86\f\n" +
 	"\vServerFrame\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12,\n" +
 	"\aauth_ok\x18\x02 \x01(\v2\x11.parley.v1.AuthOkH\x00R\x06authOk\x12%\n" +
@@ -8141,7 +8559,8 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\breaction\x18  \x01(\v2\x19.parley.v1.ReactionUpdateH\x00R\breaction\x127\n" +
 	"\treactions\x18! \x01(\v2\x17.parley.v1.ReactionPageH\x00R\treactions\x12>\n" +
 	"\rstream_opened\x18) \x01(\v2\x17.parley.v1.StreamOpenedH\x00R\fstreamOpened\x12;\n" +
-	"\fstream_chunk\x18* \x01(\v2\x16.parley.v1.StreamChunkH\x00R\vstreamChunkB\x06\n" +
+	"\fstream_chunk\x18* \x01(\v2\x16.parley.v1.StreamChunkH\x00R\vstreamChunk\x12A\n" +
+	"\x0esearch_results\x182 \x01(\v2\x18.parley.v1.SearchResultsH\x00R\rsearchResultsB\x06\n" +
 	"\x04body\"Z\n" +
 	"\x04Auth\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1b\n" +
@@ -8622,7 +9041,40 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\fcontent_type\x18\x06 \x01(\tR\vcontentType\x12\x19\n" +
 	"\breply_to\x18\a \x01(\x04R\areplyTo\x12\x1f\n" +
 	"\vthread_root\x18\b \x01(\x04R\n" +
-	"threadRoot*\xaa\x03\n" +
+	"threadRoot\"\xb0\x02\n" +
+	"\x06Search\x12\x14\n" +
+	"\x05query\x18\x01 \x01(\tR\x05query\x12\x16\n" +
+	"\x06phrase\x18\x02 \x01(\bR\x06phrase\x12'\n" +
+	"\x0fconversation_id\x18\x03 \x01(\tR\x0econversationId\x12\x12\n" +
+	"\x04from\x18\x04 \x01(\tR\x04from\x12!\n" +
+	"\fcontent_type\x18\x05 \x01(\tR\vcontentType\x12%\n" +
+	"\x0ehas_attachment\x18\x06 \x01(\bR\rhasAttachment\x12\x14\n" +
+	"\x05since\x18\a \x01(\x03R\x05since\x12\x14\n" +
+	"\x05until\x18\b \x01(\x03R\x05until\x12/\n" +
+	"\x06before\x18\t \x01(\v2\x17.parley.v1.SearchCursorR\x06before\x12\x14\n" +
+	"\x05limit\x18\n" +
+	" \x01(\rR\x05limit\"j\n" +
+	"\fSearchCursor\x12\x1f\n" +
+	"\vserver_time\x18\x01 \x01(\x03R\n" +
+	"serverTime\x12'\n" +
+	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\"f\n" +
+	"\rSearchResults\x12(\n" +
+	"\x04hits\x18\x01 \x03(\v2\x14.parley.v1.SearchHitR\x04hits\x12+\n" +
+	"\x04next\x18\x02 \x01(\v2\x17.parley.v1.SearchCursorR\x04next\"\xcb\x01\n" +
+	"\tSearchHit\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\tR\x04from\x12\x1f\n" +
+	"\vserver_time\x18\x04 \x01(\x03R\n" +
+	"serverTime\x12\x18\n" +
+	"\asnippet\x18\x05 \x01(\tR\asnippet\x124\n" +
+	"\n" +
+	"highlights\x18\x06 \x03(\v2\x14.parley.v1.TextRangeR\n" +
+	"highlights\"3\n" +
+	"\tTextRange\x12\x14\n" +
+	"\x05start\x18\x01 \x01(\rR\x05start\x12\x10\n" +
+	"\x03end\x18\x02 \x01(\rR\x03end*\xaa\x03\n" +
 	"\vMessageKind\x12\x1c\n" +
 	"\x18MESSAGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13MESSAGE_KIND_NORMAL\x10\x01\x12\x17\n" +
@@ -8709,7 +9161,7 @@ func file_parley_v1_parley_proto_rawDescGZIP() []byte {
 }
 
 var file_parley_v1_parley_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_parley_v1_parley_proto_msgTypes = make([]protoimpl.MessageInfo, 91)
+var file_parley_v1_parley_proto_msgTypes = make([]protoimpl.MessageInfo, 96)
 var file_parley_v1_parley_proto_goTypes = []any{
 	(MessageKind)(0),            // 0: parley.v1.MessageKind
 	(ConversationType)(0),       // 1: parley.v1.ConversationType
@@ -8810,6 +9262,11 @@ var file_parley_v1_parley_proto_goTypes = []any{
 	(*StreamAppend)(nil),        // 96: parley.v1.StreamAppend
 	(*StreamFinish)(nil),        // 97: parley.v1.StreamFinish
 	(*StreamChunk)(nil),         // 98: parley.v1.StreamChunk
+	(*Search)(nil),              // 99: parley.v1.Search
+	(*SearchCursor)(nil),        // 100: parley.v1.SearchCursor
+	(*SearchResults)(nil),       // 101: parley.v1.SearchResults
+	(*SearchHit)(nil),           // 102: parley.v1.SearchHit
+	(*TextRange)(nil),           // 103: parley.v1.TextRange
 }
 var file_parley_v1_parley_proto_depIdxs = []int32{
 	10,  // 0: parley.v1.ClientFrame.auth:type_name -> parley.v1.Auth
@@ -8860,75 +9317,81 @@ var file_parley_v1_parley_proto_depIdxs = []int32{
 	94,  // 45: parley.v1.ClientFrame.stream_open:type_name -> parley.v1.StreamOpen
 	96,  // 46: parley.v1.ClientFrame.stream_append:type_name -> parley.v1.StreamAppend
 	97,  // 47: parley.v1.ClientFrame.stream_finish:type_name -> parley.v1.StreamFinish
-	11,  // 48: parley.v1.ServerFrame.auth_ok:type_name -> parley.v1.AuthOk
-	13,  // 49: parley.v1.ServerFrame.pong:type_name -> parley.v1.Pong
-	17,  // 50: parley.v1.ServerFrame.send_ack:type_name -> parley.v1.SendAck
-	19,  // 51: parley.v1.ServerFrame.message:type_name -> parley.v1.Message
-	25,  // 52: parley.v1.ServerFrame.receipt:type_name -> parley.v1.Receipt
-	29,  // 53: parley.v1.ServerFrame.conversations:type_name -> parley.v1.ConversationList
-	32,  // 54: parley.v1.ServerFrame.messages:type_name -> parley.v1.MessagePage
-	33,  // 55: parley.v1.ServerFrame.error:type_name -> parley.v1.Error
-	35,  // 56: parley.v1.ServerFrame.disconnect:type_name -> parley.v1.Disconnect
-	14,  // 57: parley.v1.ServerFrame.ok:type_name -> parley.v1.Ok
-	36,  // 58: parley.v1.ServerFrame.group:type_name -> parley.v1.GroupInfo
-	50,  // 59: parley.v1.ServerFrame.members:type_name -> parley.v1.MemberPage
-	57,  // 60: parley.v1.ServerFrame.read_counts:type_name -> parley.v1.ReadCountList
-	59,  // 61: parley.v1.ServerFrame.typing:type_name -> parley.v1.TypingEvent
-	63,  // 62: parley.v1.ServerFrame.presence:type_name -> parley.v1.PresenceList
-	64,  // 63: parley.v1.ServerFrame.presence_event:type_name -> parley.v1.PresenceEvent
-	70,  // 64: parley.v1.ServerFrame.contacts:type_name -> parley.v1.ContactList
-	71,  // 65: parley.v1.ServerFrame.contact_event:type_name -> parley.v1.ContactEvent
-	54,  // 66: parley.v1.ServerFrame.hidden:type_name -> parley.v1.HiddenEvent
-	75,  // 67: parley.v1.ServerFrame.conversation_event:type_name -> parley.v1.ConversationEvent
-	76,  // 68: parley.v1.ServerFrame.push:type_name -> parley.v1.Push
-	80,  // 69: parley.v1.ServerFrame.room:type_name -> parley.v1.RoomInfo
-	87,  // 70: parley.v1.ServerFrame.file_url:type_name -> parley.v1.FileUrlResult
-	89,  // 71: parley.v1.ServerFrame.reaction:type_name -> parley.v1.ReactionUpdate
-	91,  // 72: parley.v1.ServerFrame.reactions:type_name -> parley.v1.ReactionPage
-	95,  // 73: parley.v1.ServerFrame.stream_opened:type_name -> parley.v1.StreamOpened
-	98,  // 74: parley.v1.ServerFrame.stream_chunk:type_name -> parley.v1.StreamChunk
-	16,  // 75: parley.v1.Send.attachments:type_name -> parley.v1.Attachment
-	4,   // 76: parley.v1.MessageEvent.role:type_name -> parley.v1.GroupRole
-	36,  // 77: parley.v1.MessageEvent.group:type_name -> parley.v1.GroupInfo
-	0,   // 78: parley.v1.Message.kind:type_name -> parley.v1.MessageKind
-	18,  // 79: parley.v1.Message.event:type_name -> parley.v1.MessageEvent
-	16,  // 80: parley.v1.Message.attachments:type_name -> parley.v1.Attachment
-	20,  // 81: parley.v1.Message.reply_preview:type_name -> parley.v1.MessagePreview
-	21,  // 82: parley.v1.Message.thread:type_name -> parley.v1.ThreadSummary
-	22,  // 83: parley.v1.Message.reactions:type_name -> parley.v1.Reaction
-	1,   // 84: parley.v1.Conversation.type:type_name -> parley.v1.ConversationType
-	19,  // 85: parley.v1.Conversation.last_message:type_name -> parley.v1.Message
-	36,  // 86: parley.v1.Conversation.group:type_name -> parley.v1.GroupInfo
-	28,  // 87: parley.v1.Conversation.pins:type_name -> parley.v1.PinnedMessage
-	27,  // 88: parley.v1.ConversationList.conversations:type_name -> parley.v1.Conversation
-	19,  // 89: parley.v1.MessagePage.messages:type_name -> parley.v1.Message
-	2,   // 90: parley.v1.Error.code:type_name -> parley.v1.ErrorCode
-	3,   // 91: parley.v1.Disconnect.code:type_name -> parley.v1.DisconnectCode
-	5,   // 92: parley.v1.GroupInfo.add_policy:type_name -> parley.v1.GroupAddPolicy
-	6,   // 93: parley.v1.GroupInfo.history_visibility:type_name -> parley.v1.HistoryVisibility
-	5,   // 94: parley.v1.CreateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
-	6,   // 95: parley.v1.CreateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
-	5,   // 96: parley.v1.UpdateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
-	6,   // 97: parley.v1.UpdateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
-	4,   // 98: parley.v1.SetRole.role:type_name -> parley.v1.GroupRole
-	4,   // 99: parley.v1.Member.role:type_name -> parley.v1.GroupRole
-	49,  // 100: parley.v1.MemberPage.members:type_name -> parley.v1.Member
-	56,  // 101: parley.v1.ReadCountList.counts:type_name -> parley.v1.ReadCount
-	62,  // 102: parley.v1.PresenceList.users:type_name -> parley.v1.Presence
-	62,  // 103: parley.v1.PresenceEvent.presence:type_name -> parley.v1.Presence
-	7,   // 104: parley.v1.Contact.state:type_name -> parley.v1.ContactState
-	65,  // 105: parley.v1.ContactList.contacts:type_name -> parley.v1.Contact
-	65,  // 106: parley.v1.ContactEvent.contact:type_name -> parley.v1.Contact
-	82,  // 107: parley.v1.RegisterPush.apns:type_name -> parley.v1.ApnsTarget
-	83,  // 108: parley.v1.RegisterPush.fcm:type_name -> parley.v1.FcmTarget
-	84,  // 109: parley.v1.RegisterPush.webpush:type_name -> parley.v1.WebPushTarget
-	22,  // 110: parley.v1.ReactionUpdate.reactions:type_name -> parley.v1.Reaction
-	89,  // 111: parley.v1.ReactionPage.updates:type_name -> parley.v1.ReactionUpdate
-	112, // [112:112] is the sub-list for method output_type
-	112, // [112:112] is the sub-list for method input_type
-	112, // [112:112] is the sub-list for extension type_name
-	112, // [112:112] is the sub-list for extension extendee
-	0,   // [0:112] is the sub-list for field type_name
+	99,  // 48: parley.v1.ClientFrame.search:type_name -> parley.v1.Search
+	11,  // 49: parley.v1.ServerFrame.auth_ok:type_name -> parley.v1.AuthOk
+	13,  // 50: parley.v1.ServerFrame.pong:type_name -> parley.v1.Pong
+	17,  // 51: parley.v1.ServerFrame.send_ack:type_name -> parley.v1.SendAck
+	19,  // 52: parley.v1.ServerFrame.message:type_name -> parley.v1.Message
+	25,  // 53: parley.v1.ServerFrame.receipt:type_name -> parley.v1.Receipt
+	29,  // 54: parley.v1.ServerFrame.conversations:type_name -> parley.v1.ConversationList
+	32,  // 55: parley.v1.ServerFrame.messages:type_name -> parley.v1.MessagePage
+	33,  // 56: parley.v1.ServerFrame.error:type_name -> parley.v1.Error
+	35,  // 57: parley.v1.ServerFrame.disconnect:type_name -> parley.v1.Disconnect
+	14,  // 58: parley.v1.ServerFrame.ok:type_name -> parley.v1.Ok
+	36,  // 59: parley.v1.ServerFrame.group:type_name -> parley.v1.GroupInfo
+	50,  // 60: parley.v1.ServerFrame.members:type_name -> parley.v1.MemberPage
+	57,  // 61: parley.v1.ServerFrame.read_counts:type_name -> parley.v1.ReadCountList
+	59,  // 62: parley.v1.ServerFrame.typing:type_name -> parley.v1.TypingEvent
+	63,  // 63: parley.v1.ServerFrame.presence:type_name -> parley.v1.PresenceList
+	64,  // 64: parley.v1.ServerFrame.presence_event:type_name -> parley.v1.PresenceEvent
+	70,  // 65: parley.v1.ServerFrame.contacts:type_name -> parley.v1.ContactList
+	71,  // 66: parley.v1.ServerFrame.contact_event:type_name -> parley.v1.ContactEvent
+	54,  // 67: parley.v1.ServerFrame.hidden:type_name -> parley.v1.HiddenEvent
+	75,  // 68: parley.v1.ServerFrame.conversation_event:type_name -> parley.v1.ConversationEvent
+	76,  // 69: parley.v1.ServerFrame.push:type_name -> parley.v1.Push
+	80,  // 70: parley.v1.ServerFrame.room:type_name -> parley.v1.RoomInfo
+	87,  // 71: parley.v1.ServerFrame.file_url:type_name -> parley.v1.FileUrlResult
+	89,  // 72: parley.v1.ServerFrame.reaction:type_name -> parley.v1.ReactionUpdate
+	91,  // 73: parley.v1.ServerFrame.reactions:type_name -> parley.v1.ReactionPage
+	95,  // 74: parley.v1.ServerFrame.stream_opened:type_name -> parley.v1.StreamOpened
+	98,  // 75: parley.v1.ServerFrame.stream_chunk:type_name -> parley.v1.StreamChunk
+	101, // 76: parley.v1.ServerFrame.search_results:type_name -> parley.v1.SearchResults
+	16,  // 77: parley.v1.Send.attachments:type_name -> parley.v1.Attachment
+	4,   // 78: parley.v1.MessageEvent.role:type_name -> parley.v1.GroupRole
+	36,  // 79: parley.v1.MessageEvent.group:type_name -> parley.v1.GroupInfo
+	0,   // 80: parley.v1.Message.kind:type_name -> parley.v1.MessageKind
+	18,  // 81: parley.v1.Message.event:type_name -> parley.v1.MessageEvent
+	16,  // 82: parley.v1.Message.attachments:type_name -> parley.v1.Attachment
+	20,  // 83: parley.v1.Message.reply_preview:type_name -> parley.v1.MessagePreview
+	21,  // 84: parley.v1.Message.thread:type_name -> parley.v1.ThreadSummary
+	22,  // 85: parley.v1.Message.reactions:type_name -> parley.v1.Reaction
+	1,   // 86: parley.v1.Conversation.type:type_name -> parley.v1.ConversationType
+	19,  // 87: parley.v1.Conversation.last_message:type_name -> parley.v1.Message
+	36,  // 88: parley.v1.Conversation.group:type_name -> parley.v1.GroupInfo
+	28,  // 89: parley.v1.Conversation.pins:type_name -> parley.v1.PinnedMessage
+	27,  // 90: parley.v1.ConversationList.conversations:type_name -> parley.v1.Conversation
+	19,  // 91: parley.v1.MessagePage.messages:type_name -> parley.v1.Message
+	2,   // 92: parley.v1.Error.code:type_name -> parley.v1.ErrorCode
+	3,   // 93: parley.v1.Disconnect.code:type_name -> parley.v1.DisconnectCode
+	5,   // 94: parley.v1.GroupInfo.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,   // 95: parley.v1.GroupInfo.history_visibility:type_name -> parley.v1.HistoryVisibility
+	5,   // 96: parley.v1.CreateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,   // 97: parley.v1.CreateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
+	5,   // 98: parley.v1.UpdateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,   // 99: parley.v1.UpdateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
+	4,   // 100: parley.v1.SetRole.role:type_name -> parley.v1.GroupRole
+	4,   // 101: parley.v1.Member.role:type_name -> parley.v1.GroupRole
+	49,  // 102: parley.v1.MemberPage.members:type_name -> parley.v1.Member
+	56,  // 103: parley.v1.ReadCountList.counts:type_name -> parley.v1.ReadCount
+	62,  // 104: parley.v1.PresenceList.users:type_name -> parley.v1.Presence
+	62,  // 105: parley.v1.PresenceEvent.presence:type_name -> parley.v1.Presence
+	7,   // 106: parley.v1.Contact.state:type_name -> parley.v1.ContactState
+	65,  // 107: parley.v1.ContactList.contacts:type_name -> parley.v1.Contact
+	65,  // 108: parley.v1.ContactEvent.contact:type_name -> parley.v1.Contact
+	82,  // 109: parley.v1.RegisterPush.apns:type_name -> parley.v1.ApnsTarget
+	83,  // 110: parley.v1.RegisterPush.fcm:type_name -> parley.v1.FcmTarget
+	84,  // 111: parley.v1.RegisterPush.webpush:type_name -> parley.v1.WebPushTarget
+	22,  // 112: parley.v1.ReactionUpdate.reactions:type_name -> parley.v1.Reaction
+	89,  // 113: parley.v1.ReactionPage.updates:type_name -> parley.v1.ReactionUpdate
+	100, // 114: parley.v1.Search.before:type_name -> parley.v1.SearchCursor
+	102, // 115: parley.v1.SearchResults.hits:type_name -> parley.v1.SearchHit
+	100, // 116: parley.v1.SearchResults.next:type_name -> parley.v1.SearchCursor
+	103, // 117: parley.v1.SearchHit.highlights:type_name -> parley.v1.TextRange
+	118, // [118:118] is the sub-list for method output_type
+	118, // [118:118] is the sub-list for method input_type
+	118, // [118:118] is the sub-list for extension type_name
+	118, // [118:118] is the sub-list for extension extendee
+	0,   // [0:118] is the sub-list for field type_name
 }
 
 func init() { file_parley_v1_parley_proto_init() }
@@ -8985,6 +9448,7 @@ func file_parley_v1_parley_proto_init() {
 		(*ClientFrame_StreamOpen)(nil),
 		(*ClientFrame_StreamAppend)(nil),
 		(*ClientFrame_StreamFinish)(nil),
+		(*ClientFrame_Search)(nil),
 	}
 	file_parley_v1_parley_proto_msgTypes[1].OneofWrappers = []any{
 		(*ServerFrame_AuthOk)(nil),
@@ -9014,6 +9478,7 @@ func file_parley_v1_parley_proto_init() {
 		(*ServerFrame_Reactions)(nil),
 		(*ServerFrame_StreamOpened)(nil),
 		(*ServerFrame_StreamChunk)(nil),
+		(*ServerFrame_SearchResults)(nil),
 	}
 	file_parley_v1_parley_proto_msgTypes[25].OneofWrappers = []any{}
 	file_parley_v1_parley_proto_msgTypes[30].OneofWrappers = []any{}
@@ -9029,7 +9494,7 @@ func file_parley_v1_parley_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_parley_v1_parley_proto_rawDesc), len(file_parley_v1_parley_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   91,
+			NumMessages:   96,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

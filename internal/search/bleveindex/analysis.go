@@ -1,6 +1,7 @@
 package bleveindex
 
 import (
+	"bytes"
 	"unicode"
 	"unicode/utf8"
 
@@ -84,12 +85,47 @@ func (wordTokenizer) Tokenize(input []byte) analysis.TokenStream {
 			case segment.Number:
 				typ = analysis.Numeric
 			}
-			out = append(out, &analysis.Token{Term: b, Start: start, End: end, Position: len(out) + 1, Type: typ})
+			out = appendWordParts(out, b, start, typ)
 		}
 		start = end
 	}
 	flushSA(start)
 	return out
+}
+
+// appendWordParts appends word b (at offset start) as one token per part
+// between apostrophes: UAX #29 keeps "l'Hôtel" and "dell'arte" one word,
+// so "hôtel" would not find them. Queries are cut the same way, so "don't"
+// still finds "don't" (its parts, in order).
+func appendWordParts(out analysis.TokenStream, b []byte, start int, typ analysis.TokenType) analysis.TokenStream {
+	for len(b) > 0 {
+		i, n := apostrophe(b)
+		if i < 0 {
+			break
+		}
+		if i > 0 {
+			out = append(out, &analysis.Token{Term: b[:i], Start: start, End: start + i, Position: len(out) + 1, Type: typ})
+		}
+		b, start = b[i+n:], start+i+n
+	}
+	if len(b) > 0 {
+		out = append(out, &analysis.Token{Term: b, Start: start, End: start + len(b), Position: len(out) + 1, Type: typ})
+	}
+	return out
+}
+
+// apostrophe returns the offset and length of the first apostrophe (' or
+// ’) in b, or -1.
+func apostrophe(b []byte) (int, int) {
+	i, j := bytes.IndexByte(b, '\''), bytes.Index(b, []byte("’"))
+	switch {
+	case i < 0 && j < 0:
+		return -1, 0
+	case j < 0 || (i >= 0 && i < j):
+		return i, 1
+	default:
+		return j, len("’")
+	}
 }
 
 // isSouthEastAsian: b starts with a Thai, Lao, Khmer or Myanmar character

@@ -33,6 +33,7 @@ func TestAnalysis(t *testing.T) {
 		{"ไปตลาด", true, "ไป@1 ปต@2 ตล@3 ลา@4 าด@5"},
 		{"hi 👋 there", false, "hi@1 there@2"},
 		{"がぎ", false, "がぎ@1 が@1 ぎ@2"},
+		{"l'Hôtel dell’arte don't", false, "l@1 hotel@2 dell@3 arte@4 don@5 t@6"},
 	} {
 		if got := terms(c.query, c.text); got != c.want {
 			t.Errorf("%q (query %v):\n got %s\nwant %s", c.text, c.query, got, c.want)

@@ -1,0 +1,57 @@
+package server
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/parleyim/parley/internal/chat"
+	"github.com/parleyim/parley/internal/search"
+	"github.com/parleyim/parley/internal/search/bleveindex"
+	"github.com/parleyim/parley/internal/store"
+)
+
+// searchPart is the node's message search: on the embedded store, a Bleve
+// index in the data directory that follows the store's message log.
+type searchPart struct {
+	index    *bleveindex.Index
+	follower *search.Follower
+}
+
+// newSearch opens the search index of cfg's data directory and the
+// follower that feeds it from raw (the store as opened, which keeps the
+// log) and st (the store the server uses, for reading messages). Nil when
+// search is off or the store keeps no log.
+func newSearch(cfg Config, raw, st store.Store) (*searchPart, error) {
+	lg, ok := raw.(store.Log)
+	if cfg.Search == "off" || !ok {
+		return nil, nil
+	}
+	ix, err := bleveindex.Open(filepath.Join(cfg.DataDir, bleveindex.Dir), bleveindex.Options{Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("search index: %w", err)
+	}
+	f, err := search.NewFollower(search.FollowerConfig{Log: lg, Messages: st, Index: ix, Logger: cfg.Logger})
+	if err != nil {
+		ix.Close()
+		return nil, fmt.Errorf("search index: %w", err)
+	}
+	return &searchPart{index: ix, follower: f}, nil
+}
+
+// searcher is what the chat service searches with; nil (no interface
+// holding a nil pointer) when search is off.
+func (p *searchPart) searcher() chat.Searcher {
+	if p == nil {
+		return nil
+	}
+	return p.index
+}
+
+// close stops the follower, then the index (before the store closes).
+func (p *searchPart) close() error {
+	if p == nil {
+		return nil
+	}
+	p.follower.Stop()
+	return p.index.Close()
+}
