@@ -69,6 +69,14 @@ func (s *Server) writeMetrics(out io.Writer) error {
 	w.Counter("parley_quota_refused_total", "Sends refused because the sender's storage quota (user_storage_quota_bytes) is used up.", float64(cs.QuotaRefused))
 	w.Counter("parley_reactions_total", "Reactions stored (or found already in the state asked for).", float64(cs.Reactions))
 	w.Gauge("parley_streams_open", "Streamed messages being written on this node (max_streams bounds them).", float64(cs.StreamsOpen))
+	w.Counter("parley_searches_total", "Message searches answered.", float64(cs.Searches))
+	w.Counter("parley_searches_refused_total", "Message searches refused with TOO_MANY_REQUESTS: every search slot of the node was busy.", float64(cs.SearchesRefused))
+	if s.search != nil {
+		fs := s.search.follower.Stats()
+		w.Gauge("parley_search_index_lag", "Messages stored but not yet in the search index (store log positions).", float64(fs.Lag()))
+		w.Counter("parley_search_indexed_total", "Store log entries applied to the search index.", float64(fs.Applied))
+		w.Counter("parley_search_index_errors_total", "Failed steps of the search index's follower (each retried with back-off; see the log).", float64(fs.Errors))
+	}
 	w.Counter("parley_auth_failures_total", "Failed authentications on sockets.", float64(cs.AuthFailures))
 	w.Counter("parley_sessions_kicked_total", "Sessions replaced by a newer login (kick policy).", float64(cs.SessionsKicked))
 	w.Counter("parley_protocol_errors_total", "Connections refused for malformed, oversized or unknown frames.", float64(gs.ProtocolErrors))

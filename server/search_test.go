@@ -249,6 +249,9 @@ func TestSearchPagesAndCatchesUp(t *testing.T) {
 		want = append(want, fmt.Sprintf("%s#%d", ack.ConversationId, ack.Seq))
 	}
 	waitFound(t, alice, "lantern", want...)
+	eventually(t, "the index metrics say it caught up", func() bool {
+		return diskMetric(t, ts, "parley_search_index_lag") == 0 && diskMetric(t, ts, "parley_search_indexed_total") >= 45
+	})
 	got := found(t, alice, &pb.Search{Query: "lantern", Limit: 10})
 	rev := slices.Clone(want)
 	slices.Reverse(rev)
@@ -277,4 +280,7 @@ func TestSearchPagesAndCatchesUp(t *testing.T) {
 	again := startServer(t, func(c *server.Config) { c.DataDir = dir })
 	a3, _ := again.connect(t, "alice", "a3", "cli", tc)
 	waitFound(t, a3, "lantern", want...)
+	if n := diskMetric(t, again, "parley_searches_total"); n < 1 {
+		t.Fatalf("parley_searches_total %v", n)
+	}
 }

@@ -45,6 +45,7 @@ func (s *Service) searchMessages(ctx context.Context, c Replier, sess *session.S
 		return errBadRequest
 	}
 	if !s.searchSlots.TryAcquire(1) {
+		s.stats.searchesRefused.Add(1)
 		return errTooMany // every search slot of this node is busy: retry shortly
 	}
 	defer s.searchSlots.Release(1)
@@ -95,6 +96,7 @@ func (s *Service) searchMessages(ctx context.Context, c Replier, sess *session.S
 		q.Before = res.Next
 		out.Next = &pb.SearchCursor{ServerTime: res.Next.Time, ConversationId: res.Next.ConversationID, Seq: res.Next.Seq}
 	}
+	s.stats.searches.Add(1)
 	c.SendFrame(&pb.ServerFrame{Id: id, Body: &pb.ServerFrame_SearchResults{SearchResults: out}})
 	return nil
 }

@@ -239,6 +239,8 @@ type Stats struct {
 	QuotaRefused     uint64 // sends refused by UserStorageQuota
 	Reactions        uint64 // reactions stored (or found already so)
 	StreamsOpen      int    // streamed messages being written now
+	Searches         uint64 // searches answered
+	SearchesRefused  uint64 // searches refused: every search slot was busy
 }
 
 // Service is the messaging service. Create with New, then Start.
@@ -290,7 +292,7 @@ type Service struct {
 	streams                 *rich.Streams       // streamed messages being written
 
 	stats struct {
-		accepted, duplicate, failed, deliveries, batches, authFail, kicked, commitNs, limited, refused, readsRefused, cursorsAhead, quotaRefused, malformed, reactions atomic.Uint64
+		accepted, duplicate, failed, deliveries, batches, authFail, kicked, commitNs, limited, refused, readsRefused, cursorsAhead, quotaRefused, malformed, reactions, searches, searchesRefused atomic.Uint64
 	}
 }
 
@@ -416,6 +418,7 @@ func (s *Service) Stats() Stats {
 		GroupsCached: s.groupsCached(), ReadsRefused: s.stats.readsRefused.Load(),
 		QuotaRefused: s.stats.quotaRefused.Load(), ClusterMalformed: s.stats.malformed.Load(),
 		Reactions: s.stats.reactions.Load(), StreamsOpen: s.streams.Len(),
+		Searches: s.stats.searches.Load(), SearchesRefused: s.stats.searchesRefused.Load(),
 	}
 }
 
