@@ -76,17 +76,20 @@ func newQueries(schema string) queries {
 		// back is how many new messages of the same conversation follow in
 		// the batch, so seq = the raised counter - back: the counter row is
 		// this transaction's own write, and locked, when this runs.
-		insertMessages: q(`INSERT INTO {s}.messages (conversation_id, seq, sender, client_msg_id, body, crc)
-			SELECT i.conv, c.last_seq - i.back, i.sender, NULLIF(i.cmid, ''), i.body, i.crc
-			FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::bytea[], $6::int4[])
-				AS i(conv, back, sender, cmid, body, crc)
+		insertMessages: q(`INSERT INTO {s}.messages (conversation_id, seq, sender, client_msg_id, body, crc,
+				search_norm, server_time, content_type, has_attachment, sender_only)
+			SELECT i.conv, c.last_seq - i.back, i.sender, NULLIF(i.cmid, ''), i.body, i.crc, i.norm, i.t, i.ct, i.att, i.so
+			FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::bytea[], $6::int4[],
+				$7::text[], $8::int8[], $9::text[], $10::bool[], $11::bool[])
+				AS i(conv, back, sender, cmid, body, crc, norm, t, ct, att, so)
 			JOIN {s}.conversations c ON c.id = i.conv`),
 		insertLists: q(`INSERT INTO {s}.user_conversations (user_id, conversation_id)
 			SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING`),
 		// Returns the row as it was before (locked, latest committed), so
 		// Apply can refuse an update of a recalled message in the same
 		// round trip (the transaction is then rolled back).
-		updateMessage: q(`UPDATE {s}.messages m SET body = $3, crc = $4
+		updateMessage: q(`UPDATE {s}.messages m SET body = $3, crc = $4,
+				search_norm = $5, server_time = $6, content_type = $7, has_attachment = $8, sender_only = $9
 			FROM (SELECT body, crc FROM {s}.messages WHERE conversation_id = $1 AND seq = $2 FOR UPDATE) old
 			WHERE m.conversation_id = $1 AND m.seq = $2
 			RETURNING old.body, old.crc`),
