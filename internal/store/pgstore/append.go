@@ -119,7 +119,7 @@ func (s *Store) appendOnce(ctx context.Context, conn *pgx.Conn, msgs []*pb.Messa
 		if bodies[j], crcs[j], err = s.encode(m); err != nil {
 			return err
 		}
-		sc.add(m)
+		sc.add(searchRowOf(m))
 		idx.add(m, backs[j])
 		lists.add(m.From, m.ConversationId)
 		if m.To != "" && m.To != m.From {
@@ -442,7 +442,7 @@ func (s *Store) applyOnce(ctx context.Context, conn *pgx.Conn, ch *store.Change)
 	}
 	b = &pgx.Batch{}
 	var sc searchCols
-	sc.add(ev)
+	sc.add(searchRowOf(ev))
 	b.Queue(s.q.insertMessages, append([]any{[]string{conv}, []int64{0}, []string{ev.From}, []string{ev.ClientMsgId}, [][]byte{body}, []int32{crc}},
 		sc.args()...)...)
 	if users, sizes := usage([]*pb.Message{ev}, []int{0}); len(users) > 0 {

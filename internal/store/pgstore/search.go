@@ -85,8 +85,7 @@ type searchCols struct {
 	att, senderOnly []pgtype.Bool
 }
 
-func (c *searchCols) add(m *pb.Message) {
-	r := searchRowOf(m)
+func (c *searchCols) add(r searchRow) {
 	c.norm, c.ctype, c.time = append(c.norm, r.norm), append(c.ctype, r.ctype), append(c.time, r.time)
 	c.att, c.senderOnly = append(c.att, r.att), append(c.senderOnly, r.senderOnly)
 }

@@ -3,7 +3,10 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/parleyim/parley/internal/search"
 	"github.com/parleyim/parley/internal/search/searchtest"
@@ -12,7 +15,7 @@ import (
 )
 
 // searchIndex is a Store as the conformance suite's search.Index: documents
-// are written as the messages they come from (searchHarness.apply), so
+// are written as the messages they come from (applyAsMessages), so
 // Apply and Position are never called.
 type searchIndex struct{ *Store }
 
@@ -94,4 +97,79 @@ func TestPGSearchConformance(t *testing.T) {
 			Apply: func(t *testing.T, changes []search.Change) { applyAsMessages(t, s, changes) },
 		}
 	})
+}
+
+// TestPGSearchBackfill: messages stored before migration 0010 (no search
+// fields, a search_backfill row) are filled in batch by batch from the
+// recorded position, then the row is gone; and a Store opened on such a
+// schema does it by itself.
+func TestPGSearchBackfill(t *testing.T) {
+	ctx := context.Background()
+	s, schema := openTempSchema(t)
+	var all []string
+	for i := range 5 {
+		conv := fmt.Sprintf("g:%d", i%2)
+		normal := pb.MessageKind_MESSAGE_KIND_NORMAL
+		res := mustAppend(t, s, &pb.Message{ConversationId: conv, From: "u1", Kind: normal, ContentType: "text", Payload: []byte(fmt.Sprintf("older words %d", i))},
+			&pb.Message{ConversationId: conv, From: "u1", Kind: normal, ContentType: "image/png", Payload: []byte{0x89, 'P'}})
+		all = append(all, fmt.Sprintf("%s/%d", conv, res[0].Msg.Seq))
+	}
+	// As before the migration.
+	sqlExec(t, s, schema, `UPDATE {s}.messages SET search_norm = NULL, server_time = NULL, content_type = NULL, has_attachment = NULL, sender_only = NULL`)
+	sqlExec(t, s, schema, `INSERT INTO {s}.search_backfill VALUES (1, '', 0)`)
+	q := search.Query{Text: "older", Ranges: []search.Range{{ConversationID: "g:0", From: 1}, {ConversationID: "g:1", From: 1}}}
+	hits := func(s *Store) []string {
+		t.Helper()
+		r, err := s.Search(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, h := range r.Hits {
+			out = append(out, fmt.Sprintf("%s/%d", h.ConversationID, h.Seq))
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := hits(s); len(got) != 0 {
+		t.Fatalf("before the backfill: %v", got)
+	}
+	// Batches of 3 rows: g:0 has 6 (3 text), g:1 4 (2 text).
+	for step := 1; ; step++ {
+		state, err := s.backfillStep(ctx, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if state == backfillDone {
+			if step != 4 {
+				t.Fatalf("done after %d batches of 3 for 10 rows, want 4", step)
+			}
+			break
+		}
+		if step == 2 {
+			if got := hits(s); len(got) != 3 || got[0] != all[0] {
+				t.Fatalf("after 2 batches (g:0 done): %v", got)
+			}
+		}
+	}
+	slices.Sort(all)
+	if got := hits(s); !slices.Equal(got, all) {
+		t.Fatalf("after the backfill: %v, want %v", got, all)
+	}
+	if state, err := s.backfillStep(ctx, 3); err != nil || state != backfillDone {
+		t.Fatalf("once done: %v, %v", state, err)
+	}
+
+	// Opened on a schema that needs it: the Store backfills by itself.
+	sqlExec(t, s, schema, `UPDATE {s}.messages SET search_norm = NULL`)
+	sqlExec(t, s, schema, `INSERT INTO {s}.search_backfill VALUES (1, '', 0)`)
+	s2 := openSchema(t, testURL(t), schema)
+	defer s2.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Equal(hits(s2), all) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a Store opened with a backfill pending: %v, want %v", hits(s2), all)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
