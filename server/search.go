@@ -11,19 +11,30 @@ import (
 )
 
 // searchPart is the node's message search: on the embedded store, a Bleve
-// index in the data directory that follows the store's message log.
+// index in the data directory that follows the store's message log; on
+// PostgreSQL, the database's own (pgstore's Search), with nothing of its
+// own to run.
 type searchPart struct {
-	index    *bleveindex.Index
-	follower *search.Follower
+	index    *bleveindex.Index // nil on PostgreSQL
+	follower *search.Follower  // nil on PostgreSQL
+	db       chat.Searcher     // the store, on PostgreSQL
 }
 
-// newSearch opens the search index of cfg's data directory and the
+// newSearch returns the node's search: the store itself when it searches
+// (PostgreSQL); else the search index of cfg's data directory and the
 // follower that feeds it from raw (the store as opened, which keeps the
 // log) and st (the store the server uses, for reading messages). Nil when
-// search is off or the store keeps no log.
+// search is off or the store can neither search nor be followed.
 func newSearch(cfg Config, raw, st store.Store) (*searchPart, error) {
+	if cfg.Search == "off" {
+		return nil, nil
+	}
+	// raw, not st: a wrapper of the store need not pass Search on.
+	if db, ok := raw.(chat.Searcher); ok {
+		return &searchPart{db: db}, nil
+	}
 	lg, ok := raw.(store.Log)
-	if cfg.Search == "off" || !ok {
+	if !ok {
 		return nil, nil
 	}
 	ix, err := bleveindex.Open(filepath.Join(cfg.DataDir, bleveindex.Dir), bleveindex.Options{Logger: cfg.Logger})
@@ -41,15 +52,25 @@ func newSearch(cfg Config, raw, st store.Store) (*searchPart, error) {
 // searcher is what the chat service searches with; nil (no interface
 // holding a nil pointer) when search is off.
 func (p *searchPart) searcher() chat.Searcher {
-	if p == nil {
+	switch {
+	case p == nil:
 		return nil
+	case p.db != nil:
+		return p.db
 	}
 	return p.index
 }
 
+// start starts the follower, if there is one.
+func (p *searchPart) start() {
+	if p != nil && p.follower != nil {
+		p.follower.Start()
+	}
+}
+
 // close stops the follower, then the index (before the store closes).
 func (p *searchPart) close() error {
-	if p == nil {
+	if p == nil || p.index == nil {
 		return nil
 	}
 	p.follower.Stop()

@@ -366,9 +366,7 @@ func (s *Server) Start() error {
 	}
 	s.httpLn, s.tcpLn, s.running = httpLn, tcpLn, true
 	s.chat.Start()
-	if s.search != nil {
-		s.search.follower.Start()
-	}
+	s.search.start()
 	go func() {
 		if err := s.httpSrv.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server stopped", "err", err)

@@ -165,7 +165,7 @@ func (x *Index) withSnippets(res search.Result, words map[string]bool) (search.R
 				text = f.Value()
 			}
 		})
-		h.Snippet, h.Highlights = snippet(x.index, string(text), words)
+		h.Snippet, h.Highlights = search.Snippet(string(text), words)
 		kept = append(kept, h)
 	}
 	res.Hits = kept

@@ -329,6 +329,16 @@ func testPhrase(t *testing.T, h *suite) {
 	h.expect(t, search.Query{Text: "北京 西站", Ranges: r}, "g:1/3", "g:1/4")
 	h.expect(t, search.Query{Text: "北京西站", Ranges: r}, "g:1/3")
 	h.expect(t, search.Query{Text: "北京西站", Phrase: true, Ranges: r}, "g:1/3")
+	// In a phrase, runs next to each other may be one run of the text or
+	// two; a run between other words must be a whole run, the first may
+	// end one and the last begin one.
+	h.put(t, doc("g:1", 5, "东北京，西站口"), doc("g:1", 6, "the brown 北京烤鸭 fox"))
+	h.expect(t, search.Query{Text: "北京 西站", Phrase: true, Ranges: r}, "g:1/3", "g:1/5")
+	h.expect(t, search.Query{Text: "brown 北京", Phrase: true, Ranges: r}, "g:1/6")
+	h.expect(t, search.Query{Text: "brown 烤鸭", Phrase: true, Ranges: r})
+	h.expect(t, search.Query{Text: "brown 北京烤鸭 fox", Phrase: true, Ranges: r}, "g:1/6")
+	h.expect(t, search.Query{Text: "brown 北京 fox", Phrase: true, Ranges: r})
+	h.expect(t, search.Query{Text: "烤鸭 fox", Phrase: true, Ranges: r}, "g:1/6")
 }
 
 func testSnippets(t *testing.T, h *suite) {

@@ -105,6 +105,7 @@ func (s *Store) appendOnce(ctx context.Context, conn *pgx.Conn, msgs []*pb.Messa
 	n := len(fresh)
 	convs, backs, senders2, cmids := make([]string, n), make([]int64, n), make([]string, n), make([]string, n)
 	bodies, crcs := make([][]byte, n), make([]int32, n)
+	var sc searchCols
 	remaining := make(map[string]int64, len(perConv))
 	for c, k := range perConv {
 		remaining[c] = k
@@ -118,6 +119,7 @@ func (s *Store) appendOnce(ctx context.Context, conn *pgx.Conn, msgs []*pb.Messa
 		if bodies[j], crcs[j], err = s.encode(m); err != nil {
 			return err
 		}
+		sc.add(searchRowOf(m))
 		idx.add(m, backs[j])
 		lists.add(m.From, m.ConversationId)
 		if m.To != "" && m.To != m.From {
@@ -132,7 +134,7 @@ func (s *Store) appendOnce(ctx context.Context, conn *pgx.Conn, msgs []*pb.Messa
 	s.dropKnownLists(lists)
 	b := &pgx.Batch{}
 	b.Queue(s.q.bumpSeqs, ids, counts)
-	b.Queue(s.q.insertMessages, convs, backs, senders2, cmids, bodies, crcs)
+	b.Queue(s.q.insertMessages, append([]any{convs, backs, senders2, cmids, bodies, crcs}, sc.args()...)...)
 	if users, sizes := usage(msgs, fresh); len(users) > 0 {
 		b.Queue(s.q.addUsage, users, sizes)
 	}
@@ -391,7 +393,9 @@ func (s *Store) applyOnce(ctx context.Context, conn *pgx.Conn, ch *store.Change)
 	b.BeginTx(pgx.TxOptions{})
 	b.Queue(s.q.bumpSeqs, []string{conv}, []int64{1})
 	if ch.Update != nil {
-		b.Queue(s.q.updateMessage, ch.Update.ConversationId, int64(ch.Update.Seq), upBody, upCRC)
+		r := searchRowOf(ch.Update)
+		b.Queue(s.q.updateMessage, ch.Update.ConversationId, int64(ch.Update.Seq), upBody, upCRC,
+			r.norm, r.time, r.ctype, r.att, r.senderOnly)
 	}
 	br := conn.SendBatch(ctx, b)
 	tx := br.Tx()
@@ -437,7 +441,10 @@ func (s *Store) applyOnce(ctx context.Context, conn *pgx.Conn, ch *store.Change)
 		lists.add(ev.To, conv)
 	}
 	b = &pgx.Batch{}
-	b.Queue(s.q.insertMessages, []string{conv}, []int64{0}, []string{ev.From}, []string{ev.ClientMsgId}, [][]byte{body}, []int32{crc})
+	var sc searchCols
+	sc.add(searchRowOf(ev))
+	b.Queue(s.q.insertMessages, append([]any{[]string{conv}, []int64{0}, []string{ev.From}, []string{ev.ClientMsgId}, [][]byte{body}, []int32{crc}},
+		sc.args()...)...)
 	if users, sizes := usage([]*pb.Message{ev}, []int{0}); len(users) > 0 {
 		b.Queue(s.q.addUsage, users, sizes)
 	}

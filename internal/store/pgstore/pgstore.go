@@ -33,7 +33,7 @@
 // contacts, blocks, last_seen, user_storage, push_targets, files, reports,
 // audit_log, settings, reaction_versions, reactions, reaction_counts,
 // reaction_messages, pins, thread_replies, threads, thread_participants,
-// mentions, mentions_all, schema_migrations. Text keys are COLLATE "C", so ids
+// mentions, mentions_all, search_backfill, schema_migrations. Text keys are COLLATE "C", so ids
 // order bytewise as in the embedded store. Back the database up like any
 // other; initdb --data-checksums adds page checksums underneath ours.
 //
@@ -148,6 +148,9 @@ type Store struct {
 	// writing by Close, so pool is not used once closed.
 	closeMu sync.RWMutex
 	closed  bool // guarded by closeMu
+	// stop is closed by Close: background work (the search backfill)
+	// stops waiting and returns.
+	stop chan struct{}
 
 	// listMu guards knownLists: conversation-list entries this Store has
 	// seen committed. Entries are never deleted, so one known here is
@@ -221,6 +224,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		crc:     crc32.MakeTable(crc32.Castagnoli),
 
 		knownLists: make(map[[2]string]struct{}),
+		stop:       make(chan struct{}),
 	}
 	mctx := ctx
 	if _, ok := ctx.Deadline(); !ok {
@@ -233,6 +237,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.purgeTokens(ctx, time.Now())
+	go s.backfillSearch()
 	return s, nil
 }
 
@@ -260,6 +265,7 @@ func (s *Store) Close() error {
 		return store.ErrClosed
 	}
 	s.closed = true
+	close(s.stop)
 	s.pool.Close()
 	return nil
 }

@@ -42,6 +42,8 @@ type queries struct {
 	// Reads of rich messages.
 	reactions, reactionChanges, reactionVersion, pins           string
 	threads, threadAfter, threadBefore, inThread, mentionsAfter string
+	// Search backfill (backfill.go).
+	backfillLock, backfillExists, backfillRows, backfillUpdate, backfillDelete, backfillMove string
 }
 
 func newQueries(schema string) queries {
@@ -76,17 +78,20 @@ func newQueries(schema string) queries {
 		// back is how many new messages of the same conversation follow in
 		// the batch, so seq = the raised counter - back: the counter row is
 		// this transaction's own write, and locked, when this runs.
-		insertMessages: q(`INSERT INTO {s}.messages (conversation_id, seq, sender, client_msg_id, body, crc)
-			SELECT i.conv, c.last_seq - i.back, i.sender, NULLIF(i.cmid, ''), i.body, i.crc
-			FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::bytea[], $6::int4[])
-				AS i(conv, back, sender, cmid, body, crc)
+		insertMessages: q(`INSERT INTO {s}.messages (conversation_id, seq, sender, client_msg_id, body, crc,
+				search_norm, server_time, content_type, has_attachment, sender_only)
+			SELECT i.conv, c.last_seq - i.back, i.sender, NULLIF(i.cmid, ''), i.body, i.crc, i.norm, i.t, i.ct, i.att, i.so
+			FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::bytea[], $6::int4[],
+				$7::text[], $8::int8[], $9::text[], $10::bool[], $11::bool[])
+				AS i(conv, back, sender, cmid, body, crc, norm, t, ct, att, so)
 			JOIN {s}.conversations c ON c.id = i.conv`),
 		insertLists: q(`INSERT INTO {s}.user_conversations (user_id, conversation_id)
 			SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING`),
 		// Returns the row as it was before (locked, latest committed), so
 		// Apply can refuse an update of a recalled message in the same
 		// round trip (the transaction is then rolled back).
-		updateMessage: q(`UPDATE {s}.messages m SET body = $3, crc = $4
+		updateMessage: q(`UPDATE {s}.messages m SET body = $3, crc = $4,
+				search_norm = $5, server_time = $6, content_type = $7, has_attachment = $8, sender_only = $9
 			FROM (SELECT body, crc FROM {s}.messages WHERE conversation_id = $1 AND seq = $2 FOR UPDATE) old
 			WHERE m.conversation_id = $1 AND m.seq = $2
 			RETURNING old.body, old.crc`),
@@ -317,7 +322,19 @@ func newQueries(schema string) queries {
 		threadBefore: q(`SELECT m.seq, m.body, m.crc FROM {s}.thread_replies t
 			JOIN {s}.messages m ON m.conversation_id = t.conversation_id AND m.seq = t.seq
 			WHERE t.conversation_id = $1 AND t.root = $2 AND t.seq < $3 ORDER BY t.seq DESC LIMIT $4`),
-		inThread: q(`SELECT EXISTS (SELECT 1 FROM {s}.thread_participants WHERE conversation_id = $1 AND root = $2 AND user_id = $3)`),
+		inThread:       q(`SELECT EXISTS (SELECT 1 FROM {s}.thread_participants WHERE conversation_id = $1 AND root = $2 AND user_id = $3)`),
+		backfillLock:   q(`SELECT conversation_id, seq FROM {s}.search_backfill WHERE id = 1 FOR UPDATE SKIP LOCKED`),
+		backfillExists: q(`SELECT EXISTS (SELECT 1 FROM {s}.search_backfill)`),
+		// Locked, so an edit committed meanwhile is read (and not
+		// overwritten with the text before it).
+		backfillRows: q(`SELECT conversation_id, seq, body, crc FROM {s}.messages
+			WHERE (conversation_id, seq) > ($1::text COLLATE "C", $2::int8) ORDER BY conversation_id, seq LIMIT $3 FOR UPDATE`),
+		backfillUpdate: q(`UPDATE {s}.messages m SET search_norm = u.norm, server_time = u.t, content_type = u.ct,
+				has_attachment = u.att, sender_only = u.so
+			FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::text[], $6::bool[], $7::bool[]) AS u(c, s, norm, t, ct, att, so)
+			WHERE m.conversation_id = u.c AND m.seq = u.s`),
+		backfillDelete: q(`DELETE FROM {s}.search_backfill`),
+		backfillMove:   q(`UPDATE {s}.search_backfill SET conversation_id = $1, seq = $2`),
 		// Each side bounded by the limit before the merge.
 		mentionsAfter: q(`(SELECT seq FROM {s}.mentions WHERE user_id = $1 AND conversation_id = $2 AND seq > $3 ORDER BY seq LIMIT $4)
 			UNION
