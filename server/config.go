@@ -187,8 +187,9 @@ type Config struct {
 	// app-minted token.
 	UnknownRecipients string `yaml:"unknown_recipients"`
 	// Search turns message search on or off: "on" (default) keeps a
-	// full-text index of messages in the data directory (embedded store);
-	// "off" keeps none and answers searches UNAVAILABLE.
+	// full-text index of messages in the data directory with the embedded
+	// store, and searches the database's trigram index with PostgreSQL;
+	// "off" answers searches UNAVAILABLE (and keeps no embedded index).
 	Search string `yaml:"search"`
 	// RoomClientSend lets clients broadcast to chat rooms they joined
 	// (RoomSend). Default false: only the admin push API broadcasts to rooms.

@@ -306,7 +306,7 @@ describe('web client: read marks', () => {
     // Open and answer at once, faster than a person reads: the answer's ack
     // must carry the read mark when the delayed one finds nothing to mark.
     await b.page.evaluate((title) => {
-      const li = [...document.querySelectorAll('#conv-list li.conv')].find((e) => e.querySelector('.title')?.textContent === title) as HTMLElement;
+      const li = Array.from(document.querySelectorAll('#conv-list li.conv')).find((e) => e.querySelector('.title')?.textContent === title) as HTMLElement;
       li.click();
       const box = document.getElementById('composer-input') as HTMLTextAreaElement;
       box.value = 'on my way';
