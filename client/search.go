@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"net/http"
 
 	pb "github.com/parleyim/parley/proto/parleyv1"
 )
@@ -27,4 +28,13 @@ func (c *Client) Search(ctx context.Context, q *pb.Search) (*pb.SearchResults, e
 // [Client.Search] for filters and paging.
 func (c *Client) SearchText(ctx context.Context, text string, limit uint32) (*pb.SearchResults, error) {
 	return c.Search(ctx, &pb.Search{Query: text, Limit: limit})
+}
+
+// Search searches every conversation (or q.ConversationId) as the
+// operator, for moderation: sender-only messages included, recalled ones
+// gone. The server writes the query to its audit log.
+func (a *Admin) Search(ctx context.Context, q *pb.Search) (*pb.SearchResults, error) {
+	var out pb.SearchResults
+	err := a.do(ctx, http.MethodPost, "/v1/admin/search", q, &out)
+	return retT(&out, err)
 }

@@ -600,3 +600,26 @@ func (a *API) adminRecall(w http.ResponseWriter, r *http.Request) {
 	a.asSystem(w, r, &pb.ClientFrame{Body: &pb.ClientFrame_Recall{Recall: &pb.Recall{
 		ConversationId: r.PathValue("id"), Seq: seq}}}, http.StatusOK)
 }
+
+// adminSearch: POST /v1/admin/search {Search's fields}: message search
+// across every conversation (or the one named), for moderation. Audited
+// with the query, as POSTs are.
+func (a *API) adminSearch(w http.ResponseWriter, r *http.Request) {
+	var q pb.Search
+	if !decodeProto(w, r, &q) {
+		return
+	}
+	noteAudit(r, "query", q.Query)
+	if q.ConversationId != "" {
+		noteAudit(r, "conversation_id", q.ConversationId)
+	}
+	if q.From != "" {
+		noteAudit(r, "from", q.From)
+	}
+	res, err := a.cfg.Chat.AdminSearch(readCtx(r), &q)
+	if err != nil {
+		writeChatError(w, err)
+		return
+	}
+	a.writePage(w, r, res)
+}

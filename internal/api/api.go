@@ -182,6 +182,7 @@ func (a *API) routeTable() []route {
 
 		{"POST /v1/admin/messages", a.admin(a.adminSendMessage)},
 		{"GET /v1/admin/conversations/{id}/messages", a.admin(a.adminMessages)},
+		{"POST /v1/admin/search", a.admin(a.adminSearch)},
 		{"POST /v1/admin/conversations/{id}/messages/{seq}/recall", a.admin(a.adminRecall)},
 
 		{"POST /v1/admin/push/users", a.admin(a.pushUsers)},

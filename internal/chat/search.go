@@ -35,55 +35,110 @@ const (
 // asked for), each narrowed to the seqs uid may read there, searched by the
 // index; what uid deleted for themselves is left out of the hits.
 func (s *Service) searchMessages(ctx context.Context, c Replier, sess *session.Session, id uint64, r *pb.Search) error {
-	if s.cfg.Search == nil {
-		return errUnavail
-	}
 	uid := sess.UserID
+	q, limit, err := s.searchQuery(r)
+	if err != nil {
+		return err
+	}
+	release, err := s.searchSlot()
+	if err != nil {
+		return err
+	}
+	defer release()
+	if q.Ranges, err = s.searchRanges(ctx, uid, r.ConversationId); err != nil {
+		return err
+	}
+	q.UserID = uid
+	floors := map[string]uint64{} // per conversation: the seq uid cleared up to
+	out, err := s.runSearch(ctx, q, limit, func(h search.Hit) (bool, error) {
+		return s.searchVisible(ctx, uid, h, floors)
+	})
+	if err != nil {
+		return err
+	}
+	c.SendFrame(&pb.ServerFrame{Id: id, Body: &pb.ServerFrame_SearchResults{SearchResults: out}})
+	return nil
+}
+
+// AdminSearch searches every conversation (or the one r names) for the
+// admin API: what anyone sent there, sender-only messages included;
+// recalled messages are gone for the operator too.
+func (s *Service) AdminSearch(ctx context.Context, r *pb.Search) (*pb.SearchResults, error) {
+	q, limit, err := s.searchQuery(r)
+	if err != nil {
+		return nil, err
+	}
+	release, err := s.searchSlot()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	q.Operator = true
+	if r.ConversationId != "" {
+		q.Ranges = []search.Range{{ConversationID: r.ConversationId, From: 1}}
+	}
+	return s.runSearch(ctx, q, limit, nil)
+}
+
+// searchQuery checks a Search and turns it into the index's query (without
+// where to look) and the page size.
+func (s *Service) searchQuery(r *pb.Search) (search.Query, int, error) {
+	if s.cfg.Search == nil {
+		return search.Query{}, 0, errUnavail
+	}
 	if r.Query == "" || len(r.Query) > maxSearchQuery || !utf8.ValidString(r.Query) || r.Limit > search.MaxLimit ||
 		len(r.ConversationId) > maxConversationID || len(r.From) > maxConversationID || len(r.ContentType) > maxContentType ||
 		(r.Since != 0 && r.Until != 0 && r.Since > r.Until) {
-		return errBadRequest
-	}
-	if !s.searchSlots.TryAcquire(1) {
-		s.stats.searchesRefused.Add(1)
-		return errTooMany // every search slot of this node is busy: retry shortly
-	}
-	defer s.searchSlots.Release(1)
-
-	ranges, err := s.searchRanges(ctx, uid, r.ConversationId)
-	if err != nil {
-		return err
+		return search.Query{}, 0, errBadRequest
 	}
 	limit := int(r.Limit)
 	if limit == 0 {
 		limit = defaultSearchLimit
 	}
 	q := search.Query{
-		Text: r.Query, Phrase: r.Phrase, UserID: uid, Ranges: ranges,
+		Text: r.Query, Phrase: r.Phrase,
 		From: r.From, ContentType: r.ContentType, HasAttachment: r.HasAttachment,
 		Since: r.Since, Until: r.Until,
 	}
 	if b := r.Before; b != nil {
 		q.Before = &search.Cursor{Time: b.ServerTime, ConversationID: b.ConversationId, Seq: b.Seq}
 	}
+	return q, limit, nil
+}
+
+// searchSlot takes one of the node's search slots; TOO_MANY_REQUESTS when
+// every one is busy.
+func (s *Service) searchSlot() (release func(), err error) {
+	if !s.searchSlots.TryAcquire(1) {
+		s.stats.searchesRefused.Add(1)
+		return nil, errTooMany // retry shortly
+	}
+	return func() { s.searchSlots.Release(1) }, nil
+}
+
+// runSearch asks the index for up to limit hits of q that visible (nil:
+// all) lets through, asking again while hits are left out, at most
+// searchRounds times.
+func (s *Service) runSearch(ctx context.Context, q search.Query, limit int, visible func(search.Hit) (bool, error)) (*pb.SearchResults, error) {
 	out := &pb.SearchResults{}
-	floors := map[string]uint64{} // per conversation: the seq uid cleared up to
 	for round := 0; round < searchRounds && len(out.Hits) < limit; round++ {
 		q.Limit = limit - len(out.Hits)
 		res, err := s.cfg.Search.Search(ctx, q)
 		if errors.Is(err, search.ErrBadQuery) {
-			return errBadRequest
+			return nil, errBadRequest
 		}
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("search failed", "err", err)
 			}
-			return errUnavail
+			return nil, errUnavail
 		}
 		for _, h := range res.Hits {
-			ok, err := s.searchVisible(ctx, uid, h, floors)
-			if err != nil {
-				return err
+			ok := true
+			if visible != nil {
+				if ok, err = visible(h); err != nil {
+					return nil, err
+				}
 			}
 			if ok {
 				out.Hits = append(out.Hits, hitProto(h))
@@ -97,8 +152,7 @@ func (s *Service) searchMessages(ctx context.Context, c Replier, sess *session.S
 		out.Next = &pb.SearchCursor{ServerTime: res.Next.Time, ConversationId: res.Next.ConversationID, Seq: res.Next.Seq}
 	}
 	s.stats.searches.Add(1)
-	c.SendFrame(&pb.ServerFrame{Id: id, Body: &pb.ServerFrame_SearchResults{SearchResults: out}})
-	return nil
+	return out, nil
 }
 
 // searchRanges is where uid may find messages: every conversation they are

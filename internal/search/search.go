@@ -77,6 +77,10 @@ type Query struct {
 	UserID string
 	// Ranges are where to look. Empty: nothing matches.
 	Ranges []Range
+	// Operator: the admin API's search (moderation), never a user's:
+	// SenderOnly documents match too, and empty Ranges means every
+	// conversation.
+	Operator bool
 	// Filters; zero values do not filter.
 	From          string
 	ContentType   string

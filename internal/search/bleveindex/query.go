@@ -55,7 +55,8 @@ func (x *Index) Search(ctx context.Context, q search.Query) (search.Result, erro
 	if limit <= 0 || limit > search.MaxLimit {
 		limit = search.MaxLimit
 	}
-	if len(q.Ranges) == 0 {
+	everywhere := q.Operator && len(q.Ranges) == 0
+	if len(q.Ranges) == 0 && !everywhere {
 		return search.Result{}, nil
 	}
 	textQ, words, err := x.textQuery(q.Text, q.Phrase)
@@ -64,12 +65,17 @@ func (x *Index) Search(ctx context.Context, q search.Query) (search.Result, erro
 	}
 
 	vis := newVisibility(q.Ranges)
-	clauses := []query.Query{textQ, vis.query()}
-	senderOnly := []query.Query{term(fVis, visAll)}
-	if q.UserID != "" {
-		senderOnly = append(senderOnly, term(fFrom, q.UserID))
+	clauses := []query.Query{textQ}
+	if !everywhere {
+		clauses = append(clauses, vis.query())
 	}
-	clauses = append(clauses, bleve.NewDisjunctionQuery(senderOnly...))
+	if !q.Operator {
+		senderOnly := []query.Query{term(fVis, visAll)}
+		if q.UserID != "" {
+			senderOnly = append(senderOnly, term(fFrom, q.UserID))
+		}
+		clauses = append(clauses, bleve.NewDisjunctionQuery(senderOnly...))
+	}
 	if q.From != "" {
 		clauses = append(clauses, term(fFrom, q.From))
 	}
@@ -110,7 +116,7 @@ func (x *Index) Search(ctx context.Context, q search.Query) (search.Result, erro
 		for _, h := range sr.Hits {
 			examined++
 			hit, ok := hitOf(h)
-			if ok && vis.allows(hit.ConversationID, hit.Seq) {
+			if ok && (everywhere || vis.allows(hit.ConversationID, hit.Seq)) {
 				res.Hits = append(res.Hits, hit)
 				if len(res.Hits) > limit {
 					res.Hits = res.Hits[:limit]

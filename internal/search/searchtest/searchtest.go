@@ -37,6 +37,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	s("Visibility", testVisibility)
 	s("ManyRanges", testManyRanges)
 	s("SenderOnly", testSenderOnly)
+	s("Operator", testOperator)
 	s("EditReplacesText", testEdit)
 	s("Delete", testDelete)
 	s("Filters", testFilters)
@@ -180,6 +181,18 @@ func testSenderOnly(t *testing.T, h *suite) {
 	h.expect(t, search.Query{Text: "cheap", UserID: "reader", Ranges: all("g:1")}, "g:1/1")
 	h.expect(t, search.Query{Text: "cheap", UserID: "spammer", Ranges: all("g:1")}, "g:1/1", "g:1/2")
 	h.expect(t, search.Query{Text: "cheap", Ranges: all("g:1")}, "g:1/1")
+}
+
+// The operator's search (the admin API's) finds sender-only messages, in
+// every conversation when it names none, and still applies the filters.
+func testOperator(t *testing.T, h *suite) {
+	shadow := doc("g:2", 1, "cheap watches here")
+	shadow.From, shadow.SenderOnly = "spammer", true
+	h.put(t, doc("g:1", 1, "cheap flights"), doc("d:a:b", 4, "cheap tickets"), shadow)
+	h.expect(t, search.Query{Text: "cheap", Operator: true}, "g:2/1", "d:a:b/4", "g:1/1")
+	h.expect(t, search.Query{Text: "cheap", Operator: true, From: "spammer"}, "g:2/1")
+	h.expect(t, search.Query{Text: "cheap", Operator: true, Ranges: all("g:2")}, "g:2/1")
+	h.expect(t, search.Query{Text: "cheap"}) // a user's search with no ranges: nothing
 }
 
 func testEdit(t *testing.T, h *suite) {

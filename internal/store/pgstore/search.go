@@ -102,7 +102,7 @@ func (s *Store) Search(ctx context.Context, q search.Query) (search.Result, erro
 	if err != nil {
 		return search.Result{}, err
 	}
-	if len(q.Ranges) == 0 || len(words) == 0 {
+	if (len(q.Ranges) == 0 && !q.Operator) || len(words) == 0 {
 		return search.Result{}, nil
 	}
 	ctx, done, err := s.enter(ctx)
@@ -177,19 +177,14 @@ func (s *Store) searchSQL(q search.Query, units []search.Unit, fetch int) (strin
 		}
 	}
 	var b strings.Builder
-	convsArg := arg(convs)
 	b.WriteString(`SELECT m.conversation_id, m.seq, m.sender, m.server_time, m.body, m.crc FROM ` + s.q.schema + `.messages m
-		WHERE m.conversation_id = ANY(` + convsArg + `::text[]) AND m.search_norm IS NOT NULL`)
-	// In one of its conversation's ranges and not hidden there. A
-	// correlated EXISTS over the arrays, which PostgreSQL runs as a hash
-	// semi-join: per row, only its conversation's ranges are looked at.
-	b.WriteString(` AND EXISTS (SELECT 1 FROM unnest(` + convsArg + `::text[], ` + arg(los) + `::int8[], ` + arg(his) + `::int8[]) WITH ORDINALITY AS r(c, lo, hi, i)
-		WHERE r.c = m.conversation_id AND m.seq BETWEEN r.lo AND r.hi`)
-	if len(hiddenAt) > 0 {
-		b.WriteString(` AND NOT EXISTS (SELECT 1 FROM unnest(` + arg(hiddenAt) + `::int8[], ` + arg(hiddenSeqs) + `::int8[]) AS h(i, s)
-			WHERE h.i = r.i AND h.s = m.seq)`)
+		WHERE m.search_norm IS NOT NULL`)
+	if len(q.Ranges) > 0 {
+		s.searchRangesSQL(&b, arg, convs, los, his, hiddenAt, hiddenSeqs)
 	}
-	b.WriteString(`)`)
+	if !q.Operator {
+		b.WriteString(` AND (NOT m.sender_only OR m.sender = ` + arg(q.UserID) + `)`)
+	}
 	for _, p := range textPatterns(units, q.Phrase) {
 		op := " LIKE "
 		if p.regex {
@@ -197,7 +192,6 @@ func (s *Store) searchSQL(q search.Query, units []search.Unit, fetch int) (strin
 		}
 		b.WriteString(" AND m.search_norm" + op + arg(p.pattern))
 	}
-	b.WriteString(` AND (NOT m.sender_only OR m.sender = ` + arg(q.UserID) + `)`)
 	if q.From != "" {
 		b.WriteString(` AND m.sender = ` + arg(q.From))
 	}
@@ -219,6 +213,23 @@ func (s *Store) searchSQL(q search.Query, units []search.Unit, fetch int) (strin
 	}
 	b.WriteString(` ORDER BY m.server_time DESC, m.conversation_id DESC, m.seq DESC LIMIT ` + arg(fetch))
 	return b.String(), args
+}
+
+// searchRangesSQL adds the condition that a row is in one of its
+// conversation's ranges and not hidden there: the conversations as an
+// array (the primary key finds their rows), then a correlated EXISTS over
+// the arrays, which PostgreSQL runs as a hash semi-join: per row, only its
+// conversation's ranges are looked at.
+func (s *Store) searchRangesSQL(b *strings.Builder, arg func(any) string, convs []string, los, his, hiddenAt, hiddenSeqs []int64) {
+	convsArg := arg(convs)
+	b.WriteString(` AND m.conversation_id = ANY(` + convsArg + `::text[])`)
+	b.WriteString(` AND EXISTS (SELECT 1 FROM unnest(` + convsArg + `::text[], ` + arg(los) + `::int8[], ` + arg(his) + `::int8[]) WITH ORDINALITY AS r(c, lo, hi, i)
+		WHERE r.c = m.conversation_id AND m.seq BETWEEN r.lo AND r.hi`)
+	if len(hiddenAt) > 0 {
+		b.WriteString(` AND NOT EXISTS (SELECT 1 FROM unnest(` + arg(hiddenAt) + `::int8[], ` + arg(hiddenSeqs) + `::int8[]) AS h(i, s)
+			WHERE h.i = r.i AND h.s = m.seq)`)
+	}
+	b.WriteString(`)`)
 }
 
 // textPattern is one condition on search_norm: a LIKE pattern, or a
