@@ -114,10 +114,11 @@ function say(t, bad = false) {
 
 /** Why a search failed, in words. */
 function failText(err) {
-  if (isCode(err, 'ERROR_CODE_UNAVAILABLE')) return 'Search is off on this server.';
+  // Off (`search: off`), a failed index, or a search that ran too long: the server cannot tell them apart.
+  if (isCode(err, 'ERROR_CODE_UNAVAILABLE')) return 'Search is not available: it is off on this server, or this search took too long (try rarer words).';
   if (isCode(err, 'ERROR_CODE_TOO_MANY_REQUESTS')) return 'The server is busy with other searches. Try again in a moment.';
   if (isCode(err, 'ERROR_CODE_PERMISSION_DENIED')) return 'You cannot search this conversation.';
-  if (isCode(err, 'ERROR_CODE_BAD_REQUEST')) return 'The server cannot search for that. Try other words.';
+  if (isCode(err, 'ERROR_CODE_BAD_REQUEST')) return 'The server cannot search for that: use fewer words.';
   return 'Could not search: ' + H.errText(err) + '.';
 }
 
@@ -175,7 +176,9 @@ async function page(query, opts) {
   ul.append(...nodes);
   moreBtn.hidden = !res.next;
   const n = ul.children.length;
-  if (!n) say(opts.conversationId ? 'No messages in this conversation match.' : 'No messages match.');
+  // A page may come back short, even empty, with more to look through (the server bounds each search).
+  if (!n && res.next) say('Nothing found so far: “More” searches further.');
+  else if (!n) say(opts.conversationId ? 'No messages in this conversation match.' : 'No messages match.');
   else say(`${n} message${n === 1 ? '' : 's'} found${res.next ? ', more with “More”' : ''}.`);
   // "More" keeps the keyboard user's place: the focus goes to the first new result.
   if (!first && nodes.length && (fromMore || document.activeElement === moreBtn)) nodes[0].querySelector('button').focus();

@@ -1090,12 +1090,15 @@ export class ParleyClient extends Emitter<ClientEvents> {
    * directly (UTF-16 code units; the server's UTF-8 byte ranges are
    * converted). Retried across reconnects and, a few times, when the node
    * runs as many searches as it allows (ERROR_CODE_TOO_MANY_REQUESTS,
-   * thrown if it lasts). ERROR_CODE_UNAVAILABLE: search is off on this
-   * server (or its index failed), thrown at once; ERROR_CODE_BAD_REQUEST:
-   * an empty or overlong (over 256 bytes) query, a limit over 100, since
-   * after until; ERROR_CODE_PERMISSION_DENIED: a conversation filter the
-   * user does not read. Newly sent messages are found a moment after they
-   * are stored (the index follows the store).
+   * thrown if it lasts). ERROR_CODE_UNAVAILABLE, thrown at once: search
+   * is off on this server, its index failed, or the search ran too long;
+   * ERROR_CODE_BAD_REQUEST: an empty or overlong query (over 256 bytes or
+   * 32 words), a limit over 100, since after until;
+   * ERROR_CODE_PERMISSION_DENIED: a conversation filter the user does not
+   * read. A page may hold fewer hits than the limit, even none, and still
+   * have a `next`: the server bounds the work of each search. On a single
+   * node, newly sent messages are found a moment after they are stored (the
+   * index follows the store).
    */
   async search(query: string, opts: SearchOptions = {}): Promise<SearchPage> {
     const body: Search = { ...opts, query };

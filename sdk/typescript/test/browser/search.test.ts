@@ -224,7 +224,7 @@ describe('web client: search off', () => {
       await page.press('#search-input', 'Enter'); // nothing typed
       expect(await status(page)).toBe('Type the words to find.');
       await search(page, 'anything');
-      expect(await status(page)).toBe('Search is off on this server.');
+      expect(await status(page)).toBe('Search is not available: it is off on this server, or this search took too long (try rarer words).');
       expect(await results(page)).toEqual([]);
       await expectAccessible(page, 'search off');
     } finally {
