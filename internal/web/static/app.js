@@ -3,6 +3,7 @@
 import { ParleyClient, register, login, logout, directConversationId, text, isCode, webPushKey, applyReaction, mentionsUser, encodeFrame } from './parley-sdk.js';
 import { initGroups, attachGroups, groupBar } from './groups.js';
 import { initPeople, attachPeople } from './people.js';
+import { initSearch, attachSearch, openSearch } from './search.js';
 
 const $ = (id) => document.getElementById(id);
 const el = (tag, cls, txt) => {
@@ -674,6 +675,7 @@ function msgNode(c, m, where) {
   const li = el('li', 'msg' + (mine ? ' mine' : '') + (m.recalled ? ' recalled' : '') + (m.recalled && m.moderated ? ' moderated' : '') + (mentioned ? ' mentioned' : '') + (m.incomplete ? ' incomplete' : ''));
   li.dataset.seq = seq;
   li.dataset.from = m.from;
+  if (c.focusSeq === seq) li.tabIndex = -1; // opened from a search: it holds the focus
   if (c.pins.some((p) => p.seq === seq)) li.dataset.pinned = 'true';
   if (c.group && !mine) li.append(el('div', 'from', m.from));
   if (m.replyTo) li.append(quoteNode(c, m));
@@ -876,23 +878,43 @@ function quoteNode(c, m) {
   return q;
 }
 
-/** Scrolls to message seq (loading older pages until it is there) and flashes it. */
-async function jumpTo(c, seq) {
-  for (let i = 0; i < 40 && !c.msgs.has(seq) && c.hasOlder && openId === c.id; i++) await loadOlder(c);
+/** Scrolls to message seq (loading older pages until it is there) and flashes it; with focus,
+ *  the message takes the keyboard focus too (a search result was opened). */
+async function jumpTo(c, seq, focus = false) {
+  // Page back while pages bring older messages (one already loading is waited for); a
+  // message that is not there (deleted for this user) stops it at the first page below it.
+  const oldest = () => (c.msgs.size ? Math.min(...c.msgs.keys()) : Infinity);
+  for (let i = 0; i < 1000 && !c.msgs.has(seq) && c.hasOlder && oldest() > seq && openId === c.id; i++) {
+    const was = oldest();
+    await loadOlder(c);
+    if (oldest() >= was) break; // no progress (a failed page): give up rather than spin
+  }
   const m = c.msgs.get(seq);
   if (!m || openId !== c.id) return alertError(new Error('that message is not available'));
+  if (focus) c.focusSeq = seq;
   if (m.threadRoot) {
     await openThread(c, m.threadRoot);
-    return flash($('thread-list').querySelector(`li.msg[data-seq="${seq}"]`));
+    return flash($('thread-list').querySelector(`li.msg[data-seq="${seq}"]`), focus);
   }
-  flash($('msg-list').querySelector(`li[data-seq="${seq}"]`));
+  flash($('msg-list').querySelector(`li[data-seq="${seq}"]`), focus);
 }
 
-function flash(node) {
+function flash(node, focus = false) {
   if (!node) return;
   node.scrollIntoView({ block: 'center', behavior: 'smooth' });
   node.classList.add('flash');
   setTimeout(() => node.classList.remove('flash'), 1600);
+  if (focus) {
+    node.tabIndex = -1; // a message is not in the Tab order; this one takes the focus once
+    node.focus({ preventScroll: true });
+  }
+}
+
+/** Opens conversation id at message seq (a search result), loading history back to it. */
+async function openAt(id, seq) {
+  if (openId !== id) await openConv(id);
+  else document.querySelector('.app').classList.add('show-chat'); // phones: the chat shows
+  await jumpTo(conv(id), seq, true);
 }
 
 function startReply(c, m) {
@@ -1372,8 +1394,15 @@ async function openConv(id) {
   $('composer-input').focus({ preventScroll: true });
 }
 
-async function loadOlder(c, first = false) {
-  if (c.loadingOlder || (!first && !c.hasOlder)) return;
+/** Loads the page before the oldest message shown (first: the newest page). A call while a
+ *  page loads waits for that one (jumpTo pages back in a loop). */
+function loadOlder(c, first = false) {
+  if (c.loadingOlder) return c.olderP;
+  if (!first && !c.hasOlder) return Promise.resolve();
+  return (c.olderP = loadOlderNow(c, first));
+}
+
+async function loadOlderNow(c, first) {
   c.loadingOlder = true;
   renderChat();
   const box = $('messages');
@@ -2304,6 +2333,7 @@ function start(auth) {
   window.parley = client; // handy in the console
   attachGroups(client);
   attachPeople(client);
+  attachSearch();
   let saveTimer = null;
   client.on('message', (m) => {
     apply(m, true);
@@ -2469,6 +2499,13 @@ function onShortcut(ev) {
     $('conv-filter').select();
     return;
   }
+  // Search messages: Ctrl/⌘+Shift+F, or / outside a text field.
+  if ((mod && ev.shiftKey && !ev.altKey && ev.key.toLowerCase() === 'f') || (ev.key === '/' && !mod && !ev.altKey && !typingIn(ev.target))) {
+    if (dialogOpen) return;
+    ev.preventDefault();
+    openSearch();
+    return;
+  }
   if (ev.altKey && !mod && (ev.key === 'ArrowUp' || ev.key === 'ArrowDown')) {
     if (dialogOpen) return;
     ev.preventDefault();
@@ -2556,6 +2593,9 @@ const hooks = {
   rerender,
   chatWith,
   errText,
+  title,
+  fmtTime,
+  openAt,
 };
 
 // ---- wiring the DOM ----
@@ -2807,6 +2847,7 @@ function wire() {
 wire();
 initGroups(hooks);
 initPeople(hooks);
+initSearch(hooks);
 const saved = session.get();
 if (saved?.token) start(saved);
 else $('auth').hidden = false;

@@ -506,10 +506,10 @@ function encodeFrame(f) {
   return JSON.stringify(f, (_k, v) => v instanceof Uint8Array ? toBase64(v) : v);
 }
 function decodeFrame(data) {
-  const f = JSON.parse(data, (k, v) => {
+  const f = JSON.parse(data, function(k, v) {
     if (typeof v === "string") {
       if (NUMERIC.has(k)) return Number(v);
-      if (BYTES.has(k)) return fromBase64(v);
+      if (BYTES.has(k) && !(k === "snippet" && "conversationId" in this)) return fromBase64(v);
     } else if (k === "seqs" && Array.isArray(v)) {
       return v.map(Number);
     }
@@ -2486,6 +2486,82 @@ function resolveFileUrl(baseUrl, url) {
   return new URL(url, baseUrl).toString();
 }
 
+// src/search.ts
+function utf16Ranges(s, byteRanges) {
+  if (byteRanges.length === 0 || s.length === 0) return [];
+  const bytes = [];
+  const units = [];
+  let b = 0;
+  for (let i = 0; i < s.length; ) {
+    bytes.push(b);
+    units.push(i);
+    const c = s.charCodeAt(i);
+    const next = s.charCodeAt(i + 1);
+    if (c >= 55296 && c <= 56319 && next >= 56320 && next <= 57343) {
+      b += 4;
+      i += 2;
+    } else {
+      b += c < 128 ? 1 : c < 2048 ? 2 : 3;
+      i += 1;
+    }
+  }
+  bytes.push(b);
+  units.push(s.length);
+  const floor = (o) => {
+    let lo = 0;
+    let hi = bytes.length - 1;
+    while (lo < hi) {
+      const mid = lo + hi + 1 >> 1;
+      if (bytes[mid] <= o) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  };
+  const out = [];
+  for (const r of byteRanges) {
+    const start = Math.max(0, r.start ?? 0);
+    const end = Math.min(b, r.end ?? 0);
+    if (end <= start) continue;
+    const si = floor(start);
+    let ei = floor(end);
+    if (bytes[ei] < end) ei++;
+    out.push({ start: units[si], end: units[ei] });
+  }
+  out.sort((x, y) => x.start - y.start || x.end - y.end);
+  const merged = [];
+  for (const r of out) {
+    const last = merged[merged.length - 1];
+    if (last && r.start <= last.end) last.end = Math.max(last.end, r.end);
+    else merged.push({ ...r });
+  }
+  return merged;
+}
+function snippetParts(snippet, highlights) {
+  const parts = [];
+  let at = 0;
+  for (const h of [...highlights].sort((x, y) => x.start - y.start)) {
+    const start = Math.max(h.start, at);
+    const end = Math.min(h.end, snippet.length);
+    if (end <= start) continue;
+    if (start > at) parts.push({ text: snippet.slice(at, start), highlight: false });
+    parts.push({ text: snippet.slice(start, end), highlight: true });
+    at = end;
+  }
+  if (at < snippet.length) parts.push({ text: snippet.slice(at), highlight: false });
+  return parts;
+}
+function searchMatch(h) {
+  const snippet = h.snippet ?? "";
+  return {
+    conversationId: h.conversationId,
+    seq: h.seq,
+    from: h.from ?? "",
+    serverTime: h.serverTime ?? 0,
+    snippet,
+    highlights: utf16Ranges(snippet, h.highlights ?? [])
+  };
+}
+
 // src/push.ts
 function pushTargetBody(t) {
   const kinds = ["apns", "fcm", "webpush"].filter((k) => t?.[k] != null);
@@ -3304,6 +3380,67 @@ var ParleyClient = class extends Emitter {
     const o = f.streamOpened;
     return new MessageStream(send, body.clientMsgId, o.conversationId, o.streamId, null);
   }
+  // Search (docs/search.md)
+  /**
+   * Finds messages this user may read, newest first: every word of query
+   * in any order (case and accents do not matter; in Chinese, Japanese,
+   * Korean and Thai a query also matches inside longer runs of
+   * characters), or with `phrase` the words in this order. opts filter
+   * (`conversationId`, `from`, `contentType`, `hasAttachment`, `since` and
+   * `until` in unix ms) and page: pass the page's `next` as `before` for
+   * the following one (absent at the end); `limit` is at most 100
+   * (default 20). Each hit's `highlights` index its `snippet` string
+   * directly (UTF-16 code units; the server's UTF-8 byte ranges are
+   * converted). Retried across reconnects and, a few times, when the node
+   * runs as many searches as it allows (ERROR_CODE_TOO_MANY_REQUESTS,
+   * thrown if it lasts). ERROR_CODE_UNAVAILABLE, thrown at once: search
+   * is off on this server, its index failed, or the search ran too long;
+   * ERROR_CODE_BAD_REQUEST: an empty or overlong query (over 256 bytes or
+   * 32 words), a limit over 100, since after until;
+   * ERROR_CODE_PERMISSION_DENIED: a conversation filter the user does not
+   * read. A page may hold fewer hits than the limit, even none, and still
+   * have a `next`: the server bounds the work of each search. On a single
+   * node, newly sent messages are found a moment after they are stored (the
+   * index follows the store).
+   */
+  async search(query, opts = {}) {
+    const body = { ...opts, query };
+    const big = this.oversized("search", body);
+    if (big) throw big;
+    for (let again = 0; ; ) {
+      const conn = await this.liveConn();
+      let r;
+      try {
+        r = (await conn.request("search", body)).searchResults ?? {};
+      } catch (err) {
+        if (this.closedErr) throw err;
+        if (err instanceof ClosedError || err instanceof DisconnectError) continue;
+        const busy = err instanceof ParleyError && err.code === "ERROR_CODE_TOO_MANY_REQUESTS";
+        if ((busy || err instanceof TimeoutError) && again < 4) {
+          await new Promise((w) => setTimeout(w, jitter(250 * 2 ** again++)));
+          continue;
+        }
+        throw err;
+      }
+      const page = { hits: (r.hits ?? []).map(searchMatch) };
+      if (r.next) page.next = r.next;
+      return page;
+    }
+  }
+  /**
+   * Every page of a search, one at a time (opts as for {@link search},
+   * `before` where to start): `for await (const page of
+   * client.searchPages('lantern')) ...`; stop early with `break`.
+   */
+  async *searchPages(query, opts = {}) {
+    let before = opts.before;
+    for (; ; ) {
+      const page = await this.search(query, { ...opts, before });
+      yield page;
+      if (!page.next) return;
+      before = page.next;
+    }
+  }
   // Rooms (not stored: a push reaches the sessions in the room at that moment)
   /** Joins a room (rejoined after every reconnect). */
   async joinRoom(room) {
@@ -3545,12 +3682,14 @@ export {
   register,
   resolveFileUrl,
   rpc,
+  snippetParts,
   text,
   toBase64,
   toBase64Url,
   upload,
   uploadFile,
   uploadResumable,
+  utf16Ranges,
   utf8,
   webPushKey,
   webPushTarget

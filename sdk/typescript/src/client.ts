@@ -18,6 +18,7 @@ import {
   type ResumableOptions,
   type UploadOptions,
 } from './media.js';
+import { searchMatch, type SearchOptions, type SearchPage } from './search.js';
 import { pushTargetBody, subscribeWithKey, webPushTarget, type PushRegistration, type SubscribeWebPushOptions, type WebPushSubscription } from './push.js';
 import type {
   Attachment,
@@ -47,6 +48,8 @@ import type {
   ReadCount,
   Receipt,
   RoomInfo,
+  Search,
+  SearchResults,
   Send,
   SendAck,
   ServerFrame,
@@ -1071,6 +1074,72 @@ export class ParleyClient extends Emitter<ClientEvents> {
     if (f.sendAck) return new MessageStream(send, body.clientMsgId!, f.sendAck.conversationId, '', f.sendAck);
     const o = f.streamOpened!;
     return new MessageStream(send, body.clientMsgId!, o.conversationId, o.streamId, null);
+  }
+
+  // Search (docs/search.md)
+
+  /**
+   * Finds messages this user may read, newest first: every word of query
+   * in any order (case and accents do not matter; in Chinese, Japanese,
+   * Korean and Thai a query also matches inside longer runs of
+   * characters), or with `phrase` the words in this order. opts filter
+   * (`conversationId`, `from`, `contentType`, `hasAttachment`, `since` and
+   * `until` in unix ms) and page: pass the page's `next` as `before` for
+   * the following one (absent at the end); `limit` is at most 100
+   * (default 20). Each hit's `highlights` index its `snippet` string
+   * directly (UTF-16 code units; the server's UTF-8 byte ranges are
+   * converted). Retried across reconnects and, a few times, when the node
+   * runs as many searches as it allows (ERROR_CODE_TOO_MANY_REQUESTS,
+   * thrown if it lasts). ERROR_CODE_UNAVAILABLE, thrown at once: search
+   * is off on this server, its index failed, or the search ran too long;
+   * ERROR_CODE_BAD_REQUEST: an empty or overlong query (over 256 bytes or
+   * 32 words), a limit over 100, since after until;
+   * ERROR_CODE_PERMISSION_DENIED: a conversation filter the user does not
+   * read. A page may hold fewer hits than the limit, even none, and still
+   * have a `next`: the server bounds the work of each search. On a single
+   * node, newly sent messages are found a moment after they are stored (the
+   * index follows the store).
+   */
+  async search(query: string, opts: SearchOptions = {}): Promise<SearchPage> {
+    const body: Search = { ...opts, query };
+    const big = this.oversized('search', body);
+    if (big) throw big;
+    // Not request(.., retry): it would also retry UNAVAILABLE, which here
+    // mostly means search is off, and the app should say so at once.
+    for (let again = 0; ; ) {
+      const conn = await this.liveConn();
+      let r: SearchResults;
+      try {
+        r = (await conn.request('search', body)).searchResults ?? {};
+      } catch (err) {
+        if (this.closedErr) throw err;
+        if (err instanceof ClosedError || err instanceof DisconnectError) continue;
+        const busy = err instanceof ParleyError && err.code === 'ERROR_CODE_TOO_MANY_REQUESTS';
+        if ((busy || err instanceof TimeoutError) && again < 4) {
+          await new Promise((w) => setTimeout(w, jitter(250 * 2 ** again++)));
+          continue;
+        }
+        throw err;
+      }
+      const page: SearchPage = { hits: (r.hits ?? []).map(searchMatch) };
+      if (r.next) page.next = r.next;
+      return page;
+    }
+  }
+
+  /**
+   * Every page of a search, one at a time (opts as for {@link search},
+   * `before` where to start): `for await (const page of
+   * client.searchPages('lantern')) ...`; stop early with `break`.
+   */
+  async *searchPages(query: string, opts: SearchOptions = {}): AsyncGenerator<SearchPage, void, undefined> {
+    let before = opts.before;
+    for (;;) {
+      const page = await this.search(query, { ...opts, before });
+      yield page;
+      if (!page.next) return;
+      before = page.next;
+    }
   }
 
   // Rooms (not stored: a push reaches the sessions in the room at that moment)

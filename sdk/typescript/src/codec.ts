@@ -112,10 +112,12 @@ export function encodeFrame(f: ClientFrame): string {
 
 /** Decodes a server frame from a WebSocket text message. */
 export function decodeFrame(data: string): ServerFrame {
-  const f = JSON.parse(data, (k: string, v: unknown) => {
+  const f = JSON.parse(data, function (this: Record<string, unknown>, k: string, v: unknown) {
     if (typeof v === 'string') {
       if (NUMERIC.has(k)) return Number(v);
-      if (BYTES.has(k)) return fromBase64(v);
+      // A search hit's snippet is text, a reply preview's bytes: of the two
+      // only the hit carries a conversationId.
+      if (BYTES.has(k) && !(k === 'snippet' && 'conversationId' in this)) return fromBase64(v);
     } else if (k === 'seqs' && Array.isArray(v)) {
       return v.map(Number);
     }

@@ -1,6 +1,8 @@
 export { ParleyClient, MessageStream, newClientMsgId } from './client.js';
 export type { ClientOptions, ClientEvents, ClientState, SendInput, SendOptions, StreamInput } from './client.js';
 export { applyReaction, mentionsUser } from './rich.js';
+export { utf16Ranges, snippetParts } from './search.js';
+export type { SearchOptions, SearchPage, SearchMatch, StringRange, SnippetPart } from './search.js';
 export type { ReactionHolder } from './rich.js';
 export { Connection } from './connection.js';
 export type { ConnectionOptions, WebSocketLike, WebSocketConstructor, WebSocketHandler } from './connection.js';

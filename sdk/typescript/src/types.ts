@@ -506,6 +506,60 @@ export interface WebPushPayload {
   badge?: number;
 }
 
+// ---- Search (docs/search.md) ----
+
+/** A position in the newest-first order of search hits: pass a page's
+ *  `next` as the next search's `before`. Treat it as opaque. */
+export interface SearchCursor {
+  serverTime?: number;
+  conversationId?: string;
+  seq?: number;
+}
+
+/** [start, end) in bytes of a UTF-8 string (as on the wire), or, in what
+ *  `ParleyClient.search` returns, in UTF-16 code units of a JS string. */
+export interface TextRange {
+  start?: number;
+  end?: number;
+}
+
+/** One matching message as the server sends it: `highlights` are UTF-8
+ *  byte ranges into `snippet` (`ParleyClient.search` converts them). */
+export interface SearchHit {
+  conversationId: string;
+  seq: number;
+  from?: string;
+  serverTime?: number;
+  /** The text around the match, at most 240 bytes of UTF-8, cut at character boundaries. */
+  snippet?: string;
+  highlights?: TextRange[];
+}
+
+/** The answer to a search frame. */
+export interface SearchResults {
+  hits?: SearchHit[];
+  /** Set when more hits may follow: pass it as Search.before. */
+  next?: SearchCursor;
+}
+
+/** The search frame: words (every one, any order; or with `phrase`, in this
+ *  order) and filters; empty or zero filters mean any. */
+export interface Search {
+  /** 1-256 bytes. */
+  query: string;
+  phrase?: boolean;
+  conversationId?: string;
+  from?: string;
+  contentType?: string;
+  hasAttachment?: boolean;
+  /** Unix ms, inclusive. */
+  since?: number;
+  until?: number;
+  before?: SearchCursor;
+  /** At most 100; 0: 20. */
+  limit?: number;
+}
+
 /** Every frame the server sends; exactly one body field is set. */
 export interface ServerFrame {
   id?: number;
@@ -536,6 +590,7 @@ export interface ServerFrame {
   reactions?: ReactionPage;
   streamOpened?: StreamOpened;
   streamChunk?: StreamChunk;
+  searchResults?: SearchResults;
 }
 
 export interface Send {
@@ -663,6 +718,8 @@ export interface ClientBodies {
   streamAppend: { streamId: string; text: string };
   /** Stores the stream's text as one message (abandon: marked incomplete). Answered with sendAck. */
   streamFinish: { streamId: string; abandon?: boolean };
+  /** Finds messages the user may read, newest first. Answered with searchResults. */
+  search: Search;
 }
 
 export type ClientBodyName = keyof ClientBodies;
