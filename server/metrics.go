@@ -71,7 +71,7 @@ func (s *Server) writeMetrics(out io.Writer) error {
 	w.Gauge("parley_streams_open", "Streamed messages being written on this node (max_streams bounds them).", float64(cs.StreamsOpen))
 	w.Counter("parley_searches_total", "Message searches answered.", float64(cs.Searches))
 	w.Counter("parley_searches_refused_total", "Message searches refused with TOO_MANY_REQUESTS: every search slot of the node was busy.", float64(cs.SearchesRefused))
-	if s.search != nil {
+	if s.search != nil && s.search.follower != nil { // the embedded index (PostgreSQL has none)
 		fs := s.search.follower.Stats()
 		w.Gauge("parley_search_index_lag", "Messages stored but not yet in the search index (store log positions).", float64(fs.Lag()))
 		w.Counter("parley_search_indexed_total", "Store log entries applied to the search index.", float64(fs.Applied))
