@@ -390,3 +390,33 @@ func TestAdminSearch(t *testing.T) {
 		t.Fatalf("admin searches in the audit log: %d of %v", audited, entries)
 	}
 }
+
+// A block changes what can be sent, not what was: after bob blocks alice
+// her new message is refused and found by nobody, and each side still finds
+// the earlier messages their history shows.
+func TestSearchAfterBlock(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	tc := transports[0]
+	ctx := ctx10(t)
+	alice, _ := ts.connect(t, "alice", "a1", "cli", tc)
+	bob, _ := ts.connect(t, "bob", "b1", "cli", tc)
+	ack, err := alice.SendText(ctx, "bob", "see you at the quarry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := fmt.Sprintf("%s#%d", ack.ConversationId, ack.Seq)
+	if err := bob.Block(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.SendText(ctx, "bob", "quarry again?"); errCode(err) != pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED {
+		t.Fatalf("a send to the blocker: %v", err)
+	}
+	for _, c := range []*client.Client{alice, bob} {
+		waitFound(t, c, "quarry", before)
+		page, err := c.History(ctx, ack.ConversationId, 0, 10)
+		if err != nil || len(page.Messages) != 1 {
+			t.Fatalf("history after the block: %v %v", page, err)
+		}
+	}
+}
