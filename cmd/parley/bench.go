@@ -56,7 +56,7 @@ func benchCmd(args []string) error {
 	if name == "search" {
 		// search's --duration is its query phase; its load is bounded by -c.
 		cfg.Duration, cfg.QueryDuration = cfg.QueryDuration, 0
-		durationHelp = "how long the searchers query, once the index has caught up"
+		durationHelp = "how long each query phase (--searchers) lasts, once the index has caught up"
 	}
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, durationHelp)
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "hard cap on the whole run, setup and drain included")
@@ -144,7 +144,17 @@ func benchCmd(args []string) error {
 		fs.IntVar(&cfg.Chunks, "chunks", cfg.Chunks, "chunks of each streamed message (then it is finished and the next one opened)")
 	case "search":
 		fs.IntVar(&cfg.Convs, "convs", cfg.Convs, "1:1 conversations: sender i messages the peers j with j mod -t == i (peers have accounts, stay offline)")
-		fs.IntVar(&cfg.Searchers, "searchers", cfg.Searchers, "concurrent searchers after the load (the senders' users, on their connections), one query in flight each")
+		fs.Func("searchers", "query phases after the load, one after the other, each with this many concurrent searchers (the senders' users,\non their connections), one query in flight each, for --duration: N or N,N,... (default 50)", func(v string) error {
+			cfg.Searchers = nil
+			for _, f := range strings.Split(v, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil {
+					return fmt.Errorf("--searchers: %q is not a number", f)
+				}
+				cfg.Searchers = append(cfg.Searchers, n)
+			}
+			return nil
+		})
 		fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the generated texts and queries (the same seed, the same texts)")
 	case "mixed":
 		fs.IntVar(&cfg.Pairs, "pairs", cfg.Pairs, "1:1 pairs (sender and receiver online)")
@@ -469,7 +479,7 @@ func scenarioHelp(name string) string {
 	case "stream":
 		return "stream: -t bots each stream messages of --chunks chunks to their own group of -m online members\nat --rate chunks/s, for --duration; reports chunk delivery latency (send time in the chunk,\ntimed at each member), chunks delivered vs expected; every finished message must reach every\nmember once with the whole text, and be stored once with it."
 	case "search":
-		return "search: -t senders store -c text messages (sentences in English, German, French, Russian, Greek,\nChinese, Japanese, Korean, Thai, from word lists with a seeded PRNG) over --convs 1:1 conversations;\nreports sends/s and the server's CPU, the index's throughput while sends go on (from /metrics), its\nlag and the time to catch up; then verifies rare-word hits against the generator and runs\n--searchers searchers for --duration (one-word, rare-word, phrase and CJK queries): p50/p99/max\nand queries/s per kind, TOO_MANY_REQUESTS counted; with --data, DATA/search and DATA/store\nper million messages. Against a server with search: off only the load runs (the baseline)."
+		return "search: -t senders store -c text messages (sentences in English, German, French, Russian, Greek,\nChinese, Japanese, Korean, Thai, from word lists with a seeded PRNG) over --convs 1:1 conversations;\nreports sends/s and the server's CPU, the index's throughput while sends go on (from /metrics), its\nlag and the time to catch up; then verifies rare-word hits against the generator and runs\n--searchers searchers for --duration (one-word, rare-word, phrase and CJK queries; a list such as\n1,8,50 runs a phase for each): p50/p99/max and queries/s per kind, TOO_MANY_REQUESTS counted; with --data, DATA/search and DATA/store\nper million messages. Against a server with search: off only the load runs (the baseline)."
 	case "mixed":
 		return "mixed: --pairs 1:1 pairs, --groups groups of --group-size and one big group of -m\n(--online receivers) at once, at WuKongIM's rates by default; each part and the total\nreported and verified (WuKongIM mixed)."
 	}

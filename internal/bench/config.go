@@ -58,11 +58,12 @@ type Config struct {
 	// Convs is --convs: search's 1:1 conversations (each sender talks to
 	// Convs/-t of them, its peers).
 	Convs int `json:"convs,omitempty"`
-	// Searchers is --searchers: search's concurrent searchers (the senders'
-	// users, each on its sender's connection), one query in flight each.
-	Searchers int `json:"searchers,omitempty"`
-	// QueryDuration is how long search's searchers query (its --duration;
-	// the load before it is bounded by -c).
+	// Searchers is --searchers: search's query phases, one after the other,
+	// each with this many concurrent searchers (the senders' users, each on
+	// its sender's connection), one query in flight each.
+	Searchers []int `json:"searchers,omitempty"`
+	// QueryDuration is how long each of search's query phases lasts (its
+	// --duration; the load before them is bounded by -c).
 	QueryDuration time.Duration `json:"query_duration_ns,omitempty"`
 	// Seed seeds search's generated messages and queries: the same seed
 	// gives the same texts, so a rare word's hits are known.
@@ -164,7 +165,7 @@ func DefaultConfig(scenario string) Config {
 	case "stream":
 		c.Count, c.Duration, c.Concurrency, c.Members, c.Rate, c.Chunks, c.Size = 0, 20*time.Second, 100, 100, 50, 100, 32
 	case "search":
-		c.Count, c.Concurrency, c.Pipeline, c.Convs, c.Searchers, c.Seed = 1000000, 50, 8, 10000, 50, 1
+		c.Count, c.Concurrency, c.Pipeline, c.Convs, c.Searchers, c.Seed = 1000000, 50, 8, 10000, []int{50}, 1
 		c.QueryDuration, c.Drain, c.Timeout = 20*time.Second, 10*time.Minute, 30*time.Minute
 	case "mixed":
 		c.Count, c.Duration, c.Concurrency = 0, time.Minute, 1
@@ -211,7 +212,9 @@ func (c Config) validate() error {
 	if c.Scenario == "search" {
 		check(c.Count > 0, "search: -c must be > 0 (the messages stored before the queries)")
 		check(c.Convs >= c.Concurrency, "--convs must be >= -t (each sender has at least one peer)")
-		check(c.Searchers >= 0, "--searchers must be >= 0")
+		for _, n := range c.Searchers {
+			check(n >= 1 && n <= 100000, "--searchers: each phase's searchers must be 1..100000")
+		}
 		check(c.QueryDuration >= 0, "--duration must not be negative")
 	}
 	if c.Scenario == "push-offline" {

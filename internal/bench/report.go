@@ -515,12 +515,21 @@ func (c Config) groupFlags() string {
 	case "stream":
 		return fmt.Sprintf(" -m %d --rate %g --chunks %d --size %d", c.Members, c.Rate, c.Chunks, c.Size)
 	case "search":
-		return fmt.Sprintf(" --convs %d --pipeline %d --searchers %d --duration %v --seed %d", c.Convs, c.Pipeline, c.Searchers, c.QueryDuration, c.Seed)
+		return fmt.Sprintf(" --convs %d --pipeline %d --searchers %s --duration %v --seed %d", c.Convs, c.Pipeline, intList(c.Searchers), c.QueryDuration, c.Seed)
 	case "mixed":
 		return fmt.Sprintf(" --pairs %d --groups %d --group-size %d -m %d --online %d --rate %g --group-rate %g --big-rate %g",
 			c.Pairs, c.Groups, c.GroupSize, c.Members, c.OnlineMembers, c.Rate, c.GroupRate, c.BigRate)
 	}
 	return ""
+}
+
+// intList writes ns as a flag takes them: "1,8,50".
+func intList(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ",")
 }
 
 func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

@@ -10,10 +10,10 @@ import (
 // SearchReport is the search scenario's result (JSON "search").
 //
 //	search_off                 the server keeps no index: only the load ran
-//	senders, conversations     -t and --convs; searchers --searchers; seed --seed
+//	senders, conversations     -t and --convs; seed --seed
 //	messages                   text messages stored (acked) during the load
 //	load_seconds, sends_per_sec  the load: first send to last ack, and messages / that
-//	server_cpu_{load,catch_up,queries}_percent  the server's CPU in each phase (100 = one core; 0: not sampled)
+//	server_cpu_{load,catch_up}_percent  the server's CPU in each phase (100 = one core; 0: not sampled)
 //	indexed_during_load        index entries applied (parley_search_indexed_total) from the first send to the last ack
 //	indexed_per_sec_load       those / the load's seconds: indexing while sends go on
 //	indexed_per_sec_after      entries applied per second from the last ack until the lag was 0
@@ -22,41 +22,53 @@ import (
 //	caught_up, catch_up_seconds  whether the lag reached 0 (within --drain), and how long after the last ack
 //	index_series               one point a second: {t, indexed_per_sec, lag}
 //	verify                     rare-word searches checked against the generator: see SearchVerify
-//	queries                    per kind (word, rare, phrase, cjk): see SearchKind
-//	queries_per_sec            answered queries of all kinds / the query phase's seconds
+//	query_steps                the query phases, one per --searchers number: see QueryStep
 //	data_dir, search_bytes, store_bytes  DATA/search and DATA/store on disk (allocated bytes) at the end
 //	search_bytes_per_million, store_bytes_per_million  the same per million messages stored
 type SearchReport struct {
-	SearchOff          bool                   `json:"search_off"`
-	Senders            int                    `json:"senders"`
-	Conversations      int                    `json:"conversations"`
-	Searchers          int                    `json:"searchers"`
-	Seed               uint64                 `json:"seed"`
-	Messages           uint64                 `json:"messages"`
-	LoadSeconds        float64                `json:"load_seconds"`
-	SendsPerSec        float64                `json:"sends_per_sec"`
-	ServerCPULoad      float64                `json:"server_cpu_load_percent"`
-	ServerCPUCatchUp   float64                `json:"server_cpu_catch_up_percent"`
-	ServerCPUQueries   float64                `json:"server_cpu_queries_percent"`
-	IndexedDuringLoad  uint64                 `json:"indexed_during_load"`
-	IndexedPerSecLoad  float64                `json:"indexed_per_sec_load"`
-	IndexedPerSecAfter float64                `json:"indexed_per_sec_after"`
-	IndexedTotal       uint64                 `json:"indexed_total"`
-	LagAtLoadEnd       uint64                 `json:"lag_at_load_end"`
-	LagPeak            uint64                 `json:"lag_peak"`
-	CaughtUp           bool                   `json:"caught_up"`
-	CatchUpSeconds     float64                `json:"catch_up_seconds"`
-	Series             []IndexSample          `json:"index_series"`
-	Verify             SearchVerify           `json:"verify"`
-	QueryStartS        float64                `json:"query_start_s"`
-	QueryEndS          float64                `json:"query_end_s"`
-	Kinds              map[string]*SearchKind `json:"queries"`
-	QueriesPerSec      float64                `json:"queries_per_sec"`
-	DataDir            string                 `json:"data_dir,omitempty"`
-	SearchBytes        uint64                 `json:"search_bytes,omitempty"`
-	StoreBytes         uint64                 `json:"store_bytes,omitempty"`
-	SearchPerMillion   float64                `json:"search_bytes_per_million,omitempty"`
-	StorePerMillion    float64                `json:"store_bytes_per_million,omitempty"`
+	SearchOff          bool          `json:"search_off"`
+	Senders            int           `json:"senders"`
+	Conversations      int           `json:"conversations"`
+	Seed               uint64        `json:"seed"`
+	Messages           uint64        `json:"messages"`
+	LoadSeconds        float64       `json:"load_seconds"`
+	SendsPerSec        float64       `json:"sends_per_sec"`
+	ServerCPULoad      float64       `json:"server_cpu_load_percent"`
+	ServerCPUCatchUp   float64       `json:"server_cpu_catch_up_percent"`
+	IndexedDuringLoad  uint64        `json:"indexed_during_load"`
+	IndexedPerSecLoad  float64       `json:"indexed_per_sec_load"`
+	IndexedPerSecAfter float64       `json:"indexed_per_sec_after"`
+	IndexedTotal       uint64        `json:"indexed_total"`
+	LagAtLoadEnd       uint64        `json:"lag_at_load_end"`
+	LagPeak            uint64        `json:"lag_peak"`
+	CaughtUp           bool          `json:"caught_up"`
+	CatchUpSeconds     float64       `json:"catch_up_seconds"`
+	Series             []IndexSample `json:"index_series"`
+	Verify             SearchVerify  `json:"verify"`
+	Steps              []*QueryStep  `json:"query_steps"`
+	DataDir            string        `json:"data_dir,omitempty"`
+	SearchBytes        uint64        `json:"search_bytes,omitempty"`
+	StoreBytes         uint64        `json:"store_bytes,omitempty"`
+	SearchPerMillion   float64       `json:"search_bytes_per_million,omitempty"`
+	StorePerMillion    float64       `json:"store_bytes_per_million,omitempty"`
+}
+
+// QueryStep is one query phase: searchers concurrent searchers for
+// --duration (start_s to end_s, seconds since the load began).
+//
+//	queries           per kind (word, rare, phrase, cjk): see SearchKind
+//	queries_per_sec   answered queries of all kinds / the phase's seconds
+//	latency_summary, waited_summary  all kinds together
+//	server_cpu_percent  the server's CPU in the phase (100 = one core)
+type QueryStep struct {
+	Searchers      int                    `json:"searchers"`
+	StartS         float64                `json:"start_s"`
+	EndS           float64                `json:"end_s"`
+	Kinds          map[string]*SearchKind `json:"queries"`
+	QueriesPerSec  float64                `json:"queries_per_sec"`
+	LatencySummary Summary                `json:"latency_summary"`
+	WaitedSummary  Summary                `json:"waited_summary"`
+	ServerCPU      float64                `json:"server_cpu_percent"`
 }
 
 // IndexSample is one second of indexing: entries applied within it and
@@ -144,25 +156,30 @@ func (x *SearchReport) finalize(r *Report) {
 	if x.CaughtUp {
 		x.ServerCPUCatchUp = phaseCPU(r.Series, x.LoadSeconds, x.LoadSeconds+x.CatchUpSeconds)
 	}
-	qs := x.QueryEndS - x.QueryStartS
-	if qs > 0 {
-		x.ServerCPUQueries = phaseCPU(r.Series, x.QueryStartS, x.QueryEndS)
-	}
-	var answered, errs, unreadable uint64
-	for _, k := range x.Kinds {
-		k.LatencySummary, k.WaitedSummary = summarize(k.Latency), summarize(k.Waited)
+	var errs, unreadable uint64
+	for _, st := range x.Steps {
+		qs := st.EndS - st.StartS
+		st.ServerCPU = phaseCPU(r.Series, st.StartS, st.EndS)
+		var answered uint64
+		all, allW := NewHistogram(), NewHistogram()
+		for _, k := range st.Kinds {
+			k.LatencySummary, k.WaitedSummary = summarize(k.Latency), summarize(k.Waited)
+			if qs > 0 {
+				k.PerSec = float64(k.Answered) / qs
+			}
+			if k.Answered > 0 {
+				k.HitsAvg = float64(k.Hits) / float64(k.Answered)
+			}
+			all.Merge(k.Latency)
+			allW.Merge(k.Waited)
+			answered += k.Answered
+			errs += k.Errors
+			unreadable += k.Unreadable
+		}
+		st.LatencySummary, st.WaitedSummary = summarize(all), summarize(allW)
 		if qs > 0 {
-			k.PerSec = float64(k.Answered) / qs
+			st.QueriesPerSec = float64(answered) / qs
 		}
-		if k.Answered > 0 {
-			k.HitsAvg = float64(k.Hits) / float64(k.Answered)
-		}
-		answered += k.Answered
-		errs += k.Errors
-		unreadable += k.Unreadable
-	}
-	if qs > 0 {
-		x.QueriesPerSec = float64(answered) / qs
 	}
 	if x.Messages > 0 {
 		x.SearchPerMillion = float64(x.SearchBytes) * 1e6 / float64(x.Messages)
@@ -238,48 +255,51 @@ func (x *SearchReport) writeText(b *strings.Builder) {
 			}
 			fmt.Fprintf(b, "  %s %q (in the messages: %s):\texpected %s, found %d\n", s.User, s.Query, s.Word, rng, s.Got)
 		}
-		if len(x.Kinds) > 0 {
-			fmt.Fprintf(b, "\nSearch: queries (%d searchers, one query in flight each, back to back, %.1f s, 20 hits a page):\n", x.Searchers, x.QueryEndS-x.QueryStartS)
-			b.WriteString("  kind\tanswered\tper sec\thits avg\tp50\tp99\tmax\trefused (TOO_MANY_REQUESTS)\terrors\n")
-			kinds := slices.Clone(searchKinds)
-			for k := range maps.Keys(x.Kinds) {
-				if !slices.Contains(kinds, k) {
-					kinds = append(kinds, k)
-				}
-			}
-			all, allW := NewHistogram(), NewHistogram()
-			var ans, ref, errs uint64
-			for _, name := range kinds {
-				k := x.Kinds[name]
-				if k == nil {
-					continue
-				}
-				all.Merge(k.Latency)
-				allW.Merge(k.Waited)
-				ans, ref, errs = ans+k.Answered, ref+k.Refused, errs+k.Errors
-				s := k.LatencySummary
-				fmt.Fprintf(b, "  %s\t%d\t%.1f\t%.1f\t%.1f ms\t%.1f ms\t%.1f ms\t%d\t%d\n", name, k.Answered, k.PerSec, k.HitsAvg,
-					pct(s, 50)*1e3, pct(s, 99)*1e3, s.SlowestS*1e3, k.Refused, k.Errors)
-			}
-			as := summarize(all)
-			fmt.Fprintf(b, "  all\t%d\t%.1f\t\t%.1f ms\t%.1f ms\t%.1f ms\t%d\t%d\n", ans, x.QueriesPerSec, pct(as, 50)*1e3, pct(as, 99)*1e3, as.SlowestS*1e3, ref, errs)
-			b.WriteString("  As the user waits (first attempt → results, retries after TOO_MANY_REQUESTS included):\n")
-			for _, name := range kinds {
-				if k := x.Kinds[name]; k != nil {
-					s := k.WaitedSummary
-					fmt.Fprintf(b, "  %s\tp50 %.1f ms\tp99 %.1f ms\tmax %.1f ms\n", name, pct(s, 50)*1e3, pct(s, 99)*1e3, s.SlowestS*1e3)
-				}
-			}
-			ws := summarize(allW)
-			fmt.Fprintf(b, "  all\tp50 %.1f ms\tp99 %.1f ms\tmax %.1f ms\n", pct(ws, 50)*1e3, pct(ws, 99)*1e3, ws.SlowestS*1e3)
-			if x.ServerCPUQueries > 0 {
-				fmt.Fprintf(b, "  Server CPU while querying:\t%.0f %%\n", x.ServerCPUQueries)
-			}
+		for _, st := range x.Steps {
+			st.writeText(b)
 		}
 	}
 	if x.DataDir != "" {
 		b.WriteString("\nSearch: on disk (allocated bytes, at the end of the run):\n")
 		fmt.Fprintf(b, "  DATA/search:\t%s, %s per million messages\n", mib(x.SearchBytes), mib(uint64(x.SearchPerMillion)))
 		fmt.Fprintf(b, "  DATA/store:\t%s, %s per million messages (users, tokens, conversations and preallocated logs included: small runs overstate it)\n", mib(x.StoreBytes), mib(uint64(x.StorePerMillion)))
+	}
+}
+
+func (st *QueryStep) writeText(b *strings.Builder) {
+	fmt.Fprintf(b, "\nSearch: queries (%d searchers, one query in flight each, back to back, %.1f s, 20 hits a page):\n", st.Searchers, st.EndS-st.StartS)
+	b.WriteString("  kind\tanswered\tper sec\thits avg\tp50\tp99\tmax\trefused (TOO_MANY_REQUESTS)\terrors\n")
+	kinds := slices.Clone(searchKinds)
+	for _, k := range slices.Sorted(maps.Keys(st.Kinds)) {
+		if !slices.Contains(kinds, k) {
+			kinds = append(kinds, k)
+		}
+	}
+	var ans, ref, errs uint64
+	for _, name := range kinds {
+		k := st.Kinds[name]
+		if k == nil {
+			continue
+		}
+		ans, ref, errs = ans+k.Answered, ref+k.Refused, errs+k.Errors
+		s := k.LatencySummary
+		fmt.Fprintf(b, "  %s\t%d\t%.1f\t%.1f\t%.1f ms\t%.1f ms\t%.1f ms\t%d\t%d\n", name, k.Answered, k.PerSec, k.HitsAvg,
+			pct(s, 50)*1e3, pct(s, 99)*1e3, s.SlowestS*1e3, k.Refused, k.Errors)
+	}
+	as := st.LatencySummary
+	fmt.Fprintf(b, "  all\t%d\t%.1f\t\t%.1f ms\t%.1f ms\t%.1f ms\t%d\t%d\n", ans, st.QueriesPerSec, pct(as, 50)*1e3, pct(as, 99)*1e3, as.SlowestS*1e3, ref, errs)
+	if ref > 0 {
+		b.WriteString("  As the user waits (first attempt → results, retries after TOO_MANY_REQUESTS included):\n")
+		for _, name := range kinds {
+			if k := st.Kinds[name]; k != nil {
+				s := k.WaitedSummary
+				fmt.Fprintf(b, "  %s\tp50 %.1f ms\tp99 %.1f ms\tmax %.1f ms\n", name, pct(s, 50)*1e3, pct(s, 99)*1e3, s.SlowestS*1e3)
+			}
+		}
+		ws := st.WaitedSummary
+		fmt.Fprintf(b, "  all\tp50 %.1f ms\tp99 %.1f ms\tmax %.1f ms\n", pct(ws, 50)*1e3, pct(ws, 99)*1e3, ws.SlowestS*1e3)
+	}
+	if st.ServerCPU > 0 {
+		fmt.Fprintf(b, "  Server CPU while querying:\t%.0f %%\n", st.ServerCPU)
 	}
 }

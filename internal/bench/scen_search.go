@@ -35,9 +35,10 @@ import (
 // messages hold (a send with no answer may or may not be stored: it widens
 // the range allowed), every hit in one of the sender's conversations.
 //
-// Queries: --searchers searchers (the senders' users, on their senders'
-// connections; each reads Convs/t conversations) run queries back to back
-// for --duration, the kinds in turn (searchKinds). A TOO_MANY_REQUESTS
+// Queries: for each number in --searchers (a phase each, in order), that
+// many searchers (the senders' users, on their senders' connections; each
+// reads Convs/t conversations) run queries back to back for --duration,
+// the kinds in turn (searchKinds). A TOO_MANY_REQUESTS
 // (the node runs 8 searches at once) is counted and retried after a short
 // pause; latency is reported per attempt answered and as the user waits
 // (first attempt to answer, retries included).
@@ -76,7 +77,7 @@ func directConv(a, b string) string {
 
 func (s *searchScenario) Setup(ctx context.Context, e *Env) error {
 	n, convs := e.Cfg.Concurrency, e.Cfg.Convs
-	s.rep = &SearchReport{Senders: n, Conversations: convs, Searchers: e.Cfg.Searchers, Seed: e.Cfg.Seed, Kinds: map[string]*SearchKind{}}
+	s.rep = &SearchReport{Senders: n, Conversations: convs, Seed: e.Cfg.Seed}
 	ids := make([]string, 0, n+convs)
 	for i := range n {
 		s.senders = append(s.senders, &searchSender{idx: i, id: e.UserID("s", i), convs: map[string]bool{},
@@ -118,7 +119,9 @@ func (s *searchScenario) Setup(ctx context.Context, e *Env) error {
 func (s *searchScenario) Run(ctx context.Context, e *Env) error {
 	rep := s.rep
 	if !s.off {
-		s.watch.start(ctx)
+		if err := s.watch.start(ctx); err != nil {
+			return fmt.Errorf("read /metrics: %w", err)
+		}
 	}
 	var wg sync.WaitGroup
 	for _, sd := range s.senders {
@@ -139,10 +142,13 @@ func (s *searchScenario) Run(ctx context.Context, e *Env) error {
 	}
 	s.watch.loadEnded(loadEnd)
 
-	// Catch-up: poll the lag every 100 ms until it is 0.
+	// Catch-up: poll every 100 ms until the lag is 0 and every acked
+	// message has been indexed. The lag alone is not enough: the server
+	// measures it against the store position its index follower read at
+	// its last step, so it reads 0 until the follower looks again.
 	cctx, cancel := context.WithTimeout(ctx, e.Cfg.Drain)
 	defer cancel()
-	caught := s.watch.waitCaughtUp(cctx)
+	caught := s.watch.waitCaughtUp(cctx, e.M.acked.Load())
 	s.watch.stop()
 	s.watch.fill(rep, e.start, loadEnd)
 	if !caught {
@@ -156,9 +162,15 @@ func (s *searchScenario) Run(ctx context.Context, e *Env) error {
 		return err
 	}
 	rep.Verify.Seconds = time.Since(t0).Seconds()
-	rep.QueryStartS = time.Since(e.start).Seconds()
-	s.query(ctx, e)
-	rep.QueryEndS = time.Since(e.start).Seconds()
+	for _, n := range e.Cfg.Searchers {
+		if ctx.Err() != nil {
+			break
+		}
+		st := &QueryStep{Searchers: n, Kinds: map[string]*SearchKind{}, StartS: time.Since(e.start).Seconds()}
+		s.query(ctx, e, st)
+		st.EndS = time.Since(e.start).Seconds()
+		rep.Steps = append(rep.Steps, st)
+	}
 	return ctx.Err()
 }
 
@@ -273,9 +285,8 @@ func (s *searchScenario) verify(ctx context.Context, e *Env) error {
 	})
 }
 
-// query runs the searchers for --duration.
-func (s *searchScenario) query(ctx context.Context, e *Env) {
-	rep := s.rep
+// query runs one phase's searchers for --duration.
+func (s *searchScenario) query(ctx context.Context, e *Env, rep *QueryStep) {
 	for _, k := range searchKinds {
 		rep.Kinds[k] = &SearchKind{Latency: NewHistogram(), Waited: NewHistogram()}
 	}
@@ -283,12 +294,12 @@ func (s *searchScenario) query(ctx context.Context, e *Env) {
 	defer cancel()
 	var wg sync.WaitGroup
 	var mu sync.Mutex // guards the kinds' counts
-	for j := range e.Cfg.Searchers {
+	for j := range rep.Searchers {
 		sd := s.senders[j%len(s.senders)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := rand.New(rand.NewPCG(e.Cfg.Seed+1, uint64(j)))
+			r := rand.New(rand.NewPCG(e.Cfg.Seed+1+uint64(rep.Searchers)<<32, uint64(j)))
 			for n := j; qctx.Err() == nil; n++ {
 				kind := searchKinds[n%len(searchKinds)]
 				text, phrase := searchQuery(kind, r)
@@ -428,11 +439,17 @@ func (w *indexWatch) read(ctx context.Context) (indexPoint, bool, error) {
 	return p, haveLag && haveIndexed, sc.Err()
 }
 
-func (w *indexWatch) start(ctx context.Context) {
+func (w *indexWatch) start(ctx context.Context) error {
 	w.stopC, w.done = make(chan struct{}), make(chan struct{})
-	if p, ok, err := w.read(ctx); err == nil && ok {
-		w.samples = append(w.samples, p)
+	p, ok, err := w.read(ctx)
+	if err == nil && !ok {
+		err = errors.New("/metrics no longer shows the search index")
 	}
+	if err != nil {
+		close(w.done)
+		return err
+	}
+	w.samples = append(w.samples, p) // the base: everything indexed before the load
 	go func() {
 		defer close(w.done)
 		t := time.NewTicker(time.Second)
@@ -452,6 +469,7 @@ func (w *indexWatch) start(ctx context.Context) {
 			}
 		}
 	}()
+	return nil
 }
 
 func (w *indexWatch) loadEnded(t time.Time) {
@@ -460,15 +478,17 @@ func (w *indexWatch) loadEnded(t time.Time) {
 	w.mu.Unlock()
 }
 
-// waitCaughtUp polls until the lag is 0; false when ctx ends first.
-func (w *indexWatch) waitCaughtUp(ctx context.Context) bool {
+// waitCaughtUp polls until the lag is 0 and at least acked entries were
+// indexed since the first sample; false when ctx ends first.
+func (w *indexWatch) waitCaughtUp(ctx context.Context, acked uint64) bool {
 	for {
 		p, ok, err := w.read(ctx)
 		if err == nil && ok {
 			w.mu.Lock()
 			w.samples = append(w.samples, p)
+			base := w.samples[0].indexed
 			w.mu.Unlock()
-			if p.lag == 0 {
+			if p.lag == 0 && p.indexed >= base+acked {
 				w.mu.Lock()
 				w.caught = p.at
 				w.mu.Unlock()

@@ -41,7 +41,7 @@ func startSearchServer(t *testing.T, search string) Config {
 	}
 	cfg.APIKey, cfg.DataDir = testKey, dir
 	cfg.Timeout, cfg.Drain = time.Minute, 30*time.Second
-	cfg.Count, cfg.Concurrency, cfg.Convs, cfg.Pipeline, cfg.Searchers = 3000, 4, 40, 4, 12
+	cfg.Count, cfg.Concurrency, cfg.Convs, cfg.Pipeline, cfg.Searchers = 3000, 4, 40, 4, []int{1, 12}
 	cfg.QueryDuration = time.Second
 	return cfg
 }
@@ -65,14 +65,19 @@ func TestSearch(t *testing.T) {
 	if v.Searches != uint64(4*len(searchRares)) || v.Expected == 0 || v.Hits != v.Expected || v.Mismatched != 0 || v.Unreadable != 0 || len(v.Samples) == 0 {
 		t.Errorf("verify %+v", v)
 	}
-	for _, k := range searchKinds {
-		q := x.Kinds[k]
-		if q == nil || q.Answered == 0 || q.Errors != 0 || q.Unreadable != 0 || q.Latency.Count() != q.Answered || len(q.LatencySummary.Percentiles) == 0 {
-			t.Errorf("queries %s: %+v", k, q)
-		}
+	if len(x.Steps) != 2 || x.Steps[0].Searchers != 1 || x.Steps[1].Searchers != 12 {
+		t.Fatalf("query steps %+v", x.Steps)
 	}
-	if x.Kinds["word"].Hits == 0 || x.Kinds["cjk"].Hits == 0 {
-		t.Error("common words and CJK pairs found nothing")
+	for _, st := range x.Steps {
+		for _, k := range searchKinds {
+			q := st.Kinds[k]
+			if q == nil || q.Answered == 0 || q.Errors != 0 || q.Unreadable != 0 || q.Latency.Count() != q.Answered || len(q.LatencySummary.Percentiles) == 0 {
+				t.Errorf("%d searchers, %s queries: %+v", st.Searchers, k, q)
+			}
+		}
+		if st.Kinds["word"].Hits == 0 || st.Kinds["cjk"].Hits == 0 || st.QueriesPerSec <= 0 {
+			t.Errorf("%d searchers: common words and CJK pairs found nothing", st.Searchers)
+		}
 	}
 	if x.SearchBytes == 0 || x.StoreBytes == 0 || x.SearchPerMillion <= 0 {
 		t.Errorf("sizes: search %d store %d", x.SearchBytes, x.StoreBytes)
@@ -80,7 +85,7 @@ func TestSearch(t *testing.T) {
 	var text bytes.Buffer
 	rep.WriteText(&text)
 	for _, s := range []string{"Search: load (4 senders, 40 conversations", "Search: index", "Caught up:\t", "Search: verification",
-		"Search: queries (12 searchers", "  rare\t", "  cjk\t", "As the user waits", "DATA/search:\t", "per million messages", "Reliability: PASS"} {
+		"Search: queries (1 searchers", "Search: queries (12 searchers", "  rare\t", "  cjk\t", "DATA/search:\t", "per million messages", "Reliability: PASS"} {
 		if !strings.Contains(text.String(), s) {
 			t.Errorf("text report lacks %q:\n%s", s, text.String())
 		}
@@ -90,7 +95,7 @@ func TestSearch(t *testing.T) {
 	json.Unmarshal(b, &m)
 	s, _ := m["search"].(map[string]any)
 	for _, k := range []string{"sends_per_sec", "indexed_per_sec_load", "indexed_per_sec_after", "lag_peak", "catch_up_seconds",
-		"index_series", "verify", "queries", "queries_per_sec", "search_bytes_per_million", "store_bytes_per_million", "server_cpu_load_percent"} {
+		"index_series", "verify", "query_steps", "search_bytes_per_million", "store_bytes_per_million", "server_cpu_load_percent"} {
 		if _, ok := s[k]; !ok {
 			t.Errorf("JSON search lacks %q", k)
 		}
@@ -104,7 +109,7 @@ func TestSearchOff(t *testing.T) {
 	cfg.Count = 500
 	rep := run(t, cfg, Options{})
 	x := rep.Search
-	if x == nil || !x.SearchOff || x.Messages != 500 || x.Verify.Searches != 0 || len(x.Kinds) != 0 {
+	if x == nil || !x.SearchOff || x.Messages != 500 || x.Verify.Searches != 0 || len(x.Steps) != 0 {
 		t.Fatalf("search report %+v", x)
 	}
 	var text bytes.Buffer
