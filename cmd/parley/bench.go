@@ -52,7 +52,13 @@ func benchCmd(args []string) error {
 	fs.StringVar(&cfg.APIKey, "api-key", "", "admin API key, to mint users' tokens (or --data)")
 	dataDir := fs.String("data", "", "the server's data directory: read the API key from DIR/secrets.json (default ./data when it holds one)")
 	embedded := fs.Bool("embedded", false, "start a server in this process, in a temporary directory")
-	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "bound the timed phase (0: until -c is done)")
+	durationHelp := "bound the timed phase (0: until -c is done)"
+	if name == "search" {
+		// search's --duration is its query phase; its load is bounded by -c.
+		cfg.Duration, cfg.QueryDuration = cfg.QueryDuration, 0
+		durationHelp = "how long each query phase (--searchers) lasts, once the index has caught up"
+	}
+	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, durationHelp)
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "hard cap on the whole run, setup and drain included")
 	jsonOut := fs.String("json", "", "write the JSON report to FILE")
 	htmlOut := fs.String("html", "", "write the HTML report (charts, no network needed) to FILE")
@@ -62,8 +68,11 @@ func benchCmd(args []string) error {
 	serverPID := fs.Int("server-pid", 0, "sample this server process's CPU and memory (default: found by port when local)")
 	quiet := fs.Bool("quiet", false, "no live progress on stderr")
 	sizeHelp := "message payload bytes (at least 24)"
-	if name == "stream" {
+	switch name {
+	case "stream":
 		sizeHelp = "bytes of each chunk (at least 24: its send time and number)"
+	case "search":
+		sizeHelp = "ignored: search sends generated sentences (about 30–150 bytes)"
 	}
 	fs.IntVar(&cfg.Size, "size", cfg.Size, sizeHelp)
 	var providerAddr, providerDir *string
@@ -92,11 +101,11 @@ func benchCmd(args []string) error {
 	case "user", "soak", "order", "group", "send-rate", "fanout", "mixed", "stream":
 		fs.BoolVar(&cfg.DeliveredAck, "ack", cfg.DeliveredAck, "receivers send delivered cursors (two-step ACK)")
 		fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, drainHelp(name))
-	case "reactions":
+	case "reactions", "search":
 		fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, drainHelp(name))
 	}
 	switch name {
-	case "group", "send-rate", "fanout", "mixed":
+	case "group", "send-rate", "fanout", "mixed", "search":
 		fs.IntVar(&cfg.Pipeline, "pipeline", cfg.Pipeline, "sends in flight per sender, each its own ordered stream (1: one at a time, as kimbench)")
 	}
 	switch name {
@@ -133,6 +142,20 @@ func benchCmd(args []string) error {
 		fs.IntVar(&cfg.Members, "m", cfg.Members, "online members of each bot's group (the bot comes on top)")
 		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "chunks per second of each stream (0: as fast as appends are answered)")
 		fs.IntVar(&cfg.Chunks, "chunks", cfg.Chunks, "chunks of each streamed message (then it is finished and the next one opened)")
+	case "search":
+		fs.IntVar(&cfg.Convs, "convs", cfg.Convs, "1:1 conversations: sender i messages the peers j with j mod -t == i (peers have accounts, stay offline)")
+		fs.Func("searchers", "query phases after the load, one after the other, each with this many concurrent searchers (the senders' users,\non their connections), one query in flight each, for --duration: N or N,N,... (default 50)", func(v string) error {
+			cfg.Searchers = nil
+			for _, f := range strings.Split(v, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil {
+					return fmt.Errorf("--searchers: %q is not a number", f)
+				}
+				cfg.Searchers = append(cfg.Searchers, n)
+			}
+			return nil
+		})
+		fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the generated texts and queries (the same seed, the same texts)")
 	case "mixed":
 		fs.IntVar(&cfg.Pairs, "pairs", cfg.Pairs, "1:1 pairs (sender and receiver online)")
 		fs.IntVar(&cfg.Groups, "groups", cfg.Groups, "small groups, each with one sender")
@@ -156,6 +179,9 @@ func benchCmd(args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("bench: unexpected arguments %q", fs.Args())
+	}
+	if name == "search" {
+		cfg.Duration, cfg.QueryDuration = 0, cfg.Duration
 	}
 	if *sourceIPs != "" {
 		cfg.SourceIPs = strings.Split(*sourceIPs, ",")
@@ -228,6 +254,7 @@ func benchCmd(args []string) error {
 		}
 		defer srv.Close()
 		srv.Apply(&cfg)
+		cfg.DataDir = srv.Dir
 		if opts.ServerPID == 0 {
 			opts.ServerPID, opts.ServerSharesProcess = os.Getpid(), true
 		}
@@ -250,6 +277,7 @@ func benchCmd(args []string) error {
 				return err
 			}
 		}
+		cfg.DataDir = *dataDir
 		if opts.ServerPID == 0 {
 			opts.ServerPID = localServerPID(cfg.HTTPBase)
 		}
@@ -364,6 +392,8 @@ func countHelp(name string) string {
 		return "reactions in total (0: until --duration ends)"
 	case "stream":
 		return "chunks in total (0: until --duration ends)"
+	case "search":
+		return "text messages stored before the queries"
 	case "upload":
 		return "files uploaded in total"
 	case "download":
@@ -398,6 +428,8 @@ func concHelp(name string) string {
 		return "ignored: every one of the -m members reacts"
 	case "stream":
 		return "bots, each streaming to its own group"
+	case "search":
+		return "senders, each messaging --convs/t peers (--pipeline sends in flight each)"
 	}
 	return "sender/receiver pairs (each sender has one request in flight)"
 }
@@ -410,6 +442,8 @@ func drainHelp(name string) string {
 		return "after the last reaction, wait at most this long for the counts to settle and every member's view to hold them"
 	case "stream":
 		return "after the last chunk, wait for the finished messages until nothing has arrived for this long"
+	case "search":
+		return "after the last send, wait this long at most for the search index to catch up (lag 0)"
 	}
 	return "after the last send, wait this long at most for deliveries"
 }
@@ -444,6 +478,8 @@ func scenarioHelp(name string) string {
 		return "reactions: -m members of one group, all online, react to its one message, each cycling through\n--emojis emojis (adding one, taking it back), --pipeline in flight each or --rate in total, for\n--duration; reports reactions/s acked and their latency; the final counts, read afresh, must be\nwhat the members' acked reactions add up to, and every member's view (the coalesced live updates)\nmust hold them."
 	case "stream":
 		return "stream: -t bots each stream messages of --chunks chunks to their own group of -m online members\nat --rate chunks/s, for --duration; reports chunk delivery latency (send time in the chunk,\ntimed at each member), chunks delivered vs expected; every finished message must reach every\nmember once with the whole text, and be stored once with it."
+	case "search":
+		return "search: -t senders store -c text messages (sentences in English, German, French, Russian, Greek,\nChinese, Japanese, Korean, Thai, from word lists with a seeded PRNG) over --convs 1:1 conversations;\nreports sends/s and the server's CPU, the index's throughput while sends go on (from /metrics), its\nlag and the time to catch up; then verifies rare-word hits against the generator and runs\n--searchers searchers for --duration (one-word, rare-word, phrase and CJK queries; a list such as\n1,8,50 runs a phase for each): p50/p99/max and queries/s per kind, TOO_MANY_REQUESTS counted; with --data, DATA/search and DATA/store\nper million messages. Against a server with search: off only the load runs (the baseline)."
 	case "mixed":
 		return "mixed: --pairs 1:1 pairs, --groups groups of --group-size and one big group of -m\n(--online receivers) at once, at WuKongIM's rates by default; each part and the total\nreported and verified (WuKongIM mixed)."
 	}

@@ -55,6 +55,23 @@ type Config struct {
 	// Chunks is --chunks: the chunks of each streamed message of stream
 	// (the bot then finishes it and opens the next).
 	Chunks int `json:"chunks,omitempty"`
+	// Convs is --convs: search's 1:1 conversations (each sender talks to
+	// Convs/-t of them, its peers).
+	Convs int `json:"convs,omitempty"`
+	// Searchers is --searchers: search's query phases, one after the other,
+	// each with this many concurrent searchers (the senders' users, each on
+	// its sender's connection), one query in flight each.
+	Searchers []int `json:"searchers,omitempty"`
+	// QueryDuration is how long each of search's query phases lasts (its
+	// --duration; the load before them is bounded by -c).
+	QueryDuration time.Duration `json:"query_duration_ns,omitempty"`
+	// Seed seeds search's generated messages and queries: the same seed
+	// gives the same texts, so a rare word's hits are known.
+	Seed uint64 `json:"seed,omitempty"`
+	// DataDir is the server's data directory when the bench knows it
+	// (--data, --embedded): search reports the index's and the store's
+	// size on disk.
+	DataDir string `json:"data_dir,omitempty"`
 	// Plan is the setup the coordinator did once for all processes (the
 	// big group of fanout and mixed); nil for other scenarios.
 	Plan *Plan `json:"plan,omitempty"`
@@ -147,6 +164,9 @@ func DefaultConfig(scenario string) Config {
 		c.Count, c.Duration, c.Members, c.Emojis = 0, 10*time.Second, 1000, 4
 	case "stream":
 		c.Count, c.Duration, c.Concurrency, c.Members, c.Rate, c.Chunks, c.Size = 0, 20*time.Second, 100, 100, 50, 100, 32
+	case "search":
+		c.Count, c.Concurrency, c.Pipeline, c.Convs, c.Searchers, c.Seed = 1000000, 50, 8, 10000, []int{50}, 1
+		c.QueryDuration, c.Drain, c.Timeout = 20*time.Second, 10*time.Minute, 30*time.Minute
 	case "mixed":
 		c.Count, c.Duration, c.Concurrency = 0, time.Minute, 1
 		c.Pairs, c.Groups, c.GroupSize, c.GroupOnline = 1000, 100, 100, 1
@@ -188,6 +208,14 @@ func (c Config) validate() error {
 	errs = append(errs, c.validateRich()...)
 	if c.Scenario == "upload" || c.Scenario == "download" {
 		check(c.FileSize >= 1 && c.FileSize <= 1<<40, "--file-size must be positive")
+	}
+	if c.Scenario == "search" {
+		check(c.Count > 0, "search: -c must be > 0 (the messages stored before the queries)")
+		check(c.Convs >= c.Concurrency, "--convs must be >= -t (each sender has at least one peer)")
+		for _, n := range c.Searchers {
+			check(n >= 1 && n <= 100000, "--searchers: each phase's searchers must be 1..100000")
+		}
+		check(c.QueryDuration >= 0, "--duration must not be negative")
 	}
 	if c.Scenario == "push-offline" {
 		check(c.Members >= 2 && c.Members <= 100000, "-m must be 2..100000")

@@ -115,6 +115,13 @@ if (S.length) {
   }
 }
 histChart('Request latency histogram', R.latency);
+if (R.search && R.search.index_series && R.search.index_series.length) {
+  const X = R.search.index_series, t = X.map(s => s.t);
+  chart('Search index: entries indexed per second', t, [{name: 'indexed/s', ys: X.map(s => s.indexed_per_sec)}], 'seconds', 'per second');
+  chart('Search index: lag (entries stored, not yet indexed)', t, [{name: 'lag', ys: X.map(s => s.lag)}], 'seconds', 'entries');
+}
+if (R.search && R.search.query_steps) R.search.query_steps.forEach(st => Object.keys(st.queries).sort().forEach(k =>
+  histChart('Search latency, ' + st.searchers + ' searchers: ' + k + ' queries', st.queries[k].latency)));
 if (R.delivery) histChart('End-to-end latency histogram (send → receipt)', R.delivery.e2e_latency);
 </script></body></html>
 `

@@ -28,6 +28,7 @@ import (
 //	media                       upload and download: see MediaReport
 //	reactions                   reactions: see ReactionsReport
 //	stream                      stream: see StreamReport (the chunks' delivery is in delivery)
+//	search                      search: see SearchReport (the load's ACK latency is latency)
 //	server                      server CPU and memory when its pid is known: see ServerUsage
 //	series                      one Sample per second of the timed phase (and the drain)
 //	passed, failures            the reliability verdict and why it failed
@@ -51,6 +52,7 @@ type Report struct {
 	Media          *MediaReport      `json:"media,omitempty"`
 	Reactions      *ReactionsReport  `json:"reactions,omitempty"`
 	Stream         *StreamReport     `json:"stream,omitempty"`
+	Search         *SearchReport     `json:"search,omitempty"`
 	Server         *ServerUsage      `json:"server,omitempty"`
 	Series         []Sample          `json:"series"`
 	Passed         bool              `json:"passed"`
@@ -256,6 +258,9 @@ func (r *Report) merge(o *Report) {
 			r.Stream.merge(o.Stream)
 		}
 	}
+	if o.Search != nil && r.Search == nil {
+		r.Search = o.Search // search runs in one process
+	}
 	r.Notes = append(r.Notes, o.Notes...)
 	r.Failures = append(r.Failures, o.Failures...)
 }
@@ -298,6 +303,9 @@ func (r *Report) finalize() {
 		x.finalize(r)
 	}
 	if x := r.Stream; x != nil {
+		x.finalize(r)
+	}
+	if x := r.Search; x != nil {
 		x.finalize(r)
 	}
 	if c := r.Conns; c != nil && c.Held < c.Target {
@@ -400,6 +408,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	if x := r.Stream; x != nil {
 		x.writeText(&b)
 	}
+	if x := r.Search; x != nil {
+		x.writeText(&b)
+	}
 	if s := r.Server; s != nil {
 		fmt.Fprintf(&b, "\nServer (pid %d, /proc sampled each second, %d samples", s.PID, s.SampledSeconds)
 		if s.SharesProcess {
@@ -412,7 +423,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "\nNote: %s\n", n)
 	}
-	if r.Delivery != nil || r.Conns != nil || r.Push != nil || r.Media != nil || r.Reactions != nil || r.Stream != nil {
+	if r.Delivery != nil || r.Conns != nil || r.Push != nil || r.Media != nil || r.Reactions != nil || r.Stream != nil || r.Search != nil {
 		if r.Passed {
 			b.WriteString("\nReliability: PASS\n")
 		} else {
@@ -503,11 +514,22 @@ func (c Config) groupFlags() string {
 		return fmt.Sprintf(" -m %d --emojis %d --pipeline %d --rate %g", c.Members, c.Emojis, c.Pipeline, c.Rate)
 	case "stream":
 		return fmt.Sprintf(" -m %d --rate %g --chunks %d --size %d", c.Members, c.Rate, c.Chunks, c.Size)
+	case "search":
+		return fmt.Sprintf(" --convs %d --pipeline %d --searchers %s --duration %v --seed %d", c.Convs, c.Pipeline, intList(c.Searchers), c.QueryDuration, c.Seed)
 	case "mixed":
 		return fmt.Sprintf(" --pairs %d --groups %d --group-size %d -m %d --online %d --rate %g --group-rate %g --big-rate %g",
 			c.Pairs, c.Groups, c.GroupSize, c.Members, c.OnlineMembers, c.Rate, c.GroupRate, c.BigRate)
 	}
 	return ""
+}
+
+// intList writes ns as a flag takes them: "1,8,50".
+func intList(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ",")
 }
 
 func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

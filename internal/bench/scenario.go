@@ -44,13 +44,15 @@ func newScenario(name string) (Scenario, bool) {
 		return &reactionsScenario{}, true
 	case "stream":
 		return &streamScenario{}, true
+	case "search":
+		return &searchScenario{}, true
 	}
 	return nil, false
 }
 
 // Scenarios lists the scenario names, sorted.
 func Scenarios() []string {
-	s := []string{"conns", "fanout", "group", "login", "mixed", "order", "push", "push-offline", "reactions", "send-rate", "stream", "soak", "upload", "download", "user"}
+	s := []string{"conns", "fanout", "group", "login", "mixed", "order", "push", "push-offline", "reactions", "search", "send-rate", "stream", "soak", "upload", "download", "user"}
 	slices.Sort(s)
 	return s
 }
@@ -58,7 +60,8 @@ func Scenarios() []string {
 // splittable reports whether a scenario's load can be shared by several
 // processes (order is one sender and one receiver; push-offline's push
 // stand-in is in the coordinator's process; upload and download check and
-// report their files in one process).
+// report their files in one process; search's verification needs every
+// sender's counts).
 func splittable(name string) bool {
-	return name != "order" && name != "push-offline" && name != "upload" && name != "download"
+	return name != "order" && name != "push-offline" && name != "upload" && name != "download" && name != "search"
 }
