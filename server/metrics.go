@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"io"
 	"runtime"
 	"time"
@@ -73,7 +74,7 @@ func (s *Server) writeMetrics(out io.Writer) error {
 	w.Counter("parley_searches_refused_total", "Message searches refused with TOO_MANY_REQUESTS: every search slot of the node was busy.", float64(cs.SearchesRefused))
 	if s.search != nil && s.search.follower != nil { // the embedded index (PostgreSQL has none)
 		fs := s.search.follower.Stats()
-		w.Gauge("parley_search_index_lag", "Messages stored but not yet in the search index (store log positions).", float64(fs.Lag()))
+		w.Gauge("parley_search_index_lag", "Messages stored but not yet in the search index (store log positions).", float64(s.search.lag(context.Background())))
 		w.Counter("parley_search_indexed_total", "Store log entries applied to the search index.", float64(fs.Applied))
 		w.Counter("parley_search_index_errors_total", "Failed steps of the search index's follower (each retried with back-off; see the log).", float64(fs.Errors))
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 
@@ -17,6 +18,7 @@ import (
 type searchPart struct {
 	index    *bleveindex.Index // nil on PostgreSQL
 	follower *search.Follower  // nil on PostgreSQL
+	log      store.Log         // the store's log the follower reads; nil on PostgreSQL
 	db       chat.Searcher     // the store, on PostgreSQL
 }
 
@@ -46,7 +48,7 @@ func newSearch(cfg Config, raw, st store.Store) (*searchPart, error) {
 		ix.Close()
 		return nil, fmt.Errorf("search index: %w", err)
 	}
-	return &searchPart{index: ix, follower: f}, nil
+	return &searchPart{index: ix, follower: f, log: lg}, nil
 }
 
 // searcher is what the chat service searches with; nil (no interface
@@ -59,6 +61,18 @@ func (p *searchPart) searcher() chat.Searcher {
 		return p.db
 	}
 	return p.index
+}
+
+// lag is how many stored messages the index has not taken in yet, against
+// the store's newest log position now (the follower's own figure is as of
+// its last step, so it can read 0 just before it sees new messages).
+func (p *searchPart) lag(ctx context.Context) uint64 {
+	fs := p.follower.Stats()
+	last, err := p.log.LastLogPos(ctx)
+	if err != nil || last < fs.Position {
+		return fs.Lag()
+	}
+	return last - fs.Position
 }
 
 // start starts the follower, if there is one.

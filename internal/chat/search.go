@@ -3,6 +3,7 @@ package chat
 import (
 	"context"
 	"errors"
+	"time"
 	"unicode/utf8"
 
 	"github.com/parleyim/parley/internal/search"
@@ -25,6 +26,8 @@ const (
 	// search is refused with TOO_MANY_REQUESTS (temporary), so searches
 	// cannot take the cores sends need.
 	searchSlotCount = 8
+	// searchTimeout bounds one search, index and store reads included.
+	searchTimeout = 10 * time.Second
 	// searchRounds bounds the index calls of one request: hits the user
 	// deleted for themselves are left out after the index answers, so a
 	// page may take more than one call to fill.
@@ -34,8 +37,12 @@ const (
 // searchMessages answers a Search: the conversations uid reads (or the one
 // asked for), each narrowed to the seqs uid may read there, searched by the
 // index; what uid deleted for themselves is left out of the hits.
+//
+// It runs in a goroutine of its own, holding one of the node's search
+// slots: a search can take tens of milliseconds, and the socket worker
+// that called it serves other connections' frames meanwhile.
 func (s *Service) searchMessages(ctx context.Context, c Replier, sess *session.Session, id uint64, r *pb.Search) error {
-	uid := sess.UserID
+	uid, conv := sess.UserID, r.ConversationId // r is not ours once this returns
 	q, limit, err := s.searchQuery(r)
 	if err != nil {
 		return err
@@ -44,20 +51,33 @@ func (s *Service) searchMessages(ctx context.Context, c Replier, sess *session.S
 	if err != nil {
 		return err
 	}
-	defer release()
-	if q.Ranges, err = s.searchRanges(ctx, uid, r.ConversationId); err != nil {
-		return err
+	go func() {
+		defer release()
+		ctx, cancel := context.WithTimeout(ctx, searchTimeout)
+		defer cancel()
+		defer context.AfterFunc(s.searchLife, cancel)() // Stop ends searches
+		out, err := s.userSearch(ctx, uid, conv, q, limit)
+		if err != nil {
+			s.replyErr(c, id, err)
+			return
+		}
+		c.SendFrame(&pb.ServerFrame{Id: id, Body: &pb.ServerFrame_SearchResults{SearchResults: out}})
+	}()
+	return nil
+}
+
+// userSearch runs q for uid: where uid reads (conv, or every conversation),
+// leaving out what uid cleared or deleted for themselves.
+func (s *Service) userSearch(ctx context.Context, uid, conv string, q search.Query, limit int) (*pb.SearchResults, error) {
+	var err error
+	if q.Ranges, err = s.searchRanges(ctx, uid, conv); err != nil {
+		return nil, err
 	}
 	q.UserID = uid
 	floors := map[string]uint64{} // per conversation: the seq uid cleared up to
-	out, err := s.runSearch(ctx, q, limit, func(h search.Hit) (bool, error) {
+	return s.runSearch(ctx, q, limit, func(h search.Hit) (bool, error) {
 		return s.searchVisible(ctx, uid, h, floors)
 	})
-	if err != nil {
-		return err
-	}
-	c.SendFrame(&pb.ServerFrame{Id: id, Body: &pb.ServerFrame_SearchResults{SearchResults: out}})
-	return nil
 }
 
 // AdminSearch searches every conversation (or the one r names) for the
@@ -107,8 +127,11 @@ func (s *Service) searchQuery(r *pb.Search) (search.Query, int, error) {
 }
 
 // searchSlot takes one of the node's search slots; TOO_MANY_REQUESTS when
-// every one is busy.
+// every one is busy (or the service is stopping).
 func (s *Service) searchSlot() (release func(), err error) {
+	if s.searchLife.Err() != nil {
+		return nil, errUnavail
+	}
 	if !s.searchSlots.TryAcquire(1) {
 		s.stats.searchesRefused.Add(1)
 		return nil, errTooMany // retry shortly

@@ -285,11 +285,13 @@ type Service struct {
 	moderating              chan struct{}       // a token per write waiting for the hooks (Config.MaxModerating)
 	moderatingBytes         *semaphore.Weighted // their bytes (moderatingBytesMax)
 	searchSlots             *semaphore.Weighted // searches running at once (searchSlotCount)
-	moderators              sync.WaitGroup      // the goroutines waiting for the hooks
-	reacts                  chan *reactReq      // to the reaction writer (rich.go)
-	reactsDone              chan reactBatch     // reaction writer to reactAnswerLoop
-	coalescer               *rich.Coalescer     // reaction counts on their way to members
-	streams                 *rich.Streams       // streamed messages being written
+	searchLife              context.Context     // cancelled by Stop: searches in flight end
+	endSearches             context.CancelFunc
+	moderators              sync.WaitGroup  // the goroutines waiting for the hooks
+	reacts                  chan *reactReq  // to the reaction writer (rich.go)
+	reactsDone              chan reactBatch // reaction writer to reactAnswerLoop
+	coalescer               *rich.Coalescer // reaction counts on their way to members
+	streams                 *rich.Streams   // streamed messages being written
 
 	stats struct {
 		accepted, duplicate, failed, deliveries, batches, authFail, kicked, commitNs, limited, refused, readsRefused, cursorsAhead, quotaRefused, malformed, reactions, searches, searchesRefused atomic.Uint64
@@ -344,6 +346,7 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 	s.moderating = make(chan struct{}, cfg.MaxModerating)
 	s.moderatingBytes = semaphore.NewWeighted(moderatingBytesMax)
 	s.searchSlots = semaphore.NewWeighted(searchSlotCount)
+	s.searchLife, s.endSearches = context.WithCancel(context.Background())
 	s.ids.node = uint64(cfg.NodeID & 1023)
 	s.nodeID = strconv.Itoa(int(cfg.NodeID))
 	s.nextSession.Store(uint64(time.Now().UnixMicro()))
@@ -394,6 +397,12 @@ func (s *Service) Stop(ctx context.Context) error {
 	// incomplete, so they are among those writes.
 	s.streams.EndAll()
 	s.moderators.Wait()
+	// Searches in flight end now (they answer UNAVAILABLE) and are waited
+	// for: each holds a slot until it has answered.
+	s.endSearches()
+	if s.searchSlots.Acquire(ctx, searchSlotCount) == nil {
+		defer s.searchSlots.Release(searchSlotCount)
+	}
 	s.stopped.Do(func() { close(s.stop) })
 	defer s.endLife()
 	done := make(chan struct{})

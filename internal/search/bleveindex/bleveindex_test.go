@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -94,6 +95,33 @@ func TestOutdatedIndexIsRebuilt(t *testing.T) {
 		if err != nil || pos != 0 || serr != nil || len(r.Hits) != 0 {
 			t.Fatalf("reopened outdated index: position %d (%v), %d hits (%v); want an empty index", pos, err, len(r.Hits), serr)
 		}
+	}
+}
+
+// An index directory Bleve cannot open at all (empty, or holding stray
+// files) is replaced by a new index, not a crash.
+func TestUnopenableDirIsRebuilt(t *testing.T) {
+	for name, fill := range map[string]func(dir string) error{
+		"empty": func(string) error { return nil },
+		"stray files": func(dir string) error {
+			return os.WriteFile(filepath.Join(dir, "index_meta.json"), []byte("{not json"), 0o600)
+		},
+	} {
+		dir := filepath.Join(t.TempDir(), Dir)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := fill(dir); err != nil {
+			t.Fatal(err)
+		}
+		ix, err := Open(dir, Options{Logger: quiet})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if pos, err := ix.Position(context.Background()); err != nil || pos != 0 {
+			t.Fatalf("%s: position %d, %v", name, pos, err)
+		}
+		_ = ix.Close()
 	}
 }
 

@@ -138,7 +138,7 @@ func openOrCreate(dir string, l *slog.Logger) (bleve.Index, error) {
 	if reason == "" {
 		return idx, nil
 	}
-	if idx != nil {
+	if err == nil { // opened, but not ours to use (on error idx holds a nil pointer)
 		_ = idx.Close()
 	}
 	l.Error("bleveindex: dropping the search index; it is rebuilt from the store", "dir", dir, "reason", reason)
