@@ -3,6 +3,7 @@ package bleveindex
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -135,5 +136,46 @@ func TestCyrillicLettersKept(t *testing.T) {
 	}
 	if terms(false, "ёлка") != terms(false, "елка") {
 		t.Errorf("ё does not fold to е")
+	}
+}
+
+// Searches at once share nothing they write (run under the race detector:
+// a shared sort order once raced).
+func TestConcurrentSearches(t *testing.T) {
+	ctx := context.Background()
+	ix, err := Open(filepath.Join(t.TempDir(), Dir), Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	var changes []search.Change
+	for seq := uint64(1); seq <= 50; seq++ {
+		d := search.Doc{ConversationID: "g:1", Seq: seq, Text: "lantern by the harbour", Time: int64(seq)}
+		changes = append(changes, search.Change{Put: &d})
+	}
+	if err := ix.Apply(ctx, changes, 1); err != nil {
+		t.Fatal(err)
+	}
+	q := search.Query{Text: "lantern", Ranges: []search.Range{{ConversationID: "g:1", From: 1}}, Limit: 10}
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			for range 10 {
+				r, err := ix.Search(ctx, q)
+				if err == nil && (len(r.Hits) != 10 || r.Hits[0].Seq != 50) {
+					err = fmt.Errorf("hits %v", r.Hits)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

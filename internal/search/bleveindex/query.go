@@ -37,7 +37,12 @@ const (
 	maxExamined    = 1000
 )
 
-var sortOrder = bsearch.SortOrder{&bsearch.SortField{Field: fKey, Type: bsearch.SortFieldAsString, Desc: true}}
+// newSortOrder is the order of hits. A new one for each request: Bleve's
+// SortField keeps per-search state (it is written while hits are collected),
+// so concurrent searches must not share one.
+func newSortOrder() bsearch.SortOrder {
+	return bsearch.SortOrder{&bsearch.SortField{Field: fKey, Type: bsearch.SortFieldAsString, Desc: true}}
+}
 
 // sortValues is a cursor as Bleve's SearchAfter takes it.
 func sortValues(c search.Cursor) []string { return []string{sortKey(c)} }
@@ -106,7 +111,7 @@ func (x *Index) Search(ctx context.Context, q search.Query) (search.Result, erro
 	for {
 		req := bleve.NewSearchRequestOptions(all, fetch, 0, false)
 		req.Score = "none"
-		req.SortByCustom(sortOrder)
+		req.SortByCustom(newSortOrder())
 		req.SearchAfter = after
 		req.Fields = []string{fTime, fFrom}
 		sr, err := x.idx.SearchInContext(ctx, req)
