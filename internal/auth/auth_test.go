@@ -111,8 +111,14 @@ func TestTokensVerifiedCache(t *testing.T) {
 	if len(tk.verified) != 1 {
 		t.Fatalf("%d tokens remembered, want 1", len(tk.verified))
 	}
-	// Tampering changes the token, so it is never a remembered one.
-	if _, err := tk.Verify(tok[:len(tok)-2] + "AA"); err != ErrInvalidToken {
+	// Tampering changes the token, so it is never a remembered one. The
+	// character changed is in the signature's middle: every bit of it counts.
+	mid := len(tok) - 10
+	flipped := byte('A')
+	if tok[mid] == 'A' {
+		flipped = 'B'
+	}
+	if _, err := tk.Verify(tok[:mid] + string(flipped) + tok[mid+1:]); err != ErrInvalidToken {
 		t.Fatalf("tampered token: %v", err)
 	}
 	now = c.ExpiresAt.Add(leeway + time.Second)
@@ -131,5 +137,34 @@ func TestTokensVerifiedCache(t *testing.T) {
 	}
 	if len(tk.verified) > verifiedCap {
 		t.Fatalf("%d tokens remembered, cap %d", len(tk.verified), verifiedCap)
+	}
+}
+
+// A signature is one spelling only: its last base64url character carries 4
+// bits of the HMAC and 2 unused bits, and a token with those unused bits set
+// is refused, not read as the same token (a lenient decoder would accept
+// four spellings of every token).
+func TestTokensOneSpelling(t *testing.T) {
+	tk, err := NewTokens([]byte(strings.Repeat("k", 32)), nil, "app", "parley")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := tk.Issue("alice", 0, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	last := strings.IndexByte(alphabet, tok[len(tok)-1])
+	if last < 0 || last&3 != 0 {
+		t.Fatalf("token %q does not end in a canonical base64url character", tok)
+	}
+	for pad := 1; pad < 4; pad++ {
+		other := tok[:len(tok)-1] + string(alphabet[last|pad])
+		if _, err := tk.Verify(other); err != ErrInvalidToken {
+			t.Errorf("token with unused bits %d accepted: %v", pad, err)
+		}
+	}
+	if _, err := tk.Verify(tok); err != nil {
+		t.Fatalf("the token itself: %v", err)
 	}
 }

@@ -126,6 +126,8 @@ func NewTokens(key, appSecret []byte, appIssuer, audience string) (*Tokens, erro
 	}
 	t.parser = jwt.NewParser(
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		// One spelling per token: unused trailing base64 bits must be zero.
+		jwt.WithStrictDecoding(),
 		jwt.WithAudience(audience),
 		jwt.WithExpirationRequired(),
 		jwt.WithIssuedAt(),
