@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/proto"
 
@@ -312,7 +313,7 @@ func (s *Store) Importer() *Importer { return &Importer{s: s} }
 
 // Importer is a migrate.Sink on the store's schema.
 type Importer struct {
-	s    *Store
+	s *Store
 	// conn holds the migration's advisory lock and writes every batch.
 	conn *pgxpool.Conn
 }
@@ -328,14 +329,22 @@ func (im *Importer) Start(ctx context.Context, fingerprint string) (map[migrate.
 		if err != nil {
 			return nil, false, mapErr("migrate", err)
 		}
-		var locked bool
-		if err := c.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, hashtext($2))`, int32(migrateLockClass), im.s.q.schema).Scan(&locked); err != nil {
+		// Waits a little: the session of a run just interrupted may
+		// still be ending on the server, with the lock.
+		err = pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '10s'"); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `SELECT pg_advisory_lock($1, hashtext($2))`, int32(migrateLockClass), im.s.q.schema)
+			return err
+		})
+		if err != nil {
 			c.Release()
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
+				return nil, false, errors.New("pgstore: another parley migrate is running against this schema")
+			}
 			return nil, false, mapErr("migrate", err)
-		}
-		if !locked {
-			c.Release()
-			return nil, false, errors.New("pgstore: another parley migrate is running against this schema")
 		}
 		im.conn = c
 	}
@@ -558,9 +567,13 @@ func (im *Importer) ConversationCount(ctx context.Context) (int64, error) {
 // Close releases the importer's connection and the migration's lock.
 func (im *Importer) Close() {
 	if im.conn != nil {
-		// The session lock goes with the session: a released connection
-		// would keep it in the pool.
-		_ = im.conn.Conn().Close(context.Background())
+		// The lock is the session's: unlocked, or the session closed
+		// (a connection broken by a cancelled query ends it anyway).
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := im.conn.Exec(ctx, `SELECT pg_advisory_unlock($1, hashtext($2))`, int32(migrateLockClass), im.s.q.schema); err != nil {
+			_ = im.conn.Conn().Close(ctx)
+		}
 		im.conn.Release()
 		im.conn = nil
 	}
