@@ -4,6 +4,7 @@
 //	parley bench SCENARIO  load-test a server (see parley bench -h)
 //	parley push test|vapid-keys  push notification tools
 //	parley reindex --data DIR    rebuild the search index (server stopped)
+//	parley migrate --from DIR --to postgres://...  move to PostgreSQL (node stopped)
 //	parley version
 package main
 
@@ -35,6 +36,8 @@ func main() {
 		err = pushCmd(os.Args[2:])
 	case "reindex":
 		err = reindexCmd(os.Args[2:])
+	case "migrate":
+		err = migrateCmd(os.Args[2:])
 	case "version":
 		fmt.Println("parley", version)
 	case "-h", "--help", "help":
@@ -60,6 +63,7 @@ commands:
 %s
   push      push notifications: 'push test --user U' sends a test to a user's devices; 'push vapid-keys' makes a Web Push key pair
   reindex   rebuild the search index from the embedded store: 'reindex --data DIR', with the server stopped
+  migrate   copy a stopped node's embedded store into PostgreSQL for a cluster: 'migrate --from DIR --to postgres://...' (docs/migrate.md)
   version   print the version
 
 Run 'parley <command> -h' for a command's flags.
