@@ -248,6 +248,11 @@ func checkDedup(ctx context.Context, tx pgx.Tx, s *Store, recs []any) error {
 		d := rec.(migrate.Dedup)
 		froms[i], ids[i], convs[i], seqs[i] = d.From, d.ClientMsgID, d.Conv, int64(d.Seq)
 	}
+	// Index probes, whatever the fresh table's statistics say (a hash
+	// join scanned the whole messages table for every batch).
+	if _, err := tx.Exec(ctx, s.q.probeJoins); err != nil {
+		return err
+	}
 	var found int
 	err := tx.QueryRow(ctx, `SELECT count(*) FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[]) AS k(f, c, cv, s)
 		JOIN messages m ON m.conversation_id = k.cv AND m.seq = k.s AND m.sender = k.f AND m.client_msg_id = k.c`,
