@@ -29,6 +29,9 @@ func migrateCmd(args []string) error {
 	verifyOnly := fs.Bool("verify-only", false, "only compare the source and the target; copy nothing")
 	batch := fs.Int("batch-bytes", 4<<20, "the source bytes loaded per transaction")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil // the usage is the answer
+		}
 		return err
 	}
 	if *from == "" || *to == "" || fs.NArg() > 0 {
