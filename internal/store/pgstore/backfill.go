@@ -28,6 +28,7 @@ const (
 // backfillSearch runs until the backfill is done (by any node) or the
 // store closes.
 func (s *Store) backfillSearch() {
+	defer close(s.backfilled)
 	for {
 		more, err := s.backfillStep(context.Background(), backfillBatch)
 		switch {

@@ -151,6 +151,9 @@ type Store struct {
 	// stop is closed by Close: background work (the search backfill)
 	// stops waiting and returns.
 	stop chan struct{}
+	// backfilled is closed when the search backfill started at Open has
+	// returned (done, or the store closed).
+	backfilled chan struct{}
 
 	// listMu guards knownLists: conversation-list entries this Store has
 	// seen committed. Entries are never deleted, so one known here is
@@ -225,6 +228,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 
 		knownLists: make(map[[2]string]struct{}),
 		stop:       make(chan struct{}),
+		backfilled: make(chan struct{}),
 	}
 	mctx := ctx
 	if _, ok := ctx.Deadline(); !ok {
