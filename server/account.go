@@ -22,7 +22,7 @@ func (s *Server) newAccounts() {
 	}
 	s.accounts = account.New(account.Config{Store: s.store, Chat: s.chat, Blobs: blobs,
 		MessagePolicy: s.cfg.AccountDeletedMessages, ExportTTL: s.cfg.AccountExportTTL,
-		MaxExports: s.cfg.AccountExportWorkers, MessageBytes: s.cfg.MaxFrameBytes, Logger: s.log})
+		MaxExports: s.cfg.AccountExportWorkers, MessageBytes: s.cfg.MaxFrameBytes, Purge: s.search.purge, Logger: s.log})
 }
 
 func (s *Server) accountRoutes() []api.Route {

@@ -242,8 +242,11 @@ func storeHolds(t *testing.T, dir string, needles ...[]byte) []string {
 func TestAccountDeletion(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, nil)
-	storeDir := filepath.Join(ts.cfg.DataDir, "store")
-	testDeletion(t, ts, func(needles ...[]byte) []string { return storeHolds(t, storeDir, needles...) })
+	// The store and the search index that follows it.
+	dirs := []string{filepath.Join(ts.cfg.DataDir, "store"), filepath.Join(ts.cfg.DataDir, "search")}
+	testDeletion(t, ts, func(needles ...[]byte) []string {
+		return append(storeHolds(t, dirs[0], needles...), storeHolds(t, dirs[1], needles...)...)
+	})
 }
 
 // The same on PostgreSQL: no row of any table of the schema holds the

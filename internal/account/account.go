@@ -56,7 +56,11 @@ type Config struct {
 	// MessageBytes bounds one message (the server's frame limit); a page
 	// read for an export holds at most pageMessages of them.
 	MessageBytes int
-	Logger       *slog.Logger
+	// Purge, when set, runs after the store's PurgeDeleted: the server
+	// merges its embedded search index there, so that erased text leaves
+	// the index's files too.
+	Purge  func(context.Context) error
+	Logger *slog.Logger
 }
 
 // Service runs exports and deletions. Build with New, Start it, Close it.
@@ -334,6 +338,11 @@ func (s *Service) finishDeletion(ctx context.Context, uid string) error {
 	}
 	if err := s.st.PurgeDeleted(ctx); err != nil {
 		return fmt.Errorf("purge: %w", err)
+	}
+	if s.cfg.Purge != nil {
+		if err := s.cfg.Purge(ctx); err != nil {
+			return fmt.Errorf("purge the search index: %w", err)
+		}
 	}
 	var d Deletion
 	if _, err := s.getJSON(ctx, deletionKeyPrefix+uid, &d); err != nil {
