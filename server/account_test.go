@@ -422,6 +422,16 @@ func testDeletion(t *testing.T, ts *testServer, rawHolds func(needles ...[]byte)
 	if _, err := adminClient(ts).MintToken(ctx, "alice", 0); !isHTTP(err, 403) {
 		t.Fatalf("minting a token of the deleted user: %v", err)
 	}
+	// The admin API shows the tombstone and will not bring it back.
+	if u, err := adminClient(ts).GetUser(ctx, "alice"); err != nil || !u.Deleted || !u.Disabled || u.HasPassword {
+		t.Fatalf("admin view of the deleted user: %+v, %v", u, err)
+	}
+	if _, err := adminClient(ts).SetDisabled(ctx, "alice", false); !hasCode(err, 409, "conflict") {
+		t.Fatalf("enabling the deleted user: %v", err)
+	}
+	if u, err := adminClient(ts).GetUser(ctx, "bob"); err != nil || u.Deleted {
+		t.Fatalf("admin view of bob: %+v, %v", u, err)
+	}
 	// Deleting again is a no-op that reports the deletion.
 	if d, err := adminClient(ts).DeleteUser(ctx, "alice"); err != nil || d.State != "done" {
 		t.Fatalf("deleting again: %+v, %v", d, err)

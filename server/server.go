@@ -257,6 +257,7 @@ func New(cfg Config) (_ *Server, err error) {
 		Media:               s.media,
 		Moderation:          s.mod,
 		Extra:               s.accountRoutes(),
+		Deleted:             s.accounts.Deleted,
 		Logger:              cfg.Logger,
 	})
 	if err != nil {

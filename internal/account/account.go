@@ -213,6 +213,12 @@ func (s *Service) DeletionState(ctx context.Context, uid string) (Deletion, bool
 	return d, found, err
 }
 
+// Deleted reports whether uid's account was deleted (or is being deleted).
+func (s *Service) Deleted(ctx context.Context, uid string) (bool, error) {
+	_, found, err := s.DeletionState(ctx, uid)
+	return found, err
+}
+
 // Delete starts (or resumes, or reports) the deletion of uid's account.
 // The user is locked out before it returns (tokens, sessions, password);
 // the rest runs in the background. by names who asked ("user" or an admin

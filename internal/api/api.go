@@ -76,8 +76,11 @@ type Config struct {
 	// log (docs/moderation.md). Required.
 	Moderation *moderation.Service
 	// Extra are routes served by other packages (extra.go).
-	Extra  []Route
-	Logger *slog.Logger
+	Extra []Route
+	// Deleted reports whether a user's account was deleted (its record is
+	// a tombstone that no admin change may bring back). Nil: none is.
+	Deleted func(ctx context.Context, userID string) (bool, error)
+	Logger  *slog.Logger
 }
 
 // API serves the HTTP routes. Build with New; it is an http.Handler.

@@ -60,3 +60,27 @@ func NoteAudit(r *http.Request, key string, value any) { noteAudit(r, key, value
 func (a *API) CheckPassword(r *http.Request, hash, password string) (bool, error) {
 	return a.check(r, hash, password)
 }
+
+// isDeleted reports whether uid's account was deleted; it has answered
+// when ok is false.
+func (a *API) isDeleted(w http.ResponseWriter, r *http.Request, uid string) (deleted, ok bool) {
+	if a.cfg.Deleted == nil {
+		return false, true
+	}
+	d, err := a.cfg.Deleted(r.Context(), uid)
+	if err != nil {
+		writeCode(w, codeUnavailable, "try again")
+		return false, false
+	}
+	return d, true
+}
+
+// refuseDeleted answers 409 for a deleted account (a tombstone is not
+// enabled or given a password again); true when it answered.
+func (a *API) refuseDeleted(w http.ResponseWriter, r *http.Request, uid string) bool {
+	d, ok := a.isDeleted(w, r, uid)
+	if ok && d {
+		writeCode(w, codeConflict, "the account was deleted")
+	}
+	return !ok || d
+}
