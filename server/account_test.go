@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/parleyim/parley/client"
+	"github.com/parleyim/parley/internal/store/pebblestore"
 	pb "github.com/parleyim/parley/proto/parleyv1"
 	"github.com/parleyim/parley/server"
 )
@@ -438,5 +439,55 @@ func testDeletion(t *testing.T, ts *testServer, rawHolds func(needles ...[]byte)
 	}
 	if _, err := adminClient(ts).DeleteUser(ctx, "nobody"); !hasCode(err, 404, "not_found") {
 		t.Fatalf("deleting a missing user: %v", err)
+	}
+}
+
+// A deletion cut short (here: the node stopped right after recording it,
+// before doing anything) is finished by the next start: the user is
+// locked out and their messages are erased without anyone asking again.
+func TestAccountDeletionResumesAtStart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ts := startServer(t, func(c *server.Config) { c.DataDir = dir })
+	ctx := ctx10(t)
+	creds, err := client.Register(ctx, ts.httpBase, "alice", "alice-password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, _ := ts.connectToken(t, creds.Token, "a1", "cli", transports[0])
+	ack, err := alice.SendText(ctx, "bob", "sent before the crash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice.Close()
+	shutdown(t, ts)
+
+	// What Delete records first, as the stopped node left it.
+	st, err := pebblestore.Open(filepath.Join(dir, "store"), pebblestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutSetting(ctx, "account/deletion/alice", []byte(`{"user_id":"alice","state":"running","by":"user","started_at":"2026-11-27T00:00:00Z"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutSetting(ctx, "account/deletions", []byte(`["alice"]`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	ts = startServer(t, func(c *server.Config) { c.DataDir = dir })
+	eventually(t, "the deletion finishes after the restart", func() bool {
+		d, err := adminClient(ts).Deletion(ctx, "alice")
+		return err == nil && d.State == "done"
+	})
+	if _, err := client.Login(ctx, ts.httpBase, "alice", "alice-password"); !hasCode(err, 401, "invalid_credentials") {
+		t.Fatalf("login after the resumed deletion: %v", err)
+	}
+	bob := ts.dialOnly(t, "bob", "b1", "cli")
+	page, err := bob.History(ctx, ack.ConversationId, 0, 10)
+	if err != nil || len(page.Messages) != 1 || page.Messages[0].Seq != ack.Seq || len(page.Messages[0].Payload) != 0 {
+		t.Fatalf("alice's message after the resumed deletion: %v, %v", page, err)
 	}
 }
