@@ -202,6 +202,19 @@ func TestAccountExport(t *testing.T) {
 	if _, err := adminClient(ts).DownloadExport(ctx, job.ID, &abuf); err != nil || !bytes.Equal(abuf.Bytes(), buf.Bytes()) {
 		t.Fatalf("admin download: %d bytes, %v", abuf.Len(), err)
 	}
+	// An export started through the admin API is in the audit log.
+	bj, err := adminClient(ts).StartExport(ctx, "bob")
+	if err != nil || bj.UserID != "bob" {
+		t.Fatalf("admin export of bob: %+v, %v", bj, err)
+	}
+	entries, _, err := adminClient(ts).AuditLog(ctx, 0, 10)
+	if err != nil || len(entries) == 0 || entries[0].Action != "POST /v1/admin/users/{id}/exports" ||
+		entries[0].Target != "/v1/admin/users/bob/exports" || !strings.Contains(string(entries[0].Detail), bj.ID) {
+		t.Fatalf("audit log after an admin export: %+v, %v", entries, err)
+	}
+	if _, err := adminClient(ts).StartExport(ctx, "nobody"); !hasCode(err, 404, "not_found") {
+		t.Fatalf("admin export of a missing user: %v", err)
+	}
 }
 
 // b64 is how protocol JSON shows a payload.
@@ -439,6 +452,10 @@ func testDeletion(t *testing.T, ts *testServer, rawHolds func(needles ...[]byte)
 	}
 	if _, err := adminClient(ts).DeleteUser(ctx, "nobody"); !hasCode(err, 404, "not_found") {
 		t.Fatalf("deleting a missing user: %v", err)
+	}
+	entries, _, err := adminClient(ts).AuditLog(ctx, 0, 10)
+	if err != nil || len(entries) == 0 || entries[0].Action != "DELETE /v1/admin/users/{id}" || entries[0].Target != "/v1/admin/users/alice" {
+		t.Fatalf("audit log after an admin deletion: %+v, %v", entries, err)
 	}
 }
 
