@@ -42,6 +42,8 @@ type User struct {
 	// Bot: the user may stream messages (OpenStream).
 	Bot      bool `json:"bot"`
 	Sessions int  `json:"sessions"`
+	// Deleted: the account was deleted (docs/accounts.md).
+	Deleted bool `json:"deleted"`
 }
 
 // CreateUser creates a user; password may be empty (token-only users).

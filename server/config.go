@@ -376,6 +376,17 @@ type Config struct {
 	// Default "".
 	MediaS3Prefix string `yaml:"media_s3_prefix"`
 
+	// AccountExportTTL: an account export's archive is deleted this long
+	// after it is ready (docs/accounts.md). Default 48h.
+	AccountExportTTL time.Duration `yaml:"account_export_ttl"`
+	// AccountExportWorkers is how many account exports one node builds at
+	// once; more wait. Default 2.
+	AccountExportWorkers int `yaml:"account_export_workers"`
+	// AccountDeletedMessages is what happens to a deleted account's
+	// messages: "erase" (their content is removed, the messages keep their
+	// place) or "keep". Default "erase".
+	AccountDeletedMessages string `yaml:"account_deleted_messages"`
+
 	// PostgresURL stores everything in PostgreSQL instead of the embedded
 	// store, e.g. "postgres://parley:PASSWORD@db:5432/parley?sslmode=require".
 	// Default "": embedded storage in DataDir. (Several nodes on one
@@ -629,6 +640,15 @@ func (c Config) withDefaults() Config {
 	if c.MediaMaxPixels == 0 {
 		c.MediaMaxPixels = 50_000_000
 	}
+	if c.AccountExportTTL == 0 {
+		c.AccountExportTTL = 48 * time.Hour
+	}
+	if c.AccountExportWorkers == 0 {
+		c.AccountExportWorkers = 2
+	}
+	if c.AccountDeletedMessages == "" {
+		c.AccountDeletedMessages = "erase"
+	}
 	if c.MediaS3Region == "" {
 		c.MediaS3Region = "us-east-1"
 	}
@@ -768,6 +788,10 @@ func (c Config) validate() error {
 	check(c.MediaURLTTL >= time.Second && c.MediaURLTTL <= 7*24*time.Hour, "media_url_ttl must be between 1s and 7 days")
 	check(c.MediaUnattachedTTL >= time.Minute, "media_unattached_ttl must be at least 1m")
 	check(c.MediaWorkers > 0 && c.MediaMaxPixels > 0, "media_workers and media_max_pixels must be positive")
+	check(c.AccountExportTTL >= time.Minute, "account_export_ttl must be at least 1m")
+	check(c.AccountExportWorkers > 0, "account_export_workers must be positive")
+	check(c.AccountDeletedMessages == "erase" || c.AccountDeletedMessages == "keep",
+		`account_deleted_messages must be "erase" or "keep", got %q`, c.AccountDeletedMessages)
 	check((c.APNsKeyFile == "") == (c.APNsKeyID == "") && (c.APNsKeyFile == "") == (c.APNsTeamID == ""),
 		"APNs needs apns_key_file, apns_key_id and apns_team_id together")
 	check((c.WebPushVAPIDPublicKey == "") == (c.WebPushVAPIDPrivateKey == ""),

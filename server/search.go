@@ -90,3 +90,21 @@ func (p *searchPart) close() error {
 	p.follower.Stop()
 	return p.index.Close()
 }
+
+// purge makes erased messages' text leave the embedded index's files: it
+// waits until the follower has taken in the store's log as it is now (the
+// erasures), then merges the index. A no-op on PostgreSQL (its rows are
+// the store's: PurgeDeleted vacuums them) and without search.
+func (p *searchPart) purge(ctx context.Context) error {
+	if p == nil || p.index == nil {
+		return nil
+	}
+	pos, err := p.log.LastLogPos(ctx)
+	if err != nil {
+		return err
+	}
+	if err := p.follower.WaitFor(ctx, pos); err != nil {
+		return err
+	}
+	return p.index.Merge(ctx)
+}

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/parleyim/parley/internal/account"
 	"github.com/parleyim/parley/internal/api"
 	"github.com/parleyim/parley/internal/auth"
 	"github.com/parleyim/parley/internal/chat"
@@ -52,6 +53,8 @@ type Server struct {
 	media  *media.Service // nil: no media (a cluster without a bucket)
 	search *searchPart    // nil: no search (off, or a store without a log)
 	mod    *moderation.Service
+	// accounts exports and deletes accounts (account.go).
+	accounts *account.Service
 
 	httpSrv *http.Server
 	tlsCfg  *tls.Config // nil: plaintext
@@ -238,6 +241,7 @@ func New(cfg Config) (_ *Server, err error) {
 	// The gateway's loops run from New on; nothing is connected yet.
 	cleanups = append(cleanups, func() { s.gw.Shutdown(context.Background()) })
 	node.ready.Store(true)
+	s.newAccounts()
 	s.api, err = api.New(api.Config{
 		Store: st, Tokens: tokens, Chat: s.chat,
 		AdminAPIKeys: secrets.AdminAPIKeys, TokenTTL: cfg.TokenTTL, MaxTokenTTL: cfg.MaxTokenTTL,
@@ -252,6 +256,8 @@ func New(cfg Config) (_ *Server, err error) {
 		WebPushKey:          webPushKey,
 		Media:               s.media,
 		Moderation:          s.mod,
+		Extra:               s.accountRoutes(),
+		Deleted:             s.accounts.Deleted,
 		Logger:              cfg.Logger,
 	})
 	if err != nil {
@@ -367,6 +373,7 @@ func (s *Server) Start() error {
 	s.httpLn, s.tcpLn, s.running = httpLn, tcpLn, true
 	s.chat.Start()
 	s.search.start()
+	s.accounts.Start()
 	go func() {
 		if err := s.httpSrv.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server stopped", "err", err)
@@ -474,7 +481,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err := s.chat.Stop(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	s.notify.Close() // after the chat service: nothing is stored any more
+	s.accounts.Close() // after the chat service, before the media and the store
+	s.notify.Close()   // after the chat service: nothing is stored any more
 	if err := s.search.close(); err != nil {
 		errs = append(errs, err)
 	}

@@ -39,6 +39,9 @@ type adminUser struct {
 	ShadowMuted bool `json:"shadow_muted,omitempty"`
 	// Bot: the user may stream messages (docs/rich-messages.md).
 	Bot bool `json:"bot,omitempty"`
+	// Deleted: the account was deleted (docs/accounts.md); the record is
+	// its tombstone.
+	Deleted bool `json:"deleted,omitempty"`
 }
 
 func (a *API) userJSON(u store.User) adminUser {
@@ -94,7 +97,10 @@ func (a *API) loadUser(w http.ResponseWriter, r *http.Request) (store.User, bool
 // adminGetUser: GET /v1/admin/users/{id}.
 func (a *API) adminGetUser(w http.ResponseWriter, r *http.Request) {
 	if u, ok := a.loadUser(w, r); ok {
-		writeJSON(w, http.StatusOK, a.userJSON(u))
+		j := a.userJSON(u)
+		if j.Deleted, ok = a.isDeleted(w, r, u.ID); ok {
+			writeJSON(w, http.StatusOK, j)
+		}
 	}
 }
 
@@ -117,7 +123,7 @@ func (a *API) adminUpdateUser(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u, ok := a.loadUser(w, r)
-	if !ok {
+	if !ok || a.refuseDeleted(w, r, u.ID) {
 		return
 	}
 	revoke := false

@@ -75,7 +75,12 @@ type Config struct {
 	// Moderation serves reports, the word filter's lists and the audit
 	// log (docs/moderation.md). Required.
 	Moderation *moderation.Service
-	Logger     *slog.Logger
+	// Extra are routes served by other packages (extra.go).
+	Extra []Route
+	// Deleted reports whether a user's account was deleted (its record is
+	// a tombstone that no admin change may bring back). Nil: none is.
+	Deleted func(ctx context.Context, userID string) (bool, error)
+	Logger  *slog.Logger
 }
 
 // API serves the HTTP routes. Build with New; it is an http.Handler.
@@ -143,7 +148,7 @@ func (a *API) Routes() []string {
 }
 
 func (a *API) routeTable() []route {
-	return append(append(append(a.mediaRoutes(), a.moderationRoutes()...), a.consoleRoutes()...), []route{
+	return append(append(append(append(a.mediaRoutes(), a.moderationRoutes()...), a.consoleRoutes()...), a.extraRoutes()...), []route{
 		{"POST /v1/register", a.register},
 		{"POST /v1/login", a.login},
 		{"POST /v1/logout", a.user(a.logout)},

@@ -329,7 +329,7 @@ func (a *API) adminBan(w http.ResponseWriter, r *http.Request) {
 // old tokens stay revoked).
 func (a *API) adminUnban(w http.ResponseWriter, r *http.Request) {
 	u, ok := a.loadUser(w, r)
-	if !ok {
+	if !ok || a.refuseDeleted(w, r, u.ID) {
 		return
 	}
 	u.Disabled = false

@@ -263,3 +263,7 @@ func (s *Service) fileIDOf(uploadID string) string {
 // file's thumbnail live.
 func blobKey(id string) string  { return "f/" + id[:2] + "/" + id }
 func thumbKey(id string) string { return "t/" + id[:2] + "/" + id }
+
+// Blobs is the blob store the files are kept in (account exports keep
+// their archives there too, under a prefix of their own).
+func (s *Service) Blobs() blob.Store { return s.blobs }

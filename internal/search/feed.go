@@ -63,7 +63,8 @@ func CutText(s string, n int) string {
 
 // Changes turns stored messages, in log order, into index changes:
 //   - a NORMAL message puts its document (DocOf; as stored now, so one
-//     edited since is indexed with its new text, and a recalled one not);
+//     edited since is indexed with its new text, and a recalled or erased
+//     one is deleted);
 //   - an EDIT event puts its target's document as stored now (read with
 //     get: it carries the target's sender, time and attachments and the
 //     newest text), or deletes it when the target is gone, recalled, or
@@ -77,6 +78,10 @@ func Changes(ctx context.Context, get MessageGetter, msgs []*pb.Message) ([]Chan
 		case pb.MessageKind_MESSAGE_KIND_NORMAL:
 			if d := DocOf(m); d != nil {
 				out = append(out, Change{Put: d})
+			} else if m.Recalled {
+				// Erased in place (a deleted account's message, logged
+				// again by the store) or recalled since: out of the index.
+				out = append(out, Change{ConversationID: m.ConversationId, Seq: m.Seq})
 			}
 		case pb.MessageKind_MESSAGE_KIND_EDIT:
 			target := m.GetEvent().GetTargetSeq()

@@ -325,6 +325,7 @@ func (s *Store) openDB(readOnly bool) (*pebble.DB, error) {
 		Logger:                      pebbleLogger{opts.Logger},
 		FS:                          s.pebbleFS,
 		ReadOnly:                    readOnly,
+		Cleaner:                     noRecycleCleaner{}, // accounts.go
 		EventListener: &pebble.EventListener{
 			// A failed flush or compaction is retried by Pebble, often;
 			// one line per errorLogInterval is enough.

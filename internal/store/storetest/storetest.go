@@ -90,6 +90,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"DiskSize", testDiskSize},
 		{"Ping", testPing},
 		{"CloseThenErrClosed", testClose},
+		{"AccountDeletion", testAccountDeletion},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

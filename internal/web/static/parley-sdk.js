@@ -3652,6 +3652,53 @@ function mentionsUser(m, userId) {
   return !!m.mentionAll || !!m.mentions?.includes(userId);
 }
 
+// src/account.ts
+async function request(o, method, path, token, body) {
+  const f = o.fetch ?? globalThis.fetch;
+  const headers = { Authorization: "Bearer " + token };
+  if (body !== void 0) headers["Content-Type"] = "application/json";
+  const res = await f((o.baseUrl ?? "").replace(/\/$/, "") + path, {
+    method,
+    headers,
+    body: body === void 0 ? void 0 : JSON.stringify(body)
+  });
+  if (!res.ok) {
+    let text2 = "";
+    try {
+      text2 = await res.text();
+    } catch {
+    }
+    throw httpError(res.status, text2 || res.statusText);
+  }
+  return res;
+}
+var exportPath = (id) => "/v1/account/exports/" + encodeURIComponent(id);
+async function startExport(o, token) {
+  return (await request(o, "POST", "/v1/account/exports", token)).json();
+}
+async function exportStatus(o, token, id) {
+  return (await request(o, "GET", exportPath(id), token)).json();
+}
+async function waitForExport(o, token, id, intervalMs = 1e3, signal) {
+  for (; ; ) {
+    const j = await exportStatus(o, token, id);
+    if (j.state !== "pending" && j.state !== "running") return j;
+    await new Promise((resolve, reject) => {
+      const t = setTimeout(resolve, intervalMs);
+      signal?.addEventListener("abort", () => {
+        clearTimeout(t);
+        reject(signal.reason);
+      });
+    });
+  }
+}
+async function downloadExport(o, token, id) {
+  return request(o, "GET", exportPath(id) + "/archive", token);
+}
+async function deleteAccount(o, token, password) {
+  return (await request(o, "POST", "/v1/account/delete", token, { password })).json();
+}
+
 // src/index.ts
 function directConversationId(a, b) {
   return a < b ? `p:${a}:${b}` : `p:${b}:${a}`;
@@ -3668,9 +3715,12 @@ export {
   applyReaction,
   changePassword,
   decodeFrame,
+  deleteAccount,
   directConversationId,
+  downloadExport,
   encodeFrame,
   errorCodeOfApi,
+  exportStatus,
   fromBase64,
   isCode,
   isTemporary,
@@ -3683,6 +3733,7 @@ export {
   resolveFileUrl,
   rpc,
   snippetParts,
+  startExport,
   text,
   toBase64,
   toBase64Url,
@@ -3691,6 +3742,7 @@ export {
   uploadResumable,
   utf16Ranges,
   utf8,
+  waitForExport,
   webPushKey,
   webPushTarget
 };

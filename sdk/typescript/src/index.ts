@@ -15,6 +15,8 @@ export { uploadFile, uploadResumable, upload, resolveFileUrl, RESUMABLE_ABOVE } 
 export type { TokenSource, UploadOptions, ResumableOptions, AutoUploadOptions } from './media.js';
 export type { PushRegistration, SubscribeWebPushOptions, WebPushSubscription } from './push.js';
 export type { TokenResponse, HttpOptions } from './http.js';
+export { startExport, exportStatus, waitForExport, downloadExport, deleteAccount } from './account.js';
+export type { ExportJob, AccountDeletion } from './account.js';
 export * from './types.js';
 
 /** The id of the 1:1 conversation between two users ("p:" + both ids in byte order). */
