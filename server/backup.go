@@ -162,4 +162,3 @@ func (b *backupPart) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b.s.log.Info("backup sent", "files", len(m.Files), "bytes", m.Bytes(), "secrets", withSecrets,
 		"took", time.Since(start).Round(time.Millisecond))
 }
-
