@@ -4,6 +4,8 @@
 //	parley bench SCENARIO  load-test a server (see parley bench -h)
 //	parley push test|vapid-keys  push notification tools
 //	parley reindex --data DIR    rebuild the search index (server stopped)
+//	parley backup --out FILE     archive the data directory (docs/backup.md)
+//	parley restore --in FILE --data DIR  a data directory from an archive
 //	parley version
 package main
 
@@ -35,6 +37,10 @@ func main() {
 		err = pushCmd(os.Args[2:])
 	case "reindex":
 		err = reindexCmd(os.Args[2:])
+	case "backup":
+		err = backupCmd(os.Args[2:])
+	case "restore":
+		err = restoreCmd(os.Args[2:])
 	case "version":
 		fmt.Println("parley", version)
 	case "-h", "--help", "help":
@@ -60,6 +66,8 @@ commands:
 %s
   push      push notifications: 'push test --user U' sends a test to a user's devices; 'push vapid-keys' makes a Web Push key pair
   reindex   rebuild the search index from the embedded store: 'reindex --data DIR', with the server stopped
+  backup    archive the data directory: 'backup --out FILE [--server URL]' while it serves, or '--data DIR' stopped
+  restore   a data directory from a backup: 'restore --in FILE --data DIR'
   version   print the version
 
 Run 'parley <command> -h' for a command's flags.
