@@ -84,7 +84,8 @@ func CheckName(name string) error {
 // the manifest once the whole archive checked out.
 func read(r io.Reader, lim Limits, put func(name string, size int64, body io.Reader) error) (*Manifest, error) {
 	lim = lim.withDefaults()
-	tr := tar.NewReader(r)
+	cr := &countingReader{r: r}
+	tr := tar.NewReader(cr)
 	next := func() (*tar.Header, error) {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -128,8 +129,14 @@ func read(r io.Reader, lim Limits, put func(name string, size int64, body io.Rea
 			if err := decodeJSON(tr, h.Size, &m); err != nil {
 				return nil, fmt.Errorf("%w: manifest: %v", ErrInvalid, err)
 			}
+			// The tar end (padding, two zero blocks) must be whole too: the
+			// reader takes an end cut short for an end.
+			end := (cr.n+511)/512*512 + 1024
 			if _, err := tr.Next(); !errors.Is(err, io.EOF) {
 				return nil, fmt.Errorf("%w: entries after the manifest", ErrInvalid)
+			}
+			if cr.n != end {
+				return nil, fmt.Errorf("%w: it ends inside its last block (truncated?)", ErrInvalid)
 			}
 			if err := check(&m, &hdr, seen, order); err != nil {
 				return nil, err
@@ -149,17 +156,44 @@ func read(r io.Reader, lim Limits, put func(name string, size int64, body io.Rea
 			return nil, fmt.Errorf("%w: more than %d files", ErrInvalid, lim.MaxFiles)
 		}
 		sum := sha256.New()
-		body := io.TeeReader(tr, sum)
+		body := bodyReader{io.TeeReader(tr, sum), h.Name}
 		if err := put(h.Name, h.Size, body); err != nil {
 			return nil, err
 		}
 		// What put left unread (nothing, normally) still counts.
 		if _, err := io.CopyBuffer(io.Discard, body, buf); err != nil {
-			return nil, fmt.Errorf("%w: %.100q: %v (truncated?)", ErrInvalid, h.Name, err)
+			return nil, err
 		}
 		seen[h.Name] = File{Path: h.Name, Size: h.Size, SHA256: hex.EncodeToString(sum.Sum(nil))}
 		order = append(order, h.Name)
 	}
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// bodyReader marks a failure to read a file's content (the archive ends
+// inside it) as an invalid archive.
+type bodyReader struct {
+	r    io.Reader
+	name string
+}
+
+func (b bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = fmt.Errorf("%w: %.100q: %v (truncated?)", ErrInvalid, b.name, err)
+	}
+	return n, err
 }
 
 // check compares what was read with the manifest.
