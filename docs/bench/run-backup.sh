@@ -1,14 +1,14 @@
 #!/bin/bash
 # Re-runs the "Backup" figures in docs/benchmarks.md against a fresh server on
 # embedded storage: fills its store with FILL 1:1 messages of 16,000 bytes
-# (default 320,000: about 5 GB), times `parley backup` of it with no other
+# (default 65,000: about 1 GB; 320,000 make about 5 GB), times `parley backup` of it with no other
 # load, then runs the same `parley bench user` 1:1 load (2,000 sends/s, 30 s)
 # alone and with a backup started 3 s into it, and compares the ACK p99.
 # Output: docs/bench/backup.txt. Needs twice the store's size free in $TMPDIR.
-# Usage: docs/bench/run-backup.sh [FILL]   (from the repository root; ~6 minutes)
+# Usage: docs/bench/run-backup.sh [FILL]   (from the repository root; ~4 minutes at 1 GB)
 set -u
 out=$(cd "$(dirname "$0")" && pwd)/backup.txt
-fill=${1:-320000}
+fill=${1:-65000}
 tmp=$(mktemp -d)
 P=$tmp/parley
 go build -o "$P" ./cmd/parley || exit 1

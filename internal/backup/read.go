@@ -252,6 +252,16 @@ func Restore(r io.Reader, dir string, lim Limits) (_ *Manifest, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if existed {
+		// It is replaced at the end: find out now if it cannot be (a
+		// mount point), not after the whole archive was read.
+		if err := os.Remove(dir); err != nil {
+			return nil, fmt.Errorf("backup: %s cannot be replaced by the restored directory (a mount point?): restore into a new directory inside it: %w", dir, err)
+		}
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return nil, err
+		}
+	}
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o700); err != nil {
 		return nil, err
