@@ -280,3 +280,18 @@ func TestBackupSnapshotRemoved(t *testing.T) {
 		t.Fatal("the local media file is not in the archive")
 	}
 }
+
+// TestBackupRefusedOnPostgres: on PostgreSQL the answer says to back up
+// the database with its own tools (docs/backup.md).
+func TestBackupRefusedOnPostgres(t *testing.T) {
+	usePG := pgConfig(t)
+	t.Parallel()
+	ts := startServer(t, usePG)
+	code, body := httpDo(t, http.MethodPost, ts.httpBase+"/v1/admin/backup", map[string]string{"X-Api-Key": testAPIKey}, nil)
+	if code != http.StatusBadRequest || !strings.Contains(string(body), "pg_dump") {
+		t.Fatalf("backup on PostgreSQL: HTTP %d %s, want 400 naming pg_dump", code, body)
+	}
+	if _, err := os.Stat(filepath.Join(ts.cfg.DataDir, backup.TempDir)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a snapshot directory was made: %v", err)
+	}
+}
