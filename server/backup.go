@@ -97,6 +97,7 @@ func backupError(w http.ResponseWriter, c pb.ErrorCode, msg string) {
 // The request is audited when the backup starts: the archive is the whole
 // of the server's data, and its answer is streamed, not held.
 func (b *backupPart) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store") // as every API answer
 	name, ok := b.keyName(r)
 	if !ok {
 		backupError(w, pb.ErrorCode_ERROR_CODE_UNAUTHENTICATED, "missing or invalid API key")
