@@ -55,6 +55,7 @@ type Server struct {
 	mod    *moderation.Service
 	// accounts exports and deletes accounts (account.go).
 	accounts *account.Service
+	backup *backupPart // POST /v1/admin/backup (backup.go)
 
 	httpSrv *http.Server
 	tlsCfg  *tls.Config // nil: plaintext
@@ -265,6 +266,8 @@ func New(cfg Config) (_ *Server, err error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/ws", s.gw)
+	s.backup = newBackup(s, raw, secrets.AdminAPIKeys)
+	mux.Handle(backupRoute, s.backup)
 	for _, p := range []string{"/v1/", "/healthz", "/readyz", "/metrics", "/admin", "/openapi.json"} {
 		mux.Handle(p, s.api)
 	}
@@ -411,7 +414,7 @@ func (s *Server) TCPAddr() string {
 
 // Routes lists the HTTP API's routes as "METHOD /path/{param}" (the set
 // internal/api/openapi.json documents).
-func (s *Server) Routes() []string { return s.api.Routes() }
+func (s *Server) Routes() []string { return append(s.api.Routes(), backupRoute) }
 
 // Stats are the figures the server exposes about itself.
 type Stats struct {

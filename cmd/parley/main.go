@@ -5,6 +5,8 @@
 //	parley push test|vapid-keys  push notification tools
 //	parley reindex --data DIR    rebuild the search index (server stopped)
 //	parley migrate --from DIR --to postgres://...  move to PostgreSQL (node stopped)
+//	parley backup --out FILE     archive the data directory (docs/backup.md)
+//	parley restore --in FILE --data DIR  a data directory from an archive
 //	parley version
 package main
 
@@ -38,6 +40,10 @@ func main() {
 		err = reindexCmd(os.Args[2:])
 	case "migrate":
 		err = migrateCmd(os.Args[2:])
+	case "backup":
+		err = backupCmd(os.Args[2:])
+	case "restore":
+		err = restoreCmd(os.Args[2:])
 	case "version":
 		fmt.Println("parley", version)
 	case "-h", "--help", "help":
@@ -64,6 +70,8 @@ commands:
   push      push notifications: 'push test --user U' sends a test to a user's devices; 'push vapid-keys' makes a Web Push key pair
   reindex   rebuild the search index from the embedded store: 'reindex --data DIR', with the server stopped
   migrate   copy a stopped node's embedded store into PostgreSQL for a cluster: 'migrate --from DIR --to postgres://...' (docs/migrate.md)
+  backup    archive the data directory: 'backup --out FILE [--server URL]' while it serves, or '--data DIR' stopped
+  restore   a data directory from a backup: 'restore --in FILE --data DIR'
   version   print the version
 
 Run 'parley <command> -h' for a command's flags.

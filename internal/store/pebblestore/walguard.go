@@ -78,6 +78,13 @@ type walFile struct {
 
 func isWAL(name string) bool { return strings.HasSuffix(name, ".log") }
 
+// own reports whether name is a WAL of the guarded directory: a checkpoint
+// copies WALs through this FS into another directory, and those copies
+// must not replace the live WALs' entries in the record.
+func (g *walGuard) own(name string) bool {
+	return isWAL(name) && filepath.Clean(filepath.Dir(name)) == filepath.Clean(g.dir)
+}
+
 // checkWALs compares dir's WALs with the record and returns the losses found.
 // A store without a record (new, or written before the guard existed) has none.
 func checkWALs(dir string) (losses []string, err error) {
@@ -245,7 +252,7 @@ func (g *walGuard) track(name string, file vfs.File) vfs.File {
 // Create implements vfs.FS.
 func (g *walGuard) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	file, err := g.FS.Create(name, category)
-	if err != nil || !isWAL(name) {
+	if err != nil || !g.own(name) {
 		return file, err
 	}
 	return g.track(name, file), nil
@@ -256,7 +263,7 @@ func (g *walGuard) Create(name string, category vfs.DiskWriteCategory) (vfs.File
 // record cannot be written, a new file is created instead and the old one
 // is left in place, so the record never lists a WAL that vanished.
 func (g *walGuard) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
-	if !isWAL(newname) {
+	if !g.own(newname) {
 		return g.FS.ReuseForWrite(oldname, newname, category)
 	}
 	if err := g.forget(oldname); err != nil {
@@ -274,7 +281,7 @@ func (g *walGuard) ReuseForWrite(oldname, newname string, category vfs.DiskWrite
 // the record cannot be written the WAL stays (Pebble logs the failed
 // deletion and carries on).
 func (g *walGuard) Remove(name string) error {
-	if isWAL(name) {
+	if g.own(name) {
 		if err := g.forget(name); err != nil {
 			return err
 		}
