@@ -235,7 +235,7 @@ func (x *Index) newDocument(d *search.Doc) *document.Document {
 
 // Apply implements search.Index: one Bleve batch of the documents and the
 // position, durable when it returns.
-func (x *Index) Apply(ctx context.Context, changes []search.Change, pos uint64) error {
+func (x *Index) Apply(ctx context.Context, changes []search.Change, pos uint64) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -243,6 +243,7 @@ func (x *Index) Apply(ctx context.Context, changes []search.Change, pos uint64) 
 		return err
 	}
 	defer x.mu.RUnlock()
+	defer recoverInto(&err)
 	b := x.idx.NewBatch()
 	for _, c := range changes {
 		if c.Put != nil {
@@ -277,4 +278,15 @@ func (x *Index) Position(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("bleveindex: bad position record (%d bytes)", len(v))
 	}
 	return binary.BigEndian.Uint64(v), nil
+}
+
+// recoverInto turns a panic inside Bleve into an error of the call that
+// met it: the index is a copy of the store, and one bad batch or query
+// must fail that call (the follower retries it), never the server. Seen
+// once under heavy load: zapx's term-dictionary cache written after its
+// segment was closed ("assignment to entry in nil map").
+func recoverInto(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("bleveindex: panic inside Bleve: %v", r)
+	}
 }

@@ -48,11 +48,12 @@ func newSortOrder() bsearch.SortOrder {
 func sortValues(c search.Cursor) []string { return []string{sortKey(c)} }
 
 // Search implements search.Index.
-func (x *Index) Search(ctx context.Context, q search.Query) (search.Result, error) {
+func (x *Index) Search(ctx context.Context, q search.Query) (_ search.Result, err error) {
 	if err := x.enter(); err != nil {
 		return search.Result{}, err
 	}
 	defer x.mu.RUnlock()
+	defer recoverInto(&err)
 	if len(q.Text) > search.MaxQueryBytes {
 		return search.Result{}, search.ErrBadQuery
 	}
