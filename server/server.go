@@ -29,6 +29,7 @@ import (
 	"github.com/parleyim/parley/internal/notify"
 	"github.com/parleyim/parley/internal/route"
 	"github.com/parleyim/parley/internal/session"
+	"github.com/parleyim/parley/internal/retention"
 	"github.com/parleyim/parley/internal/store"
 	"github.com/parleyim/parley/internal/store/pebblestore"
 	"github.com/parleyim/parley/internal/store/pgstore"
@@ -40,6 +41,10 @@ import (
 // blocking, Shutdown drains and stops it. Several servers can run in one process.
 type Server struct {
 	cfg    Config
+	// retention deletes expired messages (retention.go); its sweeper runs
+	// from Start until Shutdown (sweep).
+	retention *retention.Service
+	sweep     sweeper
 	log    *slog.Logger
 	store  store.Store
 	gw     *gateway.Gateway
@@ -151,6 +156,7 @@ func New(cfg Config) (_ *Server, err error) {
 	if s.media != nil {
 		cleanups = append(cleanups, s.media.Close)
 	}
+	s.retention = newRetention(cfg, st, s.search)
 	s.mod, err = newModeration(cfg, st)
 	if err != nil {
 		return nil, fmt.Errorf("parley: moderation: %w", err)
@@ -206,6 +212,7 @@ func New(cfg Config) (_ *Server, err error) {
 		Events:           events,
 		Notifier:         s.notify,
 		Search:           s.search.searcher(),
+		Retention:        s.retention,
 		Media:            chatMedia(s.media),
 		Moderator:        s.mod,
 		Logger:           cfg.Logger,
@@ -252,6 +259,7 @@ func New(cfg Config) (_ *Server, err error) {
 		WebPushKey:          webPushKey,
 		Media:               s.media,
 		Moderation:          s.mod,
+		Retention:           s.retention,
 		Logger:              cfg.Logger,
 	})
 	if err != nil {
@@ -367,6 +375,7 @@ func (s *Server) Start() error {
 	s.httpLn, s.tcpLn, s.running = httpLn, tcpLn, true
 	s.chat.Start()
 	s.search.start()
+	s.sweep.start(s.retention)
 	go func() {
 		if err := s.httpSrv.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server stopped", "err", err)
@@ -475,6 +484,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	s.notify.Close() // after the chat service: nothing is stored any more
+	s.sweep.stop() // before the store closes
 	if err := s.search.close(); err != nil {
 		errs = append(errs, err)
 	}

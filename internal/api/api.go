@@ -26,6 +26,7 @@ import (
 	"github.com/parleyim/parley/internal/limit"
 	"github.com/parleyim/parley/internal/media"
 	"github.com/parleyim/parley/internal/moderation"
+	"github.com/parleyim/parley/internal/retention"
 	"github.com/parleyim/parley/internal/notify"
 	"github.com/parleyim/parley/internal/store"
 	"github.com/parleyim/parley/internal/webhook"
@@ -75,6 +76,8 @@ type Config struct {
 	// Moderation serves reports, the word filter's lists and the audit
 	// log (docs/moderation.md). Required.
 	Moderation *moderation.Service
+	// Retention serves retention policies (retention.go); nil: no routes.
+	Retention *retention.Service
 	Logger     *slog.Logger
 }
 
@@ -143,7 +146,7 @@ func (a *API) Routes() []string {
 }
 
 func (a *API) routeTable() []route {
-	return append(append(append(a.mediaRoutes(), a.moderationRoutes()...), a.consoleRoutes()...), []route{
+	return append(append(append(append(a.mediaRoutes(), a.moderationRoutes()...), a.consoleRoutes()...), a.retentionRoutes()...), []route{
 		{"POST /v1/register", a.register},
 		{"POST /v1/login", a.login},
 		{"POST /v1/logout", a.user(a.logout)},

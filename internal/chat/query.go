@@ -224,6 +224,9 @@ func (s *Service) conversation(ctx context.Context, uid, id string) (*pb.Convers
 	if c.ReactionVersion, err = s.store.ReactionVersion(ctx, id); err != nil {
 		return nil, storeErr(err)
 	}
+	if err := s.describeRetention(ctx, c); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 

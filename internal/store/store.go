@@ -343,6 +343,8 @@ func (g Group) Size() int {
 
 // Store is Parley's persistent state. All methods are safe for concurrent use.
 type Store interface {
+	Retention // retention and disappearing messages (retention.go)
+
 	// Append stores a batch of messages durably and in order. For each message
 	// (ConversationId, From, To, ClientMsgId, ContentType, Payload, ServerTime,
 	// MessageId and Kind set by the caller, Seq zero):
