@@ -26,8 +26,8 @@ import (
 	"github.com/parleyim/parley/internal/limit"
 	"github.com/parleyim/parley/internal/media"
 	"github.com/parleyim/parley/internal/moderation"
-	"github.com/parleyim/parley/internal/retention"
 	"github.com/parleyim/parley/internal/notify"
+	"github.com/parleyim/parley/internal/retention"
 	"github.com/parleyim/parley/internal/store"
 	"github.com/parleyim/parley/internal/webhook"
 
@@ -78,7 +78,7 @@ type Config struct {
 	Moderation *moderation.Service
 	// Retention serves retention policies (retention.go); nil: no routes.
 	Retention *retention.Service
-	Logger     *slog.Logger
+	Logger    *slog.Logger
 }
 
 // API serves the HTTP routes. Build with New; it is an http.Handler.
