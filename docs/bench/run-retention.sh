@@ -11,12 +11,12 @@ out=$(cd "$(dirname "$0")" && pwd)
 P=$(mktemp -d)/parley
 go build -o "$P" ./cmd/parley || exit 1
 data=$(mktemp -d)/data
-A="-a 127.0.0.1:18080 --tcp 127.0.0.1:17070 --data $data --quiet"
+A="-a 127.0.0.1:18080 --tcp 127.0.0.1:17070 --api-key retention-bench-key --quiet"
 KEY="X-Api-Key: retention-bench-key"
 {
 echo "# N=$N, $(date -u), $(nproc) cores"
 PARLEY_SEED_DIR="$data/store" PARLEY_SEED_N=$N go test ./internal/store/pebblestore -run TestSeedRetentionBench -count=1 -v | grep seeded
-"$P" serve --data "$data" --http 127.0.0.1:18080 --tcp 127.0.0.1:17070 --log-level warn --config "$out/retention.yaml" & srv=$!
+"$P" serve --data "$data" --http 127.0.0.1:18080 --tcp 127.0.0.1:17070 --log-level warn --config "$out/retention.yaml" --new-secrets & srv=$!
 sleep 2
 echo "## without a sweep"
 "$P" bench user $A --transport tcp -c 200000 -t 100 --pipeline 16 | grep -iE "sends/s|p99|lost"
@@ -28,5 +28,5 @@ wait $sw
 echo "## after the sweep"
 "$P" bench user $A --transport tcp -c 200000 -t 100 --pipeline 16 | grep -iE "sends/s|p99|lost"
 du -sh "$data/store"
-kill $srv; wait $srv 2>/dev/null
+kill $srv; wait $srv 2>/dev/null; rm -rf "$data"
 } > "$out/retention.txt" 2>&1

@@ -127,6 +127,7 @@ func (s *Service) sweepConversation(ctx context.Context, conv string, now time.T
 	}
 	n := 0
 	for {
+		start := time.Now()
 		removed, more, err := s.st.ExpireBefore(ctx, conv, floor, s.cfg.Batch)
 		if err != nil {
 			return n, err
@@ -135,6 +136,9 @@ func (s *Service) sweepConversation(ctx context.Context, conv string, now time.T
 		s.forget(ctx, removed)
 		if !more {
 			break
+		}
+		if err := rest(ctx, time.Since(start)); err != nil {
+			return n, err
 		}
 	}
 	if n > 0 {
@@ -189,6 +193,20 @@ func (s *Service) firstSince(ctx context.Context, conv string, cutoff int64, las
 		}
 	}
 	return lo, nil
+}
+
+// rest pauses between two batches for as long as the last one took (at
+// most a second): a long sweep takes about half of a core at most, and
+// sends keep most of the machine meanwhile.
+func rest(ctx context.Context, took time.Duration) error {
+	t := time.NewTimer(min(took, time.Second))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // forget tells the search index about deleted messages. A failure is

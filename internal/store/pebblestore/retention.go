@@ -83,18 +83,18 @@ func (s *Store) MessageFloor(ctx context.Context, conv string) (uint64, error) {
 	return s.readFloor(s.db, conv)
 }
 
-// ExpireBefore implements store.Retention. It runs under appendMu: an edit
-// or recall (Apply) checks and rewrites a message under it, so it cannot
-// write back a message deleted here, and the de-dup cache is kept true.
+// ExpireBefore implements store.Retention. It reads the batch without
+// locks, then commits it under appendMu: an edit or recall (Apply) checks
+// and rewrites a message under that lock, so either it came first (and the
+// range deletion takes its write too) or it finds the message gone; the
+// de-dup cache is updated under it. Appends wait only for the commit.
 func (s *Store) ExpireBefore(ctx context.Context, conv string, floor uint64, limit int) (removed []store.MessageRef, more bool, err error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, false, err
 	}
 	defer s.closeMu.RUnlock()
 	limit = max(limit, 1)
-	s.appendMu.Lock()
-	defer s.appendMu.Unlock()
-	last, err := s.committedLastSeq(conv)
+	last, err := s.lastSeq(conv)
 	if err != nil {
 		return nil, false, mapErr(err)
 	}
@@ -152,7 +152,24 @@ func (s *Store) ExpireBefore(ctx context.Context, conv string, floor uint64, lim
 	if err := s.dropReactionIndex(b, conv, func(seq uint64) bool { return seq < upTo }); err != nil {
 		return nil, false, err
 	}
-	if floor > cur {
+	s.appendMu.Lock()
+	defer s.appendMu.Unlock()
+	// Under the lock: another sweeper (node) may have deleted some of the
+	// batch meanwhile (they are not reported twice), or raised the floor
+	// further (it never goes down).
+	kept := removed[:0]
+	for _, r := range removed {
+		if _, closer, err := s.db.Get(messageKey(nil, conv, r.Seq)); err == nil {
+			_ = closer.Close()
+			kept = append(kept, r)
+		} else if !errors.Is(err, pebble.ErrNotFound) {
+			return nil, false, mapErr(err)
+		}
+	}
+	removed = kept
+	if now, err := s.readFloor(s.db, conv); err != nil {
+		return nil, false, err
+	} else if floor > now {
 		fk := floorKey(nil, conv)
 		if err := b.Set(fk, frame(fk, binary.BigEndian.AppendUint64(nil, floor)), nil); err != nil {
 			return nil, false, mapErr(err)
