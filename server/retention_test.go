@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/parleyim/parley/client"
-	"github.com/parleyim/parley/server"
 	pb "github.com/parleyim/parley/proto/parleyv1"
+	"github.com/parleyim/parley/server"
 )
 
 // retentionFlow: alice sends bob ten messages with distinct words; an admin

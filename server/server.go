@@ -27,9 +27,9 @@ import (
 	"github.com/parleyim/parley/internal/media"
 	"github.com/parleyim/parley/internal/moderation"
 	"github.com/parleyim/parley/internal/notify"
+	"github.com/parleyim/parley/internal/retention"
 	"github.com/parleyim/parley/internal/route"
 	"github.com/parleyim/parley/internal/session"
-	"github.com/parleyim/parley/internal/retention"
 	"github.com/parleyim/parley/internal/store"
 	"github.com/parleyim/parley/internal/store/pebblestore"
 	"github.com/parleyim/parley/internal/store/pgstore"
@@ -40,23 +40,23 @@ import (
 // Server is one Parley node. New builds it, Start opens its listeners without
 // blocking, Shutdown drains and stops it. Several servers can run in one process.
 type Server struct {
-	cfg    Config
+	cfg Config
 	// retention deletes expired messages (retention.go); its sweeper runs
 	// from Start until Shutdown (sweep).
 	retention *retention.Service
 	sweep     sweeper
-	log    *slog.Logger
-	store  store.Store
-	gw     *gateway.Gateway
-	chat   *chat.Service
-	router route.Router
-	nats   *route.NATS // the router in a cluster, else nil
-	api    *api.API
-	hooks  *webhook.Dispatcher
-	notify *notify.Notifier
-	media  *media.Service // nil: no media (a cluster without a bucket)
-	search *searchPart    // nil: no search (off, or a store without a log)
-	mod    *moderation.Service
+	log       *slog.Logger
+	store     store.Store
+	gw        *gateway.Gateway
+	chat      *chat.Service
+	router    route.Router
+	nats      *route.NATS // the router in a cluster, else nil
+	api       *api.API
+	hooks     *webhook.Dispatcher
+	notify    *notify.Notifier
+	media     *media.Service // nil: no media (a cluster without a bucket)
+	search    *searchPart    // nil: no search (off, or a store without a log)
+	mod       *moderation.Service
 
 	httpSrv *http.Server
 	tlsCfg  *tls.Config // nil: plaintext
@@ -484,7 +484,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	s.notify.Close() // after the chat service: nothing is stored any more
-	s.sweep.stop() // before the store closes
+	s.sweep.stop()   // before the store closes
 	if err := s.search.close(); err != nil {
 		errs = append(errs, err)
 	}
