@@ -217,9 +217,10 @@ func (s *Service) effective(ctx context.Context, conv string) (Policy, error) {
 }
 
 // Disappearing returns conv's disappearing-messages timer in seconds (0:
-// off), as stored.
+// off): as this node last read or set it, at most timerTTL ago (it is read
+// for every conversation of a conversation list).
 func (s *Service) Disappearing(ctx context.Context, conv string) (uint32, error) {
-	e, err := s.timer(ctx, conv, true)
+	e, err := s.timer(ctx, conv, false)
 	return uint32(e.ms / 1000), err
 }
 
