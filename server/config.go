@@ -191,6 +191,16 @@ type Config struct {
 	// store, and searches the database's trigram index with PostgreSQL;
 	// "off" answers searches UNAVAILABLE (and keeps no embedded index).
 	Search string `yaml:"search"`
+	// RetentionDays: messages older than this many days are deleted in
+	// every conversation without a policy of its own (docs/retention.md).
+	// 0 (default): kept forever.
+	RetentionDays int `yaml:"retention_days"`
+	// RetentionMessages: only the newest this many messages of each
+	// conversation without a policy of its own are kept. 0 (default): all.
+	RetentionMessages int `yaml:"retention_messages"`
+	// RetentionSweepInterval is the time between sweeps that delete expired
+	// and disappeared messages (default 1m).
+	RetentionSweepInterval time.Duration `yaml:"retention_sweep_interval"`
 	// RoomClientSend lets clients broadcast to chat rooms they joined
 	// (RoomSend). Default false: only the admin push API broadcasts to rooms.
 	RoomClientSend bool `yaml:"room_client_send"`
@@ -547,6 +557,9 @@ func (c Config) withDefaults() Config {
 	if c.Search == "" {
 		c.Search = "on"
 	}
+	if c.RetentionSweepInterval == 0 {
+		c.RetentionSweepInterval = time.Minute
+	}
 	if c.RecallWindow == 0 {
 		c.RecallWindow = 2 * time.Minute
 	}
@@ -749,6 +762,9 @@ func (c Config) validate() error {
 	check(c.AppSecret == "" || len(c.AppSecret) >= 32, "app_secret must be at least 32 bytes")
 	check(c.UnknownRecipients == "refuse" || c.UnknownRecipients == "accept", "unknown_recipients must be refuse or accept")
 	check(c.Search == "on" || c.Search == "off", "search must be on or off")
+	check(c.RetentionDays >= 0 && c.RetentionDays <= 36500, "retention_days must be 0..36500")
+	check(c.RetentionMessages >= 0, "retention_messages must be 0 or more")
+	check(c.RetentionSweepInterval > 0, "retention_sweep_interval must be positive")
 	names := make(map[string]bool)
 	for _, k := range c.AdminAPIKeys {
 		name, secret := auth.ParseAdminKey(k)

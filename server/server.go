@@ -28,6 +28,7 @@ import (
 	"github.com/parleyim/parley/internal/media"
 	"github.com/parleyim/parley/internal/moderation"
 	"github.com/parleyim/parley/internal/notify"
+	"github.com/parleyim/parley/internal/retention"
 	"github.com/parleyim/parley/internal/route"
 	"github.com/parleyim/parley/internal/session"
 	"github.com/parleyim/parley/internal/store"
@@ -40,22 +41,26 @@ import (
 // Server is one Parley node. New builds it, Start opens its listeners without
 // blocking, Shutdown drains and stops it. Several servers can run in one process.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	store  store.Store
-	gw     *gateway.Gateway
-	chat   *chat.Service
-	router route.Router
-	nats   *route.NATS // the router in a cluster, else nil
-	api    *api.API
-	hooks  *webhook.Dispatcher
-	notify *notify.Notifier
-	media  *media.Service // nil: no media (a cluster without a bucket)
-	search *searchPart    // nil: no search (off, or a store without a log)
-	mod    *moderation.Service
+	cfg Config
+	// retention deletes expired messages (retention.go); its sweeper runs
+	// from Start until Shutdown (sweep).
+	retention *retention.Service
+	sweep     sweeper
+	log       *slog.Logger
+	store     store.Store
+	gw        *gateway.Gateway
+	chat      *chat.Service
+	router    route.Router
+	nats      *route.NATS // the router in a cluster, else nil
+	api       *api.API
+	hooks     *webhook.Dispatcher
+	notify    *notify.Notifier
+	media     *media.Service // nil: no media (a cluster without a bucket)
+	search    *searchPart    // nil: no search (off, or a store without a log)
+	mod       *moderation.Service
 	// accounts exports and deletes accounts (account.go).
 	accounts *account.Service
-	backup *backupPart // POST /v1/admin/backup (backup.go)
+	backup   *backupPart // POST /v1/admin/backup (backup.go)
 
 	httpSrv *http.Server
 	tlsCfg  *tls.Config // nil: plaintext
@@ -155,6 +160,7 @@ func New(cfg Config) (_ *Server, err error) {
 	if s.media != nil {
 		cleanups = append(cleanups, s.media.Close)
 	}
+	s.retention = newRetention(cfg, st, s.search)
 	s.mod, err = newModeration(cfg, st)
 	if err != nil {
 		return nil, fmt.Errorf("parley: moderation: %w", err)
@@ -210,6 +216,7 @@ func New(cfg Config) (_ *Server, err error) {
 		Events:           events,
 		Notifier:         s.notify,
 		Search:           s.search.searcher(),
+		Retention:        s.retention,
 		Media:            chatMedia(s.media),
 		Moderator:        s.mod,
 		Logger:           cfg.Logger,
@@ -259,6 +266,7 @@ func New(cfg Config) (_ *Server, err error) {
 		Moderation:          s.mod,
 		Extra:               s.accountRoutes(),
 		Deleted:             s.accounts.Deleted,
+		Retention:           s.retention,
 		Logger:              cfg.Logger,
 	})
 	if err != nil {
@@ -377,6 +385,7 @@ func (s *Server) Start() error {
 	s.chat.Start()
 	s.search.start()
 	s.accounts.Start()
+	s.sweep.start(s.retention)
 	go func() {
 		if err := s.httpSrv.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server stopped", "err", err)
@@ -486,6 +495,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.accounts.Close() // after the chat service, before the media and the store
 	s.notify.Close()   // after the chat service: nothing is stored any more
+	s.sweep.stop()     // before the store closes
 	if err := s.search.close(); err != nil {
 		errs = append(errs, err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/parleyim/parley/internal/media"
 	"github.com/parleyim/parley/internal/moderation"
 	"github.com/parleyim/parley/internal/notify"
+	"github.com/parleyim/parley/internal/retention"
 	"github.com/parleyim/parley/internal/store"
 	"github.com/parleyim/parley/internal/webhook"
 
@@ -80,7 +81,9 @@ type Config struct {
 	// Deleted reports whether a user's account was deleted (its record is
 	// a tombstone that no admin change may bring back). Nil: none is.
 	Deleted func(ctx context.Context, userID string) (bool, error)
-	Logger  *slog.Logger
+	// Retention serves retention policies (retention.go); nil: no routes.
+	Retention *retention.Service
+	Logger    *slog.Logger
 }
 
 // API serves the HTTP routes. Build with New; it is an http.Handler.
@@ -148,7 +151,7 @@ func (a *API) Routes() []string {
 }
 
 func (a *API) routeTable() []route {
-	return append(append(append(append(a.mediaRoutes(), a.moderationRoutes()...), a.consoleRoutes()...), a.extraRoutes()...), []route{
+	return append(append(append(append(append(a.mediaRoutes(), a.moderationRoutes()...), a.consoleRoutes()...), a.extraRoutes()...), a.retentionRoutes()...), []route{
 		{"POST /v1/register", a.register},
 		{"POST /v1/login", a.login},
 		{"POST /v1/logout", a.user(a.logout)},

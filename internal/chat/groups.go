@@ -304,6 +304,15 @@ func (s *Service) readLimit(ctx context.Context, uid, conv string) (upTo uint64,
 // read what was said before, and one removed and added again does not read
 // what was said while they were out (nor, then, their earlier period).
 func (s *Service) readRange(ctx context.Context, uid, conv string) (since, upTo uint64, err error) {
+	since, upTo, err = s.readRangeOf(ctx, uid, conv)
+	if err != nil {
+		return since, upTo, err
+	}
+	return s.aboveFloor(ctx, conv, since, upTo)
+}
+
+// readRangeOf is readRange before the conversation's retention floor.
+func (s *Service) readRangeOf(ctx context.Context, uid, conv string) (since, upTo uint64, err error) {
 	if !isGroup(conv) {
 		if _, ok := directPeer(conv, uid); !ok {
 			return 0, 0, errDenied

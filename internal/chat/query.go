@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -224,6 +225,9 @@ func (s *Service) conversation(ctx context.Context, uid, id string) (*pb.Convers
 	if c.ReactionVersion, err = s.store.ReactionVersion(ctx, id); err != nil {
 		return nil, storeErr(err)
 	}
+	if err := s.describeRetention(ctx, c); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -252,10 +256,15 @@ func (s *Service) unreadMemo(ctx context.Context, uid, conv string, read, last u
 		memo.put(read, last, heads)
 	}
 	n, scanned := uint64(0), read
+	now := time.Now().UnixMilli()
 	var threads map[uint64]bool
 	for _, h := range heads {
 		if h.Seq > last {
 			return n, nil
+		}
+		if h.ExpiresAt != 0 && h.ExpiresAt <= now {
+			scanned = h.Seq // disappeared: never counted, swept or not
+			continue
 		}
 		if h.Kind == pb.MessageKind_MESSAGE_KIND_NORMAL && h.From != uid && !h.Recalled && !h.SenderOnly {
 			// A thread reply counts only for those in the thread or mentioned.

@@ -226,6 +226,9 @@ func (s *Service) searchVisible(ctx context.Context, uid string, h search.Hit, f
 	if err != nil {
 		return false, storeErr(err)
 	}
+	if gone, err := s.disappeared(ctx, h.ConversationID, h.Seq); err != nil || gone {
+		return false, err
+	}
 	return len(hidden) == 0, nil
 }
 

@@ -62,6 +62,9 @@ type Config struct {
 	// Search answers message searches (package search); nil: search is
 	// off and a Search is answered UNAVAILABLE.
 	Search Searcher
+	// Retention gives conversations' floors and disappearing timers
+	// (retention.go); nil: nothing expires.
+	Retention Retention
 	// RefuseUnknown: a 1:1 send to a user id without an account is refused
 	// with NO_SUCH_USER, and a user who logs in with an app-minted token is
 	// given an account (so that they can be messaged). False: such a send
@@ -607,6 +610,8 @@ func (s *Service) dispatch(ctx context.Context, c Replier, sess *session.Session
 		return s.syncReactions(ctx, c, sess, id, b.SyncReactions)
 	case *pb.ClientFrame_Pin:
 		return s.pin(ctx, c, sess, id, b.Pin)
+	case *pb.ClientFrame_SetDisappearing:
+		return s.setDisappearing(ctx, c, sess, id, b.SetDisappearing)
 	case *pb.ClientFrame_ThreadHistory:
 		return s.threadHistory(ctx, c, sess, id, b.ThreadHistory)
 	case *pb.ClientFrame_Search:
@@ -1039,6 +1044,7 @@ func (s *Service) commit(batch []*pendingSend) committedBatch {
 		}
 		msg.ServerTime = ms
 		msg.MessageId = s.ids.next(ms)
+		s.stampExpiry(msg)
 		if msg.ReplyPreview != nil {
 			p.preview, msg.ReplyPreview = msg.ReplyPreview, nil
 		}
@@ -1057,6 +1063,9 @@ func (s *Service) commit(batch []*pendingSend) committedBatch {
 			}
 		}
 		res[i], errs[i] = s.store.Apply(ctx, *p.change)
+		if errs[i] == nil {
+			s.appliedTimer(res[i])
+		}
 		if p.check != nil && errors.Is(errs[i], store.ErrConflict) {
 			errs[i] = errConflict // recalled by another node since checkChange read it
 		}

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"context"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -25,8 +26,9 @@ func senderView(m *pb.Message) *pb.Message {
 // out, uid's own without the flag. msgs is not modified.
 func viewFor(uid string, msgs []*pb.Message) []*pb.Message {
 	n := 0
+	now := time.Now().UnixMilli()
 	for _, m := range msgs {
-		if m.SenderOnly {
+		if m.SenderOnly || expired(m, now) {
 			n++
 		}
 	}
@@ -36,6 +38,7 @@ func viewFor(uid string, msgs []*pb.Message) []*pb.Message {
 	out := make([]*pb.Message, 0, len(msgs))
 	for _, m := range msgs {
 		switch {
+		case expired(m, now): // disappeared (retention.go): never served
 		case !m.SenderOnly:
 			out = append(out, m)
 		case m.From == uid:

@@ -24,6 +24,8 @@ type MessageHead struct {
 	// Mentions and MentionAll: who the message mentions.
 	Mentions   []string
 	MentionAll bool
+	// ExpiresAt: when a disappearing message disappears (unix ms, 0: never).
+	ExpiresAt int64
 }
 
 // Field numbers of pb.Message that DecodeHead reads.
@@ -35,6 +37,7 @@ const (
 	headFieldMentions = 17
 	headFieldAll      = 18 // mention_all
 	headFieldThread   = 19 // thread_root
+	headFieldExpires  = 27 // expires_at
 )
 
 var errBadHead = errors.New("malformed message encoding")
@@ -89,6 +92,13 @@ func DecodeHead(body []byte) (MessageHead, error) {
 				return h, errBadHead
 			}
 			h.SenderOnly = v != 0
+			body = body[n:]
+		case num == headFieldExpires && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(body)
+			if n < 0 {
+				return h, errBadHead
+			}
+			h.ExpiresAt = int64(v)
 			body = body[n:]
 		case num == headFieldRecalled && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(body)

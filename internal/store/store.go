@@ -343,7 +343,8 @@ func (g Group) Size() int {
 
 // Store is Parley's persistent state. All methods are safe for concurrent use.
 type Store interface {
-	Accounts // account deletion (accounts.go)
+	Accounts  // account deletion (accounts.go)
+	Retention // retention and disappearing messages (retention.go)
 
 	// Append stores a batch of messages durably and in order. For each message
 	// (ConversationId, From, To, ClientMsgId, ContentType, Payload, ServerTime,

@@ -62,6 +62,10 @@ const (
 	MessageKind_MESSAGE_KIND_PINNED MessageKind = 4
 	// event.target_seq was unpinned by `from`.
 	MessageKind_MESSAGE_KIND_UNPINNED MessageKind = 5
+	// Disappearing messages were set to event.disappearing_seconds (0: off)
+	// by `from`; messages sent after this event expire that long after they
+	// were sent (Message.expires_at). See docs/retention.md.
+	MessageKind_MESSAGE_KIND_DISAPPEARING_SET MessageKind = 18
 )
 
 // Enum value maps for MessageKind.
@@ -81,22 +85,24 @@ var (
 		17: "MESSAGE_KIND_GROUP_DISSOLVED",
 		4:  "MESSAGE_KIND_PINNED",
 		5:  "MESSAGE_KIND_UNPINNED",
+		18: "MESSAGE_KIND_DISAPPEARING_SET",
 	}
 	MessageKind_value = map[string]int32{
-		"MESSAGE_KIND_UNSPECIFIED":     0,
-		"MESSAGE_KIND_NORMAL":          1,
-		"MESSAGE_KIND_RECALL":          2,
-		"MESSAGE_KIND_EDIT":            3,
-		"MESSAGE_KIND_GROUP_CREATED":   10,
-		"MESSAGE_KIND_MEMBERS_ADDED":   11,
-		"MESSAGE_KIND_MEMBERS_REMOVED": 12,
-		"MESSAGE_KIND_ROLE_CHANGED":    13,
-		"MESSAGE_KIND_MEMBER_MUTED":    14,
-		"MESSAGE_KIND_GROUP_UPDATED":   15,
-		"MESSAGE_KIND_OWNER_CHANGED":   16,
-		"MESSAGE_KIND_GROUP_DISSOLVED": 17,
-		"MESSAGE_KIND_PINNED":          4,
-		"MESSAGE_KIND_UNPINNED":        5,
+		"MESSAGE_KIND_UNSPECIFIED":      0,
+		"MESSAGE_KIND_NORMAL":           1,
+		"MESSAGE_KIND_RECALL":           2,
+		"MESSAGE_KIND_EDIT":             3,
+		"MESSAGE_KIND_GROUP_CREATED":    10,
+		"MESSAGE_KIND_MEMBERS_ADDED":    11,
+		"MESSAGE_KIND_MEMBERS_REMOVED":  12,
+		"MESSAGE_KIND_ROLE_CHANGED":     13,
+		"MESSAGE_KIND_MEMBER_MUTED":     14,
+		"MESSAGE_KIND_GROUP_UPDATED":    15,
+		"MESSAGE_KIND_OWNER_CHANGED":    16,
+		"MESSAGE_KIND_GROUP_DISSOLVED":  17,
+		"MESSAGE_KIND_PINNED":           4,
+		"MESSAGE_KIND_UNPINNED":         5,
+		"MESSAGE_KIND_DISAPPEARING_SET": 18,
 	}
 )
 
@@ -661,6 +667,7 @@ type ClientFrame struct {
 	//	*ClientFrame_StreamAppend
 	//	*ClientFrame_StreamFinish
 	//	*ClientFrame_Search
+	//	*ClientFrame_SetDisappearing
 	Body          isClientFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1151,6 +1158,15 @@ func (x *ClientFrame) GetSearch() *Search {
 	return nil
 }
 
+func (x *ClientFrame) GetSetDisappearing() *SetDisappearing {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_SetDisappearing); ok {
+			return x.SetDisappearing
+		}
+	}
+	return nil
+}
+
 type isClientFrame_Body interface {
 	isClientFrame_Body()
 }
@@ -1362,6 +1378,11 @@ type ClientFrame_Search struct {
 	Search *Search `protobuf:"bytes,130,opt,name=search,proto3,oneof"`
 }
 
+type ClientFrame_SetDisappearing struct {
+	// Disappearing messages (docs/retention.md)
+	SetDisappearing *SetDisappearing `protobuf:"bytes,140,opt,name=set_disappearing,json=setDisappearing,proto3,oneof"`
+}
+
 func (*ClientFrame_Auth) isClientFrame_Body() {}
 
 func (*ClientFrame_Ping) isClientFrame_Body() {}
@@ -1459,6 +1480,8 @@ func (*ClientFrame_StreamAppend) isClientFrame_Body() {}
 func (*ClientFrame_StreamFinish) isClientFrame_Body() {}
 
 func (*ClientFrame_Search) isClientFrame_Body() {}
+
+func (*ClientFrame_SetDisappearing) isClientFrame_Body() {}
 
 // ServerFrame is everything the server can send.
 type ServerFrame struct {
@@ -2594,9 +2617,11 @@ type MessageEvent struct {
 	Group      *GroupInfo `protobuf:"bytes,5,opt,name=group,proto3" json:"group,omitempty"`
 	// On a RECALL: the message was removed by the app's moderators (an admin
 	// deleting it for everyone), not recalled by its sender.
-	Moderated     bool `protobuf:"varint,6,opt,name=moderated,proto3" json:"moderated,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Moderated bool `protobuf:"varint,6,opt,name=moderated,proto3" json:"moderated,omitempty"`
+	// On a DISAPPEARING_SET: the new timer in seconds (0: off).
+	DisappearingSeconds uint32 `protobuf:"varint,7,opt,name=disappearing_seconds,json=disappearingSeconds,proto3" json:"disappearing_seconds,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *MessageEvent) Reset() {
@@ -2671,6 +2696,13 @@ func (x *MessageEvent) GetModerated() bool {
 	return false
 }
 
+func (x *MessageEvent) GetDisappearingSeconds() uint32 {
+	if x != nil {
+		return x.DisappearingSeconds
+	}
+	return 0
+}
+
 type Message struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
@@ -2723,7 +2755,12 @@ type Message struct {
 	Incomplete bool `protobuf:"varint,25,opt,name=incomplete,proto3" json:"incomplete,omitempty"`
 	// Send.search_text (or Edit.search_text, after an edit): stored for
 	// search, sent only to the sender's own devices.
-	SearchText    string `protobuf:"bytes,26,opt,name=search_text,json=searchText,proto3" json:"search_text,omitempty"`
+	SearchText string `protobuf:"bytes,26,opt,name=search_text,json=searchText,proto3" json:"search_text,omitempty"`
+	// Unix milliseconds: the message disappears at this time (it was sent
+	// while disappearing messages were on: server_time + the timer). 0: it
+	// does not disappear (retention may still remove it). An expired message
+	// is never served.
+	ExpiresAt     int64 `protobuf:"varint,27,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2938,6 +2975,13 @@ func (x *Message) GetSearchText() string {
 		return x.SearchText
 	}
 	return ""
+}
+
+func (x *Message) GetExpiresAt() int64 {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return 0
 }
 
 // MessagePreview is a short view of a message another one answers.
@@ -3450,8 +3494,13 @@ type Conversation struct {
 	// The conversation's reaction version: when it is past the version a
 	// client holds, SyncReactions brings the changes.
 	ReactionVersion uint64 `protobuf:"varint,19,opt,name=reaction_version,json=reactionVersion,proto3" json:"reaction_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The conversation's disappearing-messages timer in seconds (0: off).
+	DisappearingSeconds uint32 `protobuf:"varint,20,opt,name=disappearing_seconds,json=disappearingSeconds,proto3" json:"disappearing_seconds,omitempty"`
+	// The conversation's floor: the lowest seq still stored. Messages below
+	// it expired (retention) and are never served; 0 or 1: nothing expired.
+	FirstSeq      uint64 `protobuf:"varint,21,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Conversation) Reset() {
@@ -3613,6 +3662,20 @@ func (x *Conversation) GetPins() []*PinnedMessage {
 func (x *Conversation) GetReactionVersion() uint64 {
 	if x != nil {
 		return x.ReactionVersion
+	}
+	return 0
+}
+
+func (x *Conversation) GetDisappearingSeconds() uint32 {
+	if x != nil {
+		return x.DisappearingSeconds
+	}
+	return 0
+}
+
+func (x *Conversation) GetFirstSeq() uint64 {
+	if x != nil {
+		return x.FirstSeq
 	}
 	return 0
 }
@@ -7627,6 +7690,72 @@ func (x *Pin) GetClientMsgId() string {
 	return ""
 }
 
+// SetDisappearing sets the conversation's disappearing-messages timer:
+// seconds is 0 (off) or one of 30, 300, 3600, 86400, 604800, 2419200 (any
+// other value is BAD_REQUEST). Either side of a 1:1, a group's owner or
+// admins (else PERMISSION_DENIED). It is stored as a DISAPPEARING_SET event
+// in the conversation. Reply: send_ack of the event.
+type SetDisappearing struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	Seconds        uint32                 `protobuf:"varint,2,opt,name=seconds,proto3" json:"seconds,omitempty"`
+	// Makes the request idempotent like a send; optional.
+	ClientMsgId   string `protobuf:"bytes,3,opt,name=client_msg_id,json=clientMsgId,proto3" json:"client_msg_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetDisappearing) Reset() {
+	*x = SetDisappearing{}
+	mi := &file_parley_v1_parley_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetDisappearing) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetDisappearing) ProtoMessage() {}
+
+func (x *SetDisappearing) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetDisappearing.ProtoReflect.Descriptor instead.
+func (*SetDisappearing) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *SetDisappearing) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *SetDisappearing) GetSeconds() uint32 {
+	if x != nil {
+		return x.Seconds
+	}
+	return 0
+}
+
+func (x *SetDisappearing) GetClientMsgId() string {
+	if x != nil {
+		return x.ClientMsgId
+	}
+	return ""
+}
+
 // ThreadHistory pages through the replies in the thread under root_seq, like
 // History (before_seq, 0 for the newest) or, when after_seq is set, like
 // SyncMessages. Reply: messages (ascending; last_seq is the conversation's).
@@ -7643,7 +7772,7 @@ type ThreadHistory struct {
 
 func (x *ThreadHistory) Reset() {
 	*x = ThreadHistory{}
-	mi := &file_parley_v1_parley_proto_msgTypes[85]
+	mi := &file_parley_v1_parley_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7655,7 +7784,7 @@ func (x *ThreadHistory) String() string {
 func (*ThreadHistory) ProtoMessage() {}
 
 func (x *ThreadHistory) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[85]
+	mi := &file_parley_v1_parley_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7668,7 +7797,7 @@ func (x *ThreadHistory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadHistory.ProtoReflect.Descriptor instead.
 func (*ThreadHistory) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{85}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ThreadHistory) GetConversationId() string {
@@ -7729,7 +7858,7 @@ type StreamOpen struct {
 
 func (x *StreamOpen) Reset() {
 	*x = StreamOpen{}
-	mi := &file_parley_v1_parley_proto_msgTypes[86]
+	mi := &file_parley_v1_parley_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7741,7 +7870,7 @@ func (x *StreamOpen) String() string {
 func (*StreamOpen) ProtoMessage() {}
 
 func (x *StreamOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[86]
+	mi := &file_parley_v1_parley_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7754,7 +7883,7 @@ func (x *StreamOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamOpen.ProtoReflect.Descriptor instead.
 func (*StreamOpen) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{86}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *StreamOpen) GetClientMsgId() string {
@@ -7824,7 +7953,7 @@ type StreamOpened struct {
 
 func (x *StreamOpened) Reset() {
 	*x = StreamOpened{}
-	mi := &file_parley_v1_parley_proto_msgTypes[87]
+	mi := &file_parley_v1_parley_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7836,7 +7965,7 @@ func (x *StreamOpened) String() string {
 func (*StreamOpened) ProtoMessage() {}
 
 func (x *StreamOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[87]
+	mi := &file_parley_v1_parley_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7849,7 +7978,7 @@ func (x *StreamOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamOpened.ProtoReflect.Descriptor instead.
 func (*StreamOpened) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{87}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *StreamOpened) GetStreamId() string {
@@ -7878,7 +8007,7 @@ type StreamAppend struct {
 
 func (x *StreamAppend) Reset() {
 	*x = StreamAppend{}
-	mi := &file_parley_v1_parley_proto_msgTypes[88]
+	mi := &file_parley_v1_parley_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7890,7 +8019,7 @@ func (x *StreamAppend) String() string {
 func (*StreamAppend) ProtoMessage() {}
 
 func (x *StreamAppend) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[88]
+	mi := &file_parley_v1_parley_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7903,7 +8032,7 @@ func (x *StreamAppend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamAppend.ProtoReflect.Descriptor instead.
 func (*StreamAppend) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{88}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *StreamAppend) GetStreamId() string {
@@ -7933,7 +8062,7 @@ type StreamFinish struct {
 
 func (x *StreamFinish) Reset() {
 	*x = StreamFinish{}
-	mi := &file_parley_v1_parley_proto_msgTypes[89]
+	mi := &file_parley_v1_parley_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7945,7 +8074,7 @@ func (x *StreamFinish) String() string {
 func (*StreamFinish) ProtoMessage() {}
 
 func (x *StreamFinish) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[89]
+	mi := &file_parley_v1_parley_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7958,7 +8087,7 @@ func (x *StreamFinish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamFinish.ProtoReflect.Descriptor instead.
 func (*StreamFinish) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{89}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *StreamFinish) GetStreamId() string {
@@ -7996,7 +8125,7 @@ type StreamChunk struct {
 
 func (x *StreamChunk) Reset() {
 	*x = StreamChunk{}
-	mi := &file_parley_v1_parley_proto_msgTypes[90]
+	mi := &file_parley_v1_parley_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8008,7 +8137,7 @@ func (x *StreamChunk) String() string {
 func (*StreamChunk) ProtoMessage() {}
 
 func (x *StreamChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[90]
+	mi := &file_parley_v1_parley_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8021,7 +8150,7 @@ func (x *StreamChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamChunk.ProtoReflect.Descriptor instead.
 func (*StreamChunk) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{90}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *StreamChunk) GetStreamId() string {
@@ -8110,7 +8239,7 @@ type Search struct {
 
 func (x *Search) Reset() {
 	*x = Search{}
-	mi := &file_parley_v1_parley_proto_msgTypes[91]
+	mi := &file_parley_v1_parley_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8122,7 +8251,7 @@ func (x *Search) String() string {
 func (*Search) ProtoMessage() {}
 
 func (x *Search) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[91]
+	mi := &file_parley_v1_parley_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8135,7 +8264,7 @@ func (x *Search) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Search.ProtoReflect.Descriptor instead.
 func (*Search) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{91}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *Search) GetQuery() string {
@@ -8220,7 +8349,7 @@ type SearchCursor struct {
 
 func (x *SearchCursor) Reset() {
 	*x = SearchCursor{}
-	mi := &file_parley_v1_parley_proto_msgTypes[92]
+	mi := &file_parley_v1_parley_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8232,7 +8361,7 @@ func (x *SearchCursor) String() string {
 func (*SearchCursor) ProtoMessage() {}
 
 func (x *SearchCursor) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[92]
+	mi := &file_parley_v1_parley_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8245,7 +8374,7 @@ func (x *SearchCursor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchCursor.ProtoReflect.Descriptor instead.
 func (*SearchCursor) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{92}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *SearchCursor) GetServerTime() int64 {
@@ -8280,7 +8409,7 @@ type SearchResults struct {
 
 func (x *SearchResults) Reset() {
 	*x = SearchResults{}
-	mi := &file_parley_v1_parley_proto_msgTypes[93]
+	mi := &file_parley_v1_parley_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8292,7 +8421,7 @@ func (x *SearchResults) String() string {
 func (*SearchResults) ProtoMessage() {}
 
 func (x *SearchResults) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[93]
+	mi := &file_parley_v1_parley_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8305,7 +8434,7 @@ func (x *SearchResults) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResults.ProtoReflect.Descriptor instead.
 func (*SearchResults) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{93}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *SearchResults) GetHits() []*SearchHit {
@@ -8340,7 +8469,7 @@ type SearchHit struct {
 
 func (x *SearchHit) Reset() {
 	*x = SearchHit{}
-	mi := &file_parley_v1_parley_proto_msgTypes[94]
+	mi := &file_parley_v1_parley_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8352,7 +8481,7 @@ func (x *SearchHit) String() string {
 func (*SearchHit) ProtoMessage() {}
 
 func (x *SearchHit) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[94]
+	mi := &file_parley_v1_parley_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8365,7 +8494,7 @@ func (x *SearchHit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchHit.ProtoReflect.Descriptor instead.
 func (*SearchHit) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{94}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *SearchHit) GetConversationId() string {
@@ -8421,7 +8550,7 @@ type TextRange struct {
 
 func (x *TextRange) Reset() {
 	*x = TextRange{}
-	mi := &file_parley_v1_parley_proto_msgTypes[95]
+	mi := &file_parley_v1_parley_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8433,7 +8562,7 @@ func (x *TextRange) String() string {
 func (*TextRange) ProtoMessage() {}
 
 func (x *TextRange) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_parley_proto_msgTypes[95]
+	mi := &file_parley_v1_parley_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8446,7 +8575,7 @@ func (x *TextRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextRange.ProtoReflect.Descriptor instead.
 func (*TextRange) Descriptor() ([]byte, []int) {
-	return file_parley_v1_parley_proto_rawDescGZIP(), []int{95}
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *TextRange) GetStart() uint32 {
@@ -8467,7 +8596,7 @@ var File_parley_v1_parley_proto protoreflect.FileDescriptor
 
 const file_parley_v1_parley_proto_rawDesc = "" +
 	"\n" +
-	"\x16parley/v1/parley.proto\x12\tparley.v1\"\xaa\x16\n" +
+	"\x16parley/v1/parley.proto\x12\tparley.v1\"\xf4\x16\n" +
 	"\vClientFrame\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
 	"\x04auth\x18\x02 \x01(\v2\x0f.parley.v1.AuthH\x00R\x04auth\x12%\n" +
@@ -8525,7 +8654,8 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"streamOpen\x12>\n" +
 	"\rstream_append\x18y \x01(\v2\x17.parley.v1.StreamAppendH\x00R\fstreamAppend\x12>\n" +
 	"\rstream_finish\x18z \x01(\v2\x17.parley.v1.StreamFinishH\x00R\fstreamFinish\x12,\n" +
-	"\x06search\x18\x82\x01 \x01(\v2\x11.parley.v1.SearchH\x00R\x06searchB\x06\n" +
+	"\x06search\x18\x82\x01 \x01(\v2\x11.parley.v1.SearchH\x00R\x06search\x12H\n" +
+	"\x10set_disappearing\x18\x8c\x01 \x01(\v2\x1a.parley.v1.SetDisappearingH\x00R\x0fsetDisappearingB\x06\n" +
 	"\x04body\"\x86\f\n" +
 	"\vServerFrame\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12,\n" +
@@ -8616,7 +8746,7 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"message_id\x18\x04 \x01(\x04R\tmessageId\x12\x1f\n" +
 	"\vserver_time\x18\x05 \x01(\x03R\n" +
 	"serverTime\x12\x1c\n" +
-	"\tduplicate\x18\x06 \x01(\bR\tduplicate\"\xdd\x01\n" +
+	"\tduplicate\x18\x06 \x01(\bR\tduplicate\"\x90\x02\n" +
 	"\fMessageEvent\x12\x1d\n" +
 	"\n" +
 	"target_seq\x18\x01 \x01(\x04R\ttargetSeq\x12\x19\n" +
@@ -8625,7 +8755,8 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\vmuted_until\x18\x04 \x01(\x03R\n" +
 	"mutedUntil\x12*\n" +
 	"\x05group\x18\x05 \x01(\v2\x14.parley.v1.GroupInfoR\x05group\x12\x1c\n" +
-	"\tmoderated\x18\x06 \x01(\bR\tmoderated\"\x9e\a\n" +
+	"\tmoderated\x18\x06 \x01(\bR\tmoderated\x121\n" +
+	"\x14disappearing_seconds\x18\a \x01(\rR\x13disappearingSeconds\"\xbd\a\n" +
 	"\aMessage\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x1d\n" +
@@ -8661,7 +8792,9 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"incomplete\x18\x19 \x01(\bR\n" +
 	"incomplete\x12\x1f\n" +
 	"\vsearch_text\x18\x1a \x01(\tR\n" +
-	"searchText\"\x86\x02\n" +
+	"searchText\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x1b \x01(\x03R\texpiresAt\"\x86\x02\n" +
 	"\x0eMessagePreview\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12!\n" +
@@ -8695,7 +8828,7 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x11SyncConversations\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\rR\x05limit\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tR\tpageToken\"\xaf\x05\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\xff\x05\n" +
 	"\fConversation\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12/\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x1b.parley.v1.ConversationTypeR\x04type\x12\x12\n" +
@@ -8717,7 +8850,9 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\bleft_seq\x18\x10 \x01(\x04R\aleftSeq\x12'\n" +
 	"\x0funread_mentions\x18\x11 \x01(\rR\x0eunreadMentions\x12,\n" +
 	"\x04pins\x18\x12 \x03(\v2\x18.parley.v1.PinnedMessageR\x04pins\x12)\n" +
-	"\x10reaction_version\x18\x13 \x01(\x04R\x0freactionVersion\"[\n" +
+	"\x10reaction_version\x18\x13 \x01(\x04R\x0freactionVersion\x121\n" +
+	"\x14disappearing_seconds\x18\x14 \x01(\rR\x13disappearingSeconds\x12\x1b\n" +
+	"\tfirst_seq\x18\x15 \x01(\x04R\bfirstSeq\"[\n" +
 	"\rPinnedMessage\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1b\n" +
 	"\tpinned_by\x18\x02 \x01(\tR\bpinnedBy\x12\x1b\n" +
@@ -9003,7 +9138,11 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
 	"\x05unpin\x18\x03 \x01(\bR\x05unpin\x12\"\n" +
-	"\rclient_msg_id\x18\x04 \x01(\tR\vclientMsgId\"\xa5\x01\n" +
+	"\rclient_msg_id\x18\x04 \x01(\tR\vclientMsgId\"x\n" +
+	"\x0fSetDisappearing\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x18\n" +
+	"\aseconds\x18\x02 \x01(\rR\aseconds\x12\"\n" +
+	"\rclient_msg_id\x18\x03 \x01(\tR\vclientMsgId\"\xa5\x01\n" +
 	"\rThreadHistory\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x19\n" +
 	"\broot_seq\x18\x02 \x01(\x04R\arootSeq\x12\x1d\n" +
@@ -9074,7 +9213,7 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"highlights\"3\n" +
 	"\tTextRange\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\rR\x05start\x12\x10\n" +
-	"\x03end\x18\x02 \x01(\rR\x03end*\xaa\x03\n" +
+	"\x03end\x18\x02 \x01(\rR\x03end*\xcd\x03\n" +
 	"\vMessageKind\x12\x1c\n" +
 	"\x18MESSAGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13MESSAGE_KIND_NORMAL\x10\x01\x12\x17\n" +
@@ -9090,7 +9229,8 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x1aMESSAGE_KIND_OWNER_CHANGED\x10\x10\x12 \n" +
 	"\x1cMESSAGE_KIND_GROUP_DISSOLVED\x10\x11\x12\x17\n" +
 	"\x13MESSAGE_KIND_PINNED\x10\x04\x12\x19\n" +
-	"\x15MESSAGE_KIND_UNPINNED\x10\x05*p\n" +
+	"\x15MESSAGE_KIND_UNPINNED\x10\x05\x12!\n" +
+	"\x1dMESSAGE_KIND_DISAPPEARING_SET\x10\x12*p\n" +
 	"\x10ConversationType\x12!\n" +
 	"\x1dCONVERSATION_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONVERSATION_TYPE_DIRECT\x10\x01\x12\x1b\n" +
@@ -9161,7 +9301,7 @@ func file_parley_v1_parley_proto_rawDescGZIP() []byte {
 }
 
 var file_parley_v1_parley_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_parley_v1_parley_proto_msgTypes = make([]protoimpl.MessageInfo, 96)
+var file_parley_v1_parley_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
 var file_parley_v1_parley_proto_goTypes = []any{
 	(MessageKind)(0),            // 0: parley.v1.MessageKind
 	(ConversationType)(0),       // 1: parley.v1.ConversationType
@@ -9256,17 +9396,18 @@ var file_parley_v1_parley_proto_goTypes = []any{
 	(*SyncReactions)(nil),       // 90: parley.v1.SyncReactions
 	(*ReactionPage)(nil),        // 91: parley.v1.ReactionPage
 	(*Pin)(nil),                 // 92: parley.v1.Pin
-	(*ThreadHistory)(nil),       // 93: parley.v1.ThreadHistory
-	(*StreamOpen)(nil),          // 94: parley.v1.StreamOpen
-	(*StreamOpened)(nil),        // 95: parley.v1.StreamOpened
-	(*StreamAppend)(nil),        // 96: parley.v1.StreamAppend
-	(*StreamFinish)(nil),        // 97: parley.v1.StreamFinish
-	(*StreamChunk)(nil),         // 98: parley.v1.StreamChunk
-	(*Search)(nil),              // 99: parley.v1.Search
-	(*SearchCursor)(nil),        // 100: parley.v1.SearchCursor
-	(*SearchResults)(nil),       // 101: parley.v1.SearchResults
-	(*SearchHit)(nil),           // 102: parley.v1.SearchHit
-	(*TextRange)(nil),           // 103: parley.v1.TextRange
+	(*SetDisappearing)(nil),     // 93: parley.v1.SetDisappearing
+	(*ThreadHistory)(nil),       // 94: parley.v1.ThreadHistory
+	(*StreamOpen)(nil),          // 95: parley.v1.StreamOpen
+	(*StreamOpened)(nil),        // 96: parley.v1.StreamOpened
+	(*StreamAppend)(nil),        // 97: parley.v1.StreamAppend
+	(*StreamFinish)(nil),        // 98: parley.v1.StreamFinish
+	(*StreamChunk)(nil),         // 99: parley.v1.StreamChunk
+	(*Search)(nil),              // 100: parley.v1.Search
+	(*SearchCursor)(nil),        // 101: parley.v1.SearchCursor
+	(*SearchResults)(nil),       // 102: parley.v1.SearchResults
+	(*SearchHit)(nil),           // 103: parley.v1.SearchHit
+	(*TextRange)(nil),           // 104: parley.v1.TextRange
 }
 var file_parley_v1_parley_proto_depIdxs = []int32{
 	10,  // 0: parley.v1.ClientFrame.auth:type_name -> parley.v1.Auth
@@ -9313,85 +9454,86 @@ var file_parley_v1_parley_proto_depIdxs = []int32{
 	88,  // 41: parley.v1.ClientFrame.react:type_name -> parley.v1.React
 	90,  // 42: parley.v1.ClientFrame.sync_reactions:type_name -> parley.v1.SyncReactions
 	92,  // 43: parley.v1.ClientFrame.pin:type_name -> parley.v1.Pin
-	93,  // 44: parley.v1.ClientFrame.thread_history:type_name -> parley.v1.ThreadHistory
-	94,  // 45: parley.v1.ClientFrame.stream_open:type_name -> parley.v1.StreamOpen
-	96,  // 46: parley.v1.ClientFrame.stream_append:type_name -> parley.v1.StreamAppend
-	97,  // 47: parley.v1.ClientFrame.stream_finish:type_name -> parley.v1.StreamFinish
-	99,  // 48: parley.v1.ClientFrame.search:type_name -> parley.v1.Search
-	11,  // 49: parley.v1.ServerFrame.auth_ok:type_name -> parley.v1.AuthOk
-	13,  // 50: parley.v1.ServerFrame.pong:type_name -> parley.v1.Pong
-	17,  // 51: parley.v1.ServerFrame.send_ack:type_name -> parley.v1.SendAck
-	19,  // 52: parley.v1.ServerFrame.message:type_name -> parley.v1.Message
-	25,  // 53: parley.v1.ServerFrame.receipt:type_name -> parley.v1.Receipt
-	29,  // 54: parley.v1.ServerFrame.conversations:type_name -> parley.v1.ConversationList
-	32,  // 55: parley.v1.ServerFrame.messages:type_name -> parley.v1.MessagePage
-	33,  // 56: parley.v1.ServerFrame.error:type_name -> parley.v1.Error
-	35,  // 57: parley.v1.ServerFrame.disconnect:type_name -> parley.v1.Disconnect
-	14,  // 58: parley.v1.ServerFrame.ok:type_name -> parley.v1.Ok
-	36,  // 59: parley.v1.ServerFrame.group:type_name -> parley.v1.GroupInfo
-	50,  // 60: parley.v1.ServerFrame.members:type_name -> parley.v1.MemberPage
-	57,  // 61: parley.v1.ServerFrame.read_counts:type_name -> parley.v1.ReadCountList
-	59,  // 62: parley.v1.ServerFrame.typing:type_name -> parley.v1.TypingEvent
-	63,  // 63: parley.v1.ServerFrame.presence:type_name -> parley.v1.PresenceList
-	64,  // 64: parley.v1.ServerFrame.presence_event:type_name -> parley.v1.PresenceEvent
-	70,  // 65: parley.v1.ServerFrame.contacts:type_name -> parley.v1.ContactList
-	71,  // 66: parley.v1.ServerFrame.contact_event:type_name -> parley.v1.ContactEvent
-	54,  // 67: parley.v1.ServerFrame.hidden:type_name -> parley.v1.HiddenEvent
-	75,  // 68: parley.v1.ServerFrame.conversation_event:type_name -> parley.v1.ConversationEvent
-	76,  // 69: parley.v1.ServerFrame.push:type_name -> parley.v1.Push
-	80,  // 70: parley.v1.ServerFrame.room:type_name -> parley.v1.RoomInfo
-	87,  // 71: parley.v1.ServerFrame.file_url:type_name -> parley.v1.FileUrlResult
-	89,  // 72: parley.v1.ServerFrame.reaction:type_name -> parley.v1.ReactionUpdate
-	91,  // 73: parley.v1.ServerFrame.reactions:type_name -> parley.v1.ReactionPage
-	95,  // 74: parley.v1.ServerFrame.stream_opened:type_name -> parley.v1.StreamOpened
-	98,  // 75: parley.v1.ServerFrame.stream_chunk:type_name -> parley.v1.StreamChunk
-	101, // 76: parley.v1.ServerFrame.search_results:type_name -> parley.v1.SearchResults
-	16,  // 77: parley.v1.Send.attachments:type_name -> parley.v1.Attachment
-	4,   // 78: parley.v1.MessageEvent.role:type_name -> parley.v1.GroupRole
-	36,  // 79: parley.v1.MessageEvent.group:type_name -> parley.v1.GroupInfo
-	0,   // 80: parley.v1.Message.kind:type_name -> parley.v1.MessageKind
-	18,  // 81: parley.v1.Message.event:type_name -> parley.v1.MessageEvent
-	16,  // 82: parley.v1.Message.attachments:type_name -> parley.v1.Attachment
-	20,  // 83: parley.v1.Message.reply_preview:type_name -> parley.v1.MessagePreview
-	21,  // 84: parley.v1.Message.thread:type_name -> parley.v1.ThreadSummary
-	22,  // 85: parley.v1.Message.reactions:type_name -> parley.v1.Reaction
-	1,   // 86: parley.v1.Conversation.type:type_name -> parley.v1.ConversationType
-	19,  // 87: parley.v1.Conversation.last_message:type_name -> parley.v1.Message
-	36,  // 88: parley.v1.Conversation.group:type_name -> parley.v1.GroupInfo
-	28,  // 89: parley.v1.Conversation.pins:type_name -> parley.v1.PinnedMessage
-	27,  // 90: parley.v1.ConversationList.conversations:type_name -> parley.v1.Conversation
-	19,  // 91: parley.v1.MessagePage.messages:type_name -> parley.v1.Message
-	2,   // 92: parley.v1.Error.code:type_name -> parley.v1.ErrorCode
-	3,   // 93: parley.v1.Disconnect.code:type_name -> parley.v1.DisconnectCode
-	5,   // 94: parley.v1.GroupInfo.add_policy:type_name -> parley.v1.GroupAddPolicy
-	6,   // 95: parley.v1.GroupInfo.history_visibility:type_name -> parley.v1.HistoryVisibility
-	5,   // 96: parley.v1.CreateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
-	6,   // 97: parley.v1.CreateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
-	5,   // 98: parley.v1.UpdateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
-	6,   // 99: parley.v1.UpdateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
-	4,   // 100: parley.v1.SetRole.role:type_name -> parley.v1.GroupRole
-	4,   // 101: parley.v1.Member.role:type_name -> parley.v1.GroupRole
-	49,  // 102: parley.v1.MemberPage.members:type_name -> parley.v1.Member
-	56,  // 103: parley.v1.ReadCountList.counts:type_name -> parley.v1.ReadCount
-	62,  // 104: parley.v1.PresenceList.users:type_name -> parley.v1.Presence
-	62,  // 105: parley.v1.PresenceEvent.presence:type_name -> parley.v1.Presence
-	7,   // 106: parley.v1.Contact.state:type_name -> parley.v1.ContactState
-	65,  // 107: parley.v1.ContactList.contacts:type_name -> parley.v1.Contact
-	65,  // 108: parley.v1.ContactEvent.contact:type_name -> parley.v1.Contact
-	82,  // 109: parley.v1.RegisterPush.apns:type_name -> parley.v1.ApnsTarget
-	83,  // 110: parley.v1.RegisterPush.fcm:type_name -> parley.v1.FcmTarget
-	84,  // 111: parley.v1.RegisterPush.webpush:type_name -> parley.v1.WebPushTarget
-	22,  // 112: parley.v1.ReactionUpdate.reactions:type_name -> parley.v1.Reaction
-	89,  // 113: parley.v1.ReactionPage.updates:type_name -> parley.v1.ReactionUpdate
-	100, // 114: parley.v1.Search.before:type_name -> parley.v1.SearchCursor
-	102, // 115: parley.v1.SearchResults.hits:type_name -> parley.v1.SearchHit
-	100, // 116: parley.v1.SearchResults.next:type_name -> parley.v1.SearchCursor
-	103, // 117: parley.v1.SearchHit.highlights:type_name -> parley.v1.TextRange
-	118, // [118:118] is the sub-list for method output_type
-	118, // [118:118] is the sub-list for method input_type
-	118, // [118:118] is the sub-list for extension type_name
-	118, // [118:118] is the sub-list for extension extendee
-	0,   // [0:118] is the sub-list for field type_name
+	94,  // 44: parley.v1.ClientFrame.thread_history:type_name -> parley.v1.ThreadHistory
+	95,  // 45: parley.v1.ClientFrame.stream_open:type_name -> parley.v1.StreamOpen
+	97,  // 46: parley.v1.ClientFrame.stream_append:type_name -> parley.v1.StreamAppend
+	98,  // 47: parley.v1.ClientFrame.stream_finish:type_name -> parley.v1.StreamFinish
+	100, // 48: parley.v1.ClientFrame.search:type_name -> parley.v1.Search
+	93,  // 49: parley.v1.ClientFrame.set_disappearing:type_name -> parley.v1.SetDisappearing
+	11,  // 50: parley.v1.ServerFrame.auth_ok:type_name -> parley.v1.AuthOk
+	13,  // 51: parley.v1.ServerFrame.pong:type_name -> parley.v1.Pong
+	17,  // 52: parley.v1.ServerFrame.send_ack:type_name -> parley.v1.SendAck
+	19,  // 53: parley.v1.ServerFrame.message:type_name -> parley.v1.Message
+	25,  // 54: parley.v1.ServerFrame.receipt:type_name -> parley.v1.Receipt
+	29,  // 55: parley.v1.ServerFrame.conversations:type_name -> parley.v1.ConversationList
+	32,  // 56: parley.v1.ServerFrame.messages:type_name -> parley.v1.MessagePage
+	33,  // 57: parley.v1.ServerFrame.error:type_name -> parley.v1.Error
+	35,  // 58: parley.v1.ServerFrame.disconnect:type_name -> parley.v1.Disconnect
+	14,  // 59: parley.v1.ServerFrame.ok:type_name -> parley.v1.Ok
+	36,  // 60: parley.v1.ServerFrame.group:type_name -> parley.v1.GroupInfo
+	50,  // 61: parley.v1.ServerFrame.members:type_name -> parley.v1.MemberPage
+	57,  // 62: parley.v1.ServerFrame.read_counts:type_name -> parley.v1.ReadCountList
+	59,  // 63: parley.v1.ServerFrame.typing:type_name -> parley.v1.TypingEvent
+	63,  // 64: parley.v1.ServerFrame.presence:type_name -> parley.v1.PresenceList
+	64,  // 65: parley.v1.ServerFrame.presence_event:type_name -> parley.v1.PresenceEvent
+	70,  // 66: parley.v1.ServerFrame.contacts:type_name -> parley.v1.ContactList
+	71,  // 67: parley.v1.ServerFrame.contact_event:type_name -> parley.v1.ContactEvent
+	54,  // 68: parley.v1.ServerFrame.hidden:type_name -> parley.v1.HiddenEvent
+	75,  // 69: parley.v1.ServerFrame.conversation_event:type_name -> parley.v1.ConversationEvent
+	76,  // 70: parley.v1.ServerFrame.push:type_name -> parley.v1.Push
+	80,  // 71: parley.v1.ServerFrame.room:type_name -> parley.v1.RoomInfo
+	87,  // 72: parley.v1.ServerFrame.file_url:type_name -> parley.v1.FileUrlResult
+	89,  // 73: parley.v1.ServerFrame.reaction:type_name -> parley.v1.ReactionUpdate
+	91,  // 74: parley.v1.ServerFrame.reactions:type_name -> parley.v1.ReactionPage
+	96,  // 75: parley.v1.ServerFrame.stream_opened:type_name -> parley.v1.StreamOpened
+	99,  // 76: parley.v1.ServerFrame.stream_chunk:type_name -> parley.v1.StreamChunk
+	102, // 77: parley.v1.ServerFrame.search_results:type_name -> parley.v1.SearchResults
+	16,  // 78: parley.v1.Send.attachments:type_name -> parley.v1.Attachment
+	4,   // 79: parley.v1.MessageEvent.role:type_name -> parley.v1.GroupRole
+	36,  // 80: parley.v1.MessageEvent.group:type_name -> parley.v1.GroupInfo
+	0,   // 81: parley.v1.Message.kind:type_name -> parley.v1.MessageKind
+	18,  // 82: parley.v1.Message.event:type_name -> parley.v1.MessageEvent
+	16,  // 83: parley.v1.Message.attachments:type_name -> parley.v1.Attachment
+	20,  // 84: parley.v1.Message.reply_preview:type_name -> parley.v1.MessagePreview
+	21,  // 85: parley.v1.Message.thread:type_name -> parley.v1.ThreadSummary
+	22,  // 86: parley.v1.Message.reactions:type_name -> parley.v1.Reaction
+	1,   // 87: parley.v1.Conversation.type:type_name -> parley.v1.ConversationType
+	19,  // 88: parley.v1.Conversation.last_message:type_name -> parley.v1.Message
+	36,  // 89: parley.v1.Conversation.group:type_name -> parley.v1.GroupInfo
+	28,  // 90: parley.v1.Conversation.pins:type_name -> parley.v1.PinnedMessage
+	27,  // 91: parley.v1.ConversationList.conversations:type_name -> parley.v1.Conversation
+	19,  // 92: parley.v1.MessagePage.messages:type_name -> parley.v1.Message
+	2,   // 93: parley.v1.Error.code:type_name -> parley.v1.ErrorCode
+	3,   // 94: parley.v1.Disconnect.code:type_name -> parley.v1.DisconnectCode
+	5,   // 95: parley.v1.GroupInfo.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,   // 96: parley.v1.GroupInfo.history_visibility:type_name -> parley.v1.HistoryVisibility
+	5,   // 97: parley.v1.CreateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,   // 98: parley.v1.CreateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
+	5,   // 99: parley.v1.UpdateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,   // 100: parley.v1.UpdateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
+	4,   // 101: parley.v1.SetRole.role:type_name -> parley.v1.GroupRole
+	4,   // 102: parley.v1.Member.role:type_name -> parley.v1.GroupRole
+	49,  // 103: parley.v1.MemberPage.members:type_name -> parley.v1.Member
+	56,  // 104: parley.v1.ReadCountList.counts:type_name -> parley.v1.ReadCount
+	62,  // 105: parley.v1.PresenceList.users:type_name -> parley.v1.Presence
+	62,  // 106: parley.v1.PresenceEvent.presence:type_name -> parley.v1.Presence
+	7,   // 107: parley.v1.Contact.state:type_name -> parley.v1.ContactState
+	65,  // 108: parley.v1.ContactList.contacts:type_name -> parley.v1.Contact
+	65,  // 109: parley.v1.ContactEvent.contact:type_name -> parley.v1.Contact
+	82,  // 110: parley.v1.RegisterPush.apns:type_name -> parley.v1.ApnsTarget
+	83,  // 111: parley.v1.RegisterPush.fcm:type_name -> parley.v1.FcmTarget
+	84,  // 112: parley.v1.RegisterPush.webpush:type_name -> parley.v1.WebPushTarget
+	22,  // 113: parley.v1.ReactionUpdate.reactions:type_name -> parley.v1.Reaction
+	89,  // 114: parley.v1.ReactionPage.updates:type_name -> parley.v1.ReactionUpdate
+	101, // 115: parley.v1.Search.before:type_name -> parley.v1.SearchCursor
+	103, // 116: parley.v1.SearchResults.hits:type_name -> parley.v1.SearchHit
+	101, // 117: parley.v1.SearchResults.next:type_name -> parley.v1.SearchCursor
+	104, // 118: parley.v1.SearchHit.highlights:type_name -> parley.v1.TextRange
+	119, // [119:119] is the sub-list for method output_type
+	119, // [119:119] is the sub-list for method input_type
+	119, // [119:119] is the sub-list for extension type_name
+	119, // [119:119] is the sub-list for extension extendee
+	0,   // [0:119] is the sub-list for field type_name
 }
 
 func init() { file_parley_v1_parley_proto_init() }
@@ -9449,6 +9591,7 @@ func file_parley_v1_parley_proto_init() {
 		(*ClientFrame_StreamAppend)(nil),
 		(*ClientFrame_StreamFinish)(nil),
 		(*ClientFrame_Search)(nil),
+		(*ClientFrame_SetDisappearing)(nil),
 	}
 	file_parley_v1_parley_proto_msgTypes[1].OneofWrappers = []any{
 		(*ServerFrame_AuthOk)(nil),
@@ -9494,7 +9637,7 @@ func file_parley_v1_parley_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_parley_v1_parley_proto_rawDesc), len(file_parley_v1_parley_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   96,
+			NumMessages:   97,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -37,7 +37,8 @@ func (s *Store) putLog(b *pebble.Batch, m *pb.Message) {
 	v := appendLP(op.Value[1:1:1+vlen], m.ConversationId)
 	binary.BigEndian.AppendUint64(v, m.Seq)
 	sealValue(op.Key, op.Value)
-	_ = op.Finish() // fails only for indexed batches
+	_ = op.Finish()              // fails only for indexed batches
+	putRetention(b, m, s.logPos) // retention.go
 }
 
 // readLastLogPos finds the newest log position on disk (0: none).

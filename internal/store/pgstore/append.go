@@ -105,6 +105,7 @@ func (s *Store) appendOnce(ctx context.Context, conn *pgx.Conn, msgs []*pb.Messa
 	n := len(fresh)
 	convs, backs, senders2, cmids := make([]string, n), make([]int64, n), make([]string, n), make([]string, n)
 	bodies, crcs := make([][]byte, n), make([]int32, n)
+	exps := make([]int64, n) // Message.ExpiresAt (retention.go)
 	var sc searchCols
 	remaining := make(map[string]int64, len(perConv))
 	for c, k := range perConv {
@@ -116,6 +117,7 @@ func (s *Store) appendOnce(ctx context.Context, conn *pgx.Conn, msgs []*pb.Messa
 		m := msgs[i]
 		remaining[m.ConversationId]--
 		convs[j], backs[j], senders2[j], cmids[j] = m.ConversationId, remaining[m.ConversationId], m.From, m.ClientMsgId
+		exps[j] = m.ExpiresAt
 		if bodies[j], crcs[j], err = s.encode(m); err != nil {
 			return err
 		}
@@ -134,7 +136,7 @@ func (s *Store) appendOnce(ctx context.Context, conn *pgx.Conn, msgs []*pb.Messa
 	s.dropKnownLists(lists)
 	b := &pgx.Batch{}
 	b.Queue(s.q.bumpSeqs, ids, counts)
-	b.Queue(s.q.insertMessages, append([]any{convs, backs, senders2, cmids, bodies, crcs}, sc.args()...)...)
+	b.Queue(s.q.insertMessages, append(append([]any{convs, backs, senders2, cmids, bodies, crcs}, sc.args()...), exps)...)
 	if users, sizes := usage(msgs, fresh); len(users) > 0 {
 		b.Queue(s.q.addUsage, users, sizes)
 	}
@@ -443,8 +445,8 @@ func (s *Store) applyOnce(ctx context.Context, conn *pgx.Conn, ch *store.Change)
 	b = &pgx.Batch{}
 	var sc searchCols
 	sc.add(searchRowOf(ev))
-	b.Queue(s.q.insertMessages, append([]any{[]string{conv}, []int64{0}, []string{ev.From}, []string{ev.ClientMsgId}, [][]byte{body}, []int32{crc}},
-		sc.args()...)...)
+	b.Queue(s.q.insertMessages, append(append([]any{[]string{conv}, []int64{0}, []string{ev.From}, []string{ev.ClientMsgId}, [][]byte{body}, []int32{crc}},
+		sc.args()...), []int64{ev.ExpiresAt})...)
 	if users, sizes := usage([]*pb.Message{ev}, []int{0}); len(users) > 0 {
 		b.Queue(s.q.addUsage, users, sizes)
 	}

@@ -79,11 +79,11 @@ func newQueries(schema string) queries {
 		// the batch, so seq = the raised counter - back: the counter row is
 		// this transaction's own write, and locked, when this runs.
 		insertMessages: q(`INSERT INTO {s}.messages (conversation_id, seq, sender, client_msg_id, body, crc,
-				search_norm, server_time, content_type, has_attachment, sender_only)
-			SELECT i.conv, c.last_seq - i.back, i.sender, NULLIF(i.cmid, ''), i.body, i.crc, i.norm, i.t, i.ct, i.att, i.so
+				search_norm, server_time, content_type, has_attachment, sender_only, expires_at)
+			SELECT i.conv, c.last_seq - i.back, i.sender, NULLIF(i.cmid, ''), i.body, i.crc, i.norm, i.t, i.ct, i.att, i.so, NULLIF(i.exp, 0)
 			FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::bytea[], $6::int4[],
-				$7::text[], $8::int8[], $9::text[], $10::bool[], $11::bool[])
-				AS i(conv, back, sender, cmid, body, crc, norm, t, ct, att, so)
+				$7::text[], $8::int8[], $9::text[], $10::bool[], $11::bool[], $12::int8[])
+				AS i(conv, back, sender, cmid, body, crc, norm, t, ct, att, so, exp)
 			JOIN {s}.conversations c ON c.id = i.conv`),
 		insertLists: q(`INSERT INTO {s}.user_conversations (user_id, conversation_id)
 			SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING`),

@@ -88,6 +88,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentResends", testConcurrentResends},
 		{"ListUsersAndGroups", testListing},
 		{"DiskSize", testDiskSize},
+		{"Retention", testRetention}, {"Disappearing", testDisappearing}, {"ConcurrentExpire", testConcurrentExpire},
 		{"Ping", testPing},
 		{"CloseThenErrClosed", testClose},
 		{"AccountDeletion", testAccountDeletion},

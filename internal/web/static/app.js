@@ -110,6 +110,7 @@ function conv(id) {
       streams: new Map(), // streamId -> {text, from, next, ...}: messages a bot is streaming
       doneStreams: new Set(), // streamIds whose stored message arrived (late chunks are dropped)
       threads: new Map(), // root seq -> {loaded, hasOlder, loading}
+      disappearing: 0, // the disappearing-messages timer, seconds (0: off)
     };
     if (!c.group) c.peer = peerOf(id);
     convs.set(id, c);
@@ -155,6 +156,8 @@ function summary(m) {
       return `${who} pinned a message`;
     case 'MESSAGE_KIND_UNPINNED':
       return `${who} unpinned a message`;
+    case 'MESSAGE_KIND_DISAPPEARING_SET':
+      return m.event?.disappearingSeconds ? `${who} set disappearing messages to ${timerText(m.event.disappearingSeconds)}` : `${who} turned off disappearing messages`;
   }
   if (m.recalled) return recalledText(m);
   return bodyText(m) || attachmentsSummary(m.attachments);
@@ -214,6 +217,7 @@ function apply(m, live) {
     c.members = null;
     if (live && c.id === openId) loadMembers(c);
   }
+  if (live && kind === 'MESSAGE_KIND_DISAPPEARING_SET') c.disappearing = m.event?.disappearingSeconds || 0;
   // Pins: events newer than what this client had (replayed in order after the list's pins).
   if (live && (kind === 'MESSAGE_KIND_PINNED' || kind === 'MESSAGE_KIND_UNPINNED')) {
     const target = m.event?.targetSeq;
@@ -325,6 +329,7 @@ function mergeList(list) {
     if (x.group) c.info = x.group;
     c.left = !!x.left;
     c.pins = x.pins || [];
+    c.disappearing = x.disappearingSeconds || 0;
     c.readSeq = Math.max(c.readSeq, x.readSeq || 0);
     c.peerDeliveredSeq = Math.max(c.peerDeliveredSeq, x.peerDeliveredSeq || 0);
     c.peerReadSeq = Math.max(c.peerReadSeq, x.peerReadSeq || 0);
@@ -507,6 +512,7 @@ function renderHeader() {
   }
   $('chat-sub').classList.toggle('bad', !c.group && !!c.noSuchUser);
   groupBar(c); // Members, and Add for those the group lets add (groups.js)
+  disappearingBar(c);
   $('composer-input').disabled = c.left || !!c.info?.dissolved;
   $('attach-btn').disabled = c.left || !!c.info?.dissolved;
   renderTray();
@@ -532,6 +538,7 @@ function renderChat() {
   const box = $('messages');
   const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 60;
   const fromBottom = box.scrollHeight - box.scrollTop;
+  dropExpired(c);
   const seqs = [...c.msgs.keys()].sort((a, b) => a - b);
   const nodes = [];
   // Consecutive messages of one sender within GROUP_GAP share one header; a day
@@ -1060,6 +1067,69 @@ function canPin(c) {
 function canMentionAll(c) {
   return c.group && !c.left && (!!c.info?.membersMentionAll || isAdmin(c));
 }
+
+// -- disappearing messages (docs/retention.md)
+
+const TIMERS = [
+  [0, 'Off'],
+  [30, '30 seconds'],
+  [300, '5 minutes'],
+  [3600, '1 hour'],
+  [86400, '1 day'],
+  [604800, '1 week'],
+  [2419200, '4 weeks'],
+];
+
+function timerText(sec) {
+  return (TIMERS.find(([v]) => v === sec) || [sec, `${sec} seconds`])[1].toLowerCase();
+}
+
+// The header's timer: shows the conversation's setting and changes it (the
+// server refuses those who may not: a plain group member).
+function disappearingBar(c) {
+  const sel = $('disappear-select');
+  if (!sel) return;
+  if (!sel.options.length) {
+    for (const [v, label] of TIMERS) sel.append(new Option(v ? `⏱ ${label}` : '⏱ Off', String(v)));
+    sel.onchange = () => {
+      const cc = conv(openId);
+      const sec = Number(sel.value);
+      client.setDisappearing(cc.id, sec).then((ack) => {
+        // The event is not echoed to this session: apply it here.
+        apply({ conversationId: cc.id, seq: ack.seq, from: me, clientMsgId: ack.clientMsgId, serverTime: ack.serverTime, kind: 'MESSAGE_KIND_DISAPPEARING_SET', event: { disappearingSeconds: sec } }, true);
+        rerender(cc.id);
+      }, (err) => {
+        sel.value = String(cc.disappearing || 0);
+        alertError(err);
+      });
+    };
+  }
+  sel.value = String(c.disappearing || 0);
+  sel.disabled = c.left || !!c.info?.dissolved;
+  sel.classList.toggle('on', !!c.disappearing);
+  sel.title = c.disappearing ? `Messages disappear ${timerText(c.disappearing)} after they are sent` : 'Disappearing messages: off';
+}
+
+// Messages past their expiry leave the view (the server no longer serves them).
+function dropExpired(c) {
+  const now = Date.now();
+  for (const [seq, m] of c.msgs) if (m.expiresAt && m.expiresAt <= now) c.msgs.delete(seq);
+  if (c.last?.expiresAt && c.last.expiresAt <= now) c.last = undefined;
+}
+
+// Once a second: an open conversation with messages that disappear is redrawn
+// when one of them has expired.
+setInterval(() => {
+  if (!openId) return;
+  const c = conv(openId);
+  const now = Date.now();
+  for (const m of c.msgs.values()) {
+    if (m.expiresAt && m.expiresAt <= now) {
+      rerender(c.id);
+      return;
+    }
+  }
+}, 1000);
 
 // -- pins
 

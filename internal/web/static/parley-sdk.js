@@ -447,7 +447,8 @@ var NUMERIC = /* @__PURE__ */ new Set([
   "lastReplyAt",
   "reactionVersion",
   "version",
-  "pinnedAt"
+  "pinnedAt",
+  "firstSeq"
 ]);
 var BYTES = /* @__PURE__ */ new Set(["payload", "body", "snippet"]);
 var B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -3323,6 +3324,27 @@ var ParleyClient = class extends Emitter {
   unpin(conversationId, seq) {
     return this.pinRequest(conversationId, seq, true);
   }
+  /**
+   * Sets the conversation's disappearing-messages timer in seconds (0: off;
+   * else one of DISAPPEARING_TIMERS, others are ERROR_CODE_BAD_REQUEST):
+   * either side of a 1:1, a group's owner or admins. Resolves with the ack of
+   * the DISAPPEARING_SET event; messages sent after it carry `expiresAt`.
+   */
+  async setDisappearing(conversationId, seconds) {
+    const body = { conversationId, seconds, clientMsgId: newClientMsgId() };
+    for (; ; ) {
+      const conn = await this.liveConn();
+      try {
+        return (await conn.request("setDisappearing", body)).sendAck;
+      } catch (err) {
+        if (err instanceof ClosedError || err instanceof DisconnectError || retryable(err)) {
+          if (this.closedErr) throw err;
+          continue;
+        }
+        throw err;
+      }
+    }
+  }
   async pinRequest(conversationId, seq, unpin) {
     const body = { conversationId, seq, clientMsgId: newClientMsgId() };
     if (unpin) body.unpin = true;
@@ -3652,6 +3674,22 @@ function mentionsUser(m, userId) {
   return !!m.mentionAll || !!m.mentions?.includes(userId);
 }
 
+// src/retention.ts
+var DISAPPEARING_TIMERS = [0, 30, 300, 3600, 86400, 604800, 2419200];
+function isDisappearingTimer(seconds) {
+  return DISAPPEARING_TIMERS.includes(seconds);
+}
+function isExpired(m, now = Date.now()) {
+  return (m.expiresAt ?? 0) !== 0 && m.expiresAt <= now;
+}
+function msUntilExpiry(m, now = Date.now()) {
+  if (!m.expiresAt) return void 0;
+  return Math.max(0, m.expiresAt - now);
+}
+function disappearingSeconds(c) {
+  return c.disappearingSeconds ?? 0;
+}
+
 // src/account.ts
 async function request(o, method, path, token, body) {
   const f = o.fetch ?? globalThis.fetch;
@@ -3706,6 +3744,7 @@ function directConversationId(a, b) {
 export {
   ClosedError,
   Connection,
+  DISAPPEARING_TIMERS,
   DisconnectError,
   MessageStream,
   ParleyClient,
@@ -3717,16 +3756,20 @@ export {
   decodeFrame,
   deleteAccount,
   directConversationId,
+  disappearingSeconds,
   downloadExport,
   encodeFrame,
   errorCodeOfApi,
   exportStatus,
   fromBase64,
   isCode,
+  isDisappearingTimer,
+  isExpired,
   isTemporary,
   login,
   logout,
   mentionsUser,
+  msUntilExpiry,
   newClientMsgId,
   pushTargetBody,
   register,

@@ -1015,6 +1015,29 @@ export class ParleyClient extends Emitter<ClientEvents> {
     return this.pinRequest(conversationId, seq, true);
   }
 
+  /**
+   * Sets the conversation's disappearing-messages timer in seconds (0: off;
+   * else one of DISAPPEARING_TIMERS, others are ERROR_CODE_BAD_REQUEST):
+   * either side of a 1:1, a group's owner or admins. Resolves with the ack of
+   * the DISAPPEARING_SET event; messages sent after it carry `expiresAt`.
+   */
+  async setDisappearing(conversationId: string, seconds: number): Promise<SendAck> {
+    const body: ClientBodies['setDisappearing'] = { conversationId, seconds, clientMsgId: newClientMsgId() };
+    for (;;) {
+      const conn = await this.liveConn();
+      try {
+        return (await conn.request('setDisappearing', body)).sendAck!;
+      } catch (err) {
+        // The client message id makes a retry across a reconnect idempotent.
+        if (err instanceof ClosedError || err instanceof DisconnectError || retryable(err)) {
+          if (this.closedErr) throw err;
+          continue;
+        }
+        throw err;
+      }
+    }
+  }
+
   private async pinRequest(conversationId: string, seq: number, unpin: boolean): Promise<SendAck | null> {
     const body: ClientBodies['pin'] = { conversationId, seq, clientMsgId: newClientMsgId() };
     if (unpin) body.unpin = true;

@@ -36,6 +36,7 @@ const NUMERIC = new Set([
   'reactionVersion',
   'version',
   'pinnedAt',
+  'firstSeq',
 ]);
 const BYTES = new Set(['payload', 'body', 'snippet']);
 

@@ -2,6 +2,7 @@ export { ParleyClient, MessageStream, newClientMsgId } from './client.js';
 export type { ClientOptions, ClientEvents, ClientState, SendInput, SendOptions, StreamInput } from './client.js';
 export { applyReaction, mentionsUser } from './rich.js';
 export { utf16Ranges, snippetParts } from './search.js';
+export { DISAPPEARING_TIMERS, isDisappearingTimer, isExpired, msUntilExpiry, disappearingSeconds } from './retention.js';
 export type { SearchOptions, SearchPage, SearchMatch, StringRange, SnippetPart } from './search.js';
 export type { ReactionHolder } from './rich.js';
 export { Connection } from './connection.js';

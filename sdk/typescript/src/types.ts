@@ -25,7 +25,9 @@ export type MessageKind =
   /** event.targetSeq was pinned by `from` (Conversation.pins lists the pins). */
   | 'MESSAGE_KIND_PINNED'
   /** event.targetSeq was unpinned by `from`. */
-  | 'MESSAGE_KIND_UNPINNED';
+  | 'MESSAGE_KIND_UNPINNED'
+  /** Disappearing messages set to event.disappearingSeconds (0: off) by `from`. */
+  | 'MESSAGE_KIND_DISAPPEARING_SET';
 
 export type GroupRole = 'GROUP_ROLE_UNSPECIFIED' | 'GROUP_ROLE_MEMBER' | 'GROUP_ROLE_ADMIN' | 'GROUP_ROLE_OWNER';
 /** Who may add members: the owner and admins (the default), or every member. */
@@ -126,6 +128,8 @@ export interface MessageEvent {
   /** On a RECALL: the message was removed by the app's moderators (an admin
    *  deleting it for everyone), not recalled by its sender. */
   moderated?: boolean;
+  /** On a DISAPPEARING_SET: the new timer in seconds (0: off). */
+  disappearingSeconds?: number;
 }
 
 /**
@@ -206,6 +210,9 @@ export interface Message {
   streamId?: string;
   /** A streamed message whose sender stopped before finishing it. */
   incomplete?: boolean;
+  /** Unix milliseconds: the message disappears then (sent while the
+   *  conversation's disappearing timer was on; see {@link isExpired}). */
+  expiresAt?: number;
 }
 
 /** A short view of a message another one answers (Message.replyPreview). */
@@ -332,6 +339,10 @@ export interface Conversation {
   /** The conversation's reaction version: past the one a client holds,
    *  syncReactions brings the changes (the client does it on reconnect). */
   reactionVersion?: number;
+  /** The disappearing-messages timer in seconds (absent or 0: off). */
+  disappearingSeconds?: number;
+  /** The lowest seq still stored: messages below it expired (retention). */
+  firstSeq?: number;
 }
 
 export interface ConversationList {
@@ -710,6 +721,7 @@ export interface ClientBodies {
   syncReactions: { conversationId: string; afterVersion?: number; limit?: number };
   /** Pins (unpin: unpins) a message. Answered with the PINNED/UNPINNED event's sendAck. */
   pin: { conversationId: string; seq: number; unpin?: boolean; clientMsgId?: string };
+  setDisappearing: { conversationId: string; seconds?: number; clientMsgId?: string };
   /** A page of the replies in a thread: like history (beforeSeq) or, with afterSeq, like syncMessages. */
   threadHistory: { conversationId: string; rootSeq: number; beforeSeq?: number; afterSeq?: number; limit?: number };
   /** Bots: starts a streamed message. Answered with streamOpened. */

@@ -1,0 +1,387 @@
+package pebblestore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/parleyim/parley/internal/store"
+	pb "github.com/parleyim/parley/proto/parleyv1"
+)
+
+// Retention (store.Retention, docs/retention.md). Three namespaces:
+//
+//	'j' lp(conversation)                    -> floor(8)  (the conversation's first available seq)
+//	'W' lp(conversation) seq(8)             -> pos(8)    (the message's log position: its 'L' key)
+//	'x' expiry(8, BE unix ms) lp(conv) seq(8) -> empty   (messages that disappear, by expiry)
+//
+// putLog writes 'W' (and 'x' for a message with ExpiresAt) in the batch that
+// stores the message, so deleting a message can delete its 'L' entry without
+// scanning the log, and the sweeper finds expired messages without scanning
+// messages. Expiring a conversation's oldest messages deletes their keys with
+// range deletions over every per-conversation, per-seq namespace (messages,
+// reactions, pins, threads, mentions of everyone, log references) and point
+// deletions for what is keyed otherwise (de-dup entries, mentions by name,
+// 'L' entries, the reaction index); ReclaimSpace then compacts the message
+// range so the space goes back to the file system.
+const (
+	nsFloor  byte = 'j'
+	nsLogRef byte = 'W'
+	nsExpiry byte = 'x'
+)
+
+// seqRanged are the namespaces keyed ns lp(conversation) seq(8)...: a range
+// deletion of [seq 0, seq n) removes every key of messages below n.
+var seqRanged = []byte{nsMessage, nsReaction, nsReactCount, nsPin, nsThread, nsThreadSum, nsThreadUser, nsMentionAll, nsLogRef}
+
+func floorKey(b []byte, conv string) []byte { return appendLP(append(b, nsFloor), conv) }
+
+func expiryKey(b []byte, at int64, conv string, seq uint64) []byte {
+	b = binary.BigEndian.AppendUint64(append(b, nsExpiry), uint64(max(at, 0)))
+	return binary.BigEndian.AppendUint64(appendLP(b, conv), seq)
+}
+
+// putRetention writes m's log reference and expiry entry into b (putLog).
+func putRetention(b *pebble.Batch, m *pb.Message, pos uint64) {
+	wk := convSeqKey(nil, nsLogRef, m.ConversationId, m.Seq)
+	_ = b.Set(wk, frame(wk, binary.BigEndian.AppendUint64(nil, pos)), nil)
+	if m.ExpiresAt > 0 {
+		xk := expiryKey(nil, m.ExpiresAt, m.ConversationId, m.Seq)
+		_ = b.Set(xk, frame(xk, nil), nil)
+	}
+}
+
+func (s *Store) readFloor(r pebble.Reader, conv string) (uint64, error) {
+	k := floorKey(nil, conv)
+	v, closer, err := r.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, mapErr(err)
+	}
+	defer closer.Close()
+	body, err := unframe(k, v)
+	if err != nil {
+		return 0, err
+	}
+	if len(body) != 8 {
+		return 0, corruptf(k, "bad floor record")
+	}
+	return binary.BigEndian.Uint64(body), nil
+}
+
+// MessageFloor implements store.Retention.
+func (s *Store) MessageFloor(ctx context.Context, conv string) (uint64, error) {
+	if err := s.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer s.closeMu.RUnlock()
+	return s.readFloor(s.db, conv)
+}
+
+// ExpireBefore implements store.Retention. It reads the batch without
+// locks, then commits it under appendMu: an edit or recall (Apply) checks
+// and rewrites a message under that lock, so either it came first (and the
+// range deletion takes its write too) or it finds the message gone; the
+// de-dup cache is updated under it. Appends wait only for the commit.
+func (s *Store) ExpireBefore(ctx context.Context, conv string, floor uint64, limit int) (removed []store.MessageRef, more bool, err error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, false, err
+	}
+	defer s.closeMu.RUnlock()
+	limit = max(limit, 1)
+	last, err := s.lastSeq(conv)
+	if err != nil {
+		return nil, false, mapErr(err)
+	}
+	cur, err := s.readFloor(s.db, conv)
+	if err != nil {
+		return nil, false, err
+	}
+	floor = max(min(floor, last+1), cur)
+	if floor <= 1 {
+		return nil, false, nil
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{
+		LowerBound: messagePrefix(nil, conv), UpperBound: messageKey(nil, conv, floor)})
+	if err != nil {
+		return nil, false, mapErr(err)
+	}
+	prefix := messagePrefix(nil, conv)
+	upTo := floor
+	var dups []string
+	for valid := it.First(); valid; valid = it.Next() {
+		seq, ok := seqFromMessageKey(it.Key(), prefix)
+		if !ok {
+			continue
+		}
+		if len(removed) == limit {
+			more, upTo = true, seq
+			break
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return nil, false, mapErr(err)
+		}
+		m, _ := decodeMessage(it.Key(), v, conv, seq) // corrupt: its range keys still go
+		dk, err := s.deleteKeyed(b, conv, seq, m)
+		if err != nil {
+			it.Close()
+			return nil, false, err
+		}
+		if dk != "" {
+			dups = append(dups, dk)
+		}
+		removed = append(removed, store.MessageRef{ConversationID: conv, Seq: seq})
+	}
+	if err := it.Close(); err != nil {
+		return nil, false, mapErr(err)
+	}
+	for _, ns := range seqRanged {
+		if err := b.DeleteRange(convSeqKey(nil, ns, conv, 0), convSeqKey(nil, ns, conv, upTo), nil); err != nil {
+			return nil, false, mapErr(err)
+		}
+	}
+	if err := s.dropReactionIndex(b, conv, func(seq uint64) bool { return seq < upTo }); err != nil {
+		return nil, false, err
+	}
+	s.appendMu.Lock()
+	defer s.appendMu.Unlock()
+	// Under the lock: another sweeper (node) may have deleted some of the
+	// batch meanwhile (they are not reported twice), or raised the floor
+	// further (it never goes down).
+	kept := removed[:0]
+	for _, r := range removed {
+		if _, closer, err := s.db.Get(messageKey(nil, conv, r.Seq)); err == nil {
+			_ = closer.Close()
+			kept = append(kept, r)
+		} else if !errors.Is(err, pebble.ErrNotFound) {
+			return nil, false, mapErr(err)
+		}
+	}
+	removed = kept
+	if now, err := s.readFloor(s.db, conv); err != nil {
+		return nil, false, err
+	} else if floor > now {
+		fk := floorKey(nil, conv)
+		if err := b.Set(fk, frame(fk, binary.BigEndian.AppendUint64(nil, floor)), nil); err != nil {
+			return nil, false, mapErr(err)
+		}
+	}
+	// Deleting frees space: admitted like the small writes that must go
+	// through when the disk is nearly full.
+	if err := s.commitBatch(b, s.wo, small); err != nil {
+		return nil, false, mapErr(err)
+	}
+	for _, dk := range dups {
+		s.dedup.del(dk)
+	}
+	return removed, more, nil
+}
+
+// deleteKeyed adds to b the deletions of the keys of message seq that are
+// not ranged by seq: its de-dup entry, mentions by name, expiry entry and
+// log entry. m may be nil (a corrupt message): only the log entry goes. It
+// returns the de-dup key deleted ("" for none).
+func (s *Store) deleteKeyed(b *pebble.Batch, conv string, seq uint64, m *pb.Message) (string, error) {
+	wk := convSeqKey(nil, nsLogRef, conv, seq)
+	if v, closer, err := s.db.Get(wk); err == nil {
+		body, ferr := unframe(wk, v)
+		if ferr == nil && len(body) == 8 {
+			_ = b.Delete(logKey(nil, binary.BigEndian.Uint64(body)), nil)
+		}
+		_ = closer.Close()
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return "", mapErr(err)
+	}
+	if m == nil {
+		return "", nil
+	}
+	dk := ""
+	if m.ClientMsgId != "" {
+		k := dedupKey(nil, m.From, m.ClientMsgId)
+		_ = b.Delete(k, nil)
+		dk = string(k)
+	}
+	for _, u := range m.Mentions {
+		_ = b.Delete(mentionKey(nil, u, conv, seq), nil)
+	}
+	if m.ExpiresAt > 0 {
+		_ = b.Delete(expiryKey(nil, m.ExpiresAt, conv, seq), nil)
+	}
+	if m.ThreadRoot != 0 {
+		_ = b.Delete(threadKey(nil, conv, m.ThreadRoot, seq), nil)
+	}
+	return dk, nil
+}
+
+// dropReactionIndex deletes the conversation's reaction-change entries
+// ('w') of the messages drop selects.
+func (s *Store) dropReactionIndex(b *pebble.Batch, conv string, drop func(seq uint64) bool) error {
+	p := reactIdxPrefix(nil, conv)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return mapErr(err)
+	}
+	defer it.Close()
+	for valid := it.First(); valid; valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return mapErr(err)
+		}
+		body, err := unframe(it.Key(), v)
+		if err != nil || len(body) != 8 {
+			continue
+		}
+		if drop(binary.BigEndian.Uint64(body)) {
+			_ = b.Delete(append([]byte(nil), it.Key()...), nil)
+		}
+	}
+	return mapErr(it.Error())
+}
+
+// DeleteMessages implements store.Retention.
+func (s *Store) DeleteMessages(ctx context.Context, refs []store.MessageRef) ([]store.MessageRef, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.closeMu.RUnlock()
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	s.appendMu.Lock()
+	defer s.appendMu.Unlock()
+	b := s.db.NewBatch()
+	defer b.Close()
+	var done []store.MessageRef
+	var dups []string
+	bySeq := map[string]map[uint64]bool{}
+	for _, r := range refs {
+		m, err := s.getMessage(r.ConversationID, r.Seq)
+		if err != nil && !errors.Is(err, store.ErrCorrupt) {
+			return nil, mapErr(err)
+		}
+		if m == nil && err == nil {
+			// Gone already; its expiry entry may remain (a message
+			// deleted by ExpireBefore has none left, but be sure).
+			continue
+		}
+		dk, err := s.deleteKeyed(b, r.ConversationID, r.Seq, m)
+		if err != nil {
+			return nil, err
+		}
+		if dk != "" {
+			dups = append(dups, dk)
+		}
+		for _, ns := range seqRanged {
+			_ = b.DeleteRange(convSeqKey(nil, ns, r.ConversationID, r.Seq), convSeqKey(nil, ns, r.ConversationID, r.Seq+1), nil)
+		}
+		if bySeq[r.ConversationID] == nil {
+			bySeq[r.ConversationID] = map[uint64]bool{}
+		}
+		bySeq[r.ConversationID][r.Seq] = true
+		done = append(done, r)
+	}
+	for conv, seqs := range bySeq {
+		if err := s.dropReactionIndex(b, conv, func(seq uint64) bool { return seqs[seq] }); err != nil {
+			return nil, err
+		}
+	}
+	if b.Empty() {
+		return nil, nil
+	}
+	if err := s.commitBatch(b, s.wo, small); err != nil {
+		return nil, mapErr(err)
+	}
+	for _, dk := range dups {
+		s.dedup.del(dk)
+	}
+	return done, nil
+}
+
+// ExpiringMessages implements store.Retention: a scan of the 'x' keys up to t.
+func (s *Store) ExpiringMessages(ctx context.Context, t time.Time, limit int) ([]store.MessageRef, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.closeMu.RUnlock()
+	if limit <= 0 {
+		return nil, nil
+	}
+	upper := binary.BigEndian.AppendUint64([]byte{nsExpiry}, uint64(max(t.UnixMilli()+1, 0)))
+	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: []byte{nsExpiry}, UpperBound: upper})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer it.Close()
+	var out []store.MessageRef
+	for valid := it.First(); valid && len(out) < limit; valid = it.Next() {
+		k := it.Key()
+		if len(k) < 1+8+1+8 {
+			continue
+		}
+		conv, rest, err := readLP(k[9:])
+		if err != nil || len(rest) != 8 {
+			continue
+		}
+		out = append(out, store.MessageRef{ConversationID: conv, Seq: binary.BigEndian.Uint64(rest)})
+	}
+	return out, mapErr(it.Error())
+}
+
+// StoredConversations implements store.Retention: the 'l' keys (a
+// conversation's newest seq), in key order (by the id's length, then its
+// bytes; after is the last id of the previous page).
+func (s *Store) StoredConversations(ctx context.Context, after string, limit int) ([]string, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.closeMu.RUnlock()
+	if limit <= 0 {
+		return nil, nil
+	}
+	lower := []byte{nsLastSeq}
+	if after != "" {
+		lower = append(lastSeqKey(nil, after), 0)
+	}
+	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd([]byte{nsLastSeq})})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	defer it.Close()
+	var out []string
+	for valid := it.First(); valid && len(out) < limit; valid = it.Next() {
+		conv, rest, err := readLP(it.Key()[1:])
+		if err != nil || len(rest) != 0 {
+			continue
+		}
+		out = append(out, conv)
+	}
+	return out, mapErr(it.Error())
+}
+
+// ReclaimSpace implements store.Retention: a manual compaction of the
+// conversation's message range below floor (where the payloads are) and of
+// its other per-seq ranges, which drops the deleted keys from the files.
+func (s *Store) ReclaimSpace(ctx context.Context, conv string, floor uint64) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.closeMu.RUnlock()
+	if conv == "" || floor == 0 {
+		return nil // compactions run per conversation
+	}
+	for _, ns := range seqRanged {
+		if err := s.db.Compact(ctx, convSeqKey(nil, ns, conv, 0), convSeqKey(nil, ns, conv, floor), true); err != nil {
+			return mapErr(err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,236 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/parleyim/parley/internal/store"
+	pb "github.com/parleyim/parley/proto/parleyv1"
+)
+
+// testRetention: ExpireBefore raises a floor and deletes the messages below
+// it in batches, with their reactions, pins, threads, mentions and de-dup
+// entries; the log has no entry of a deleted message; DeleteMessages and
+// ExpiringMessages serve disappearing messages; two sweepers at once delete
+// each message once.
+func testRetention(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	var ms []*pb.Message
+	for i := range 6 {
+		m := msg("c1", "a", "b", fmt.Sprint("r", i))
+		if i == 1 {
+			m.Mentions = []string{"b"}
+		}
+		if i == 2 {
+			m.ThreadRoot = 1
+		}
+		ms = append(ms, m)
+	}
+	appendOK(t, s, ms...)
+	appendOK(t, s, msg("c2", "a", "b", "other"))
+	if _, err := s.React(ctx, []store.ReactionOp{{ConversationID: "c1", Seq: 2, UserID: "b", Emoji: "👍"}}); err != nil {
+		t.Fatalf("React: %v", err)
+	}
+	pin := msg("c1", "a", "b", "pin")
+	pin.Kind = pb.MessageKind_MESSAGE_KIND_PINNED
+	pin.Event = &pb.MessageEvent{TargetSeq: 2}
+	if _, err := s.Apply(ctx, store.Change{Event: pin, Pin: &store.PinChange{Seq: 2, By: "a", At: time.Now()}}); err != nil {
+		t.Fatalf("Apply pin: %v", err)
+	}
+	// c1: 1..6 messages, 7 the pin event.
+	if f, err := s.MessageFloor(ctx, "c1"); err != nil || f != 0 {
+		t.Fatalf("MessageFloor before = %d, %v", f, err)
+	}
+	removed, more, err := s.ExpireBefore(ctx, "c1", 4, 2)
+	if err != nil || !more || len(removed) != 2 || removed[0].Seq != 1 || removed[1].Seq != 2 {
+		t.Fatalf("ExpireBefore(4, limit 2) = %v, %v, %v", removed, more, err)
+	}
+	if f, _ := s.MessageFloor(ctx, "c1"); f != 4 {
+		t.Fatalf("floor after the first batch = %d, want 4", f)
+	}
+	removed, more, err = s.ExpireBefore(ctx, "c1", 4, 2)
+	if err != nil || more || len(removed) != 1 || removed[0].Seq != 3 {
+		t.Fatalf("second batch = %v, %v, %v", removed, more, err)
+	}
+	wantSeqs(t, "c1 after expiry", all(t, s, "c1"), []uint64{4, 5, 6, 7})
+	if h, err := s.History(ctx, "c1", 0, 100); err != nil || len(h) != 4 || h[0].Seq != 4 {
+		t.Fatalf("History after expiry: %d messages, %v", len(h), err)
+	}
+	if _, err := s.GetMessage(ctx, "c1", 2); err != store.ErrNotFound {
+		t.Fatalf("GetMessage of an expired message: %v", err)
+	}
+	if n := lastSeq(t, s, "c1"); n != 7 {
+		t.Fatalf("LastSeq moved: %d", n)
+	}
+	wantSeqs(t, "c2 untouched", all(t, s, "c2"), []uint64{1})
+	if r, err := s.Reactions(ctx, "c1", []uint64{2}, "b"); err != nil || len(r) != 0 {
+		t.Fatalf("reactions of an expired message: %v, %v", r, err)
+	}
+	if p, err := s.Pins(ctx, "c1"); err != nil || len(p) != 0 {
+		t.Fatalf("pins of an expired message: %v, %v", p, err)
+	}
+	if m, err := s.Mentions(ctx, "b", "c1", 0, 10); err != nil || len(m) != 0 {
+		t.Fatalf("mentions of an expired message: %v, %v", m, err)
+	}
+	if th, err := s.Threads(ctx, "c1", []uint64{1}); err != nil || len(th) != 0 {
+		t.Fatalf("thread of an expired root: %v, %v", th, err)
+	}
+	// A lower floor changes nothing; a floor past the end is clamped.
+	if removed, _, err := s.ExpireBefore(ctx, "c1", 2, 10); err != nil || len(removed) != 0 {
+		t.Fatalf("lower floor: %v, %v", removed, err)
+	}
+	if f, _ := s.MessageFloor(ctx, "c1"); f != 4 {
+		t.Fatalf("floor after a lower one = %d", f)
+	}
+	// The de-dup entry went with the message: a resend is a new message.
+	if r := appendOK(t, s, msg("c1", "a", "b", "r0")); r[0].Duplicate || r[0].Msg.Seq != 8 {
+		t.Fatalf("resend of an expired message's id: %+v", r[0])
+	}
+	if removed, _, err := s.ExpireBefore(ctx, "c1", 1000, 100); err != nil || len(removed) != 5 {
+		t.Fatalf("expire all: %d, %v", len(removed), err)
+	}
+	if f, _ := s.MessageFloor(ctx, "c1"); f != 9 {
+		t.Fatalf("floor clamped to LastSeq+1 = %d, want 9", f)
+	}
+	if r := appendOK(t, s, msg("c1", "a", "b", "after")); r[0].Msg.Seq != 9 {
+		t.Fatalf("a message after expiring everything got seq %d, want 9", r[0].Msg.Seq)
+	}
+	if lg, ok := s.(store.Log); ok {
+		entries, err := lg.LogAfter(ctx, 0, 1000, 0)
+		if err != nil {
+			t.Fatalf("LogAfter: %v", err)
+		}
+		for _, e := range entries {
+			if e.Msg == nil {
+				t.Fatalf("log entry %d of a deleted message", e.Pos)
+			}
+		}
+		if len(entries) != 2 { // c2's message and c1's last
+			t.Fatalf("log holds %d entries, want 2", len(entries))
+		}
+	}
+	if err := s.ReclaimSpace(ctx, "c1", 9); err != nil {
+		t.Fatalf("ReclaimSpace(c1): %v", err)
+	}
+	if err := s.ReclaimSpace(ctx, "", 0); err != nil {
+		t.Fatalf("ReclaimSpace(): %v", err)
+	}
+	if removed, more, err := s.ExpireBefore(ctx, "nowhere", 10, 10); err != nil || more || len(removed) != 0 {
+		t.Fatalf("ExpireBefore of an unknown conversation: %v, %v, %v", removed, more, err)
+	}
+}
+
+// testDisappearing: ExpiringMessages lists stored messages by expiry up to
+// a time; DeleteMessages deletes them once.
+func testDisappearing(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	base := time.UnixMilli(1_800_000_000_000)
+	var ms []*pb.Message
+	for i, off := range []int{30, 10, 0, 20} { // 0: does not disappear
+		m := msg("d1", "a", "b", fmt.Sprint("d", i))
+		if off > 0 {
+			m.ExpiresAt = base.Add(time.Duration(off) * time.Second).UnixMilli()
+		}
+		ms = append(ms, m)
+	}
+	appendOK(t, s, ms...)
+	got, err := s.ExpiringMessages(ctx, base.Add(20*time.Second), 10)
+	if err != nil {
+		t.Fatalf("ExpiringMessages: %v", err)
+	}
+	want := []store.MessageRef{{ConversationID: "d1", Seq: 2}, {ConversationID: "d1", Seq: 4}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("ExpiringMessages(+20s) = %v, want %v", got, want)
+	}
+	if got, _ := s.ExpiringMessages(ctx, base.Add(time.Hour), 1); len(got) != 1 || got[0].Seq != 2 {
+		t.Fatalf("ExpiringMessages limit 1 = %v", got)
+	}
+	m, err := s.GetMessage(ctx, "d1", 2)
+	if err != nil || m.ExpiresAt != ms[1].ExpiresAt {
+		t.Fatalf("stored expiry: %v, %v", m, err)
+	}
+	done, err := s.DeleteMessages(ctx, append(want, store.MessageRef{ConversationID: "d1", Seq: 99}))
+	if err != nil || !slices.Equal(done, want) {
+		t.Fatalf("DeleteMessages = %v, %v", done, err)
+	}
+	wantSeqs(t, "d1 after deleting", all(t, s, "d1"), []uint64{1, 3})
+	if got, _ := s.ExpiringMessages(ctx, base.Add(time.Hour), 10); len(got) != 1 || got[0].Seq != 1 {
+		t.Fatalf("ExpiringMessages after deleting = %v", got)
+	}
+	if done, err := s.DeleteMessages(ctx, want); err != nil || len(done) != 0 {
+		t.Fatalf("DeleteMessages again = %v, %v", done, err)
+	}
+	if f, _ := s.MessageFloor(ctx, "d1"); f != 0 {
+		t.Fatalf("DeleteMessages moved the floor to %d", f)
+	}
+	convs, err := s.StoredConversations(ctx, "", 10)
+	if err != nil || !slices.Contains(convs, "d1") {
+		t.Fatalf("StoredConversations = %v, %v", convs, err)
+	}
+	appendOK(t, s, msg("d2", "a", "b", "x2"), msg("d3", "a", "b", "x3"))
+	var paged []string
+	for after := ""; ; {
+		page, err := s.StoredConversations(ctx, after, 1)
+		if err != nil {
+			t.Fatalf("StoredConversations: %v", err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, page...)
+		after = page[len(page)-1]
+	}
+	slices.Sort(paged)
+	if !slices.Equal(paged, []string{"d1", "d2", "d3"}) {
+		t.Fatalf("StoredConversations paged = %v", paged)
+	}
+}
+
+// testConcurrentExpire: two sweepers (two nodes) expiring one conversation
+// at once delete every message exactly once between them.
+func testConcurrentExpire(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	var ms []*pb.Message
+	for i := range 200 {
+		ms = append(ms, msg("cc", "a", "b", fmt.Sprint("m", i)))
+	}
+	appendOK(t, s, ms...)
+	var mu sync.Mutex
+	seen := map[uint64]int{}
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				removed, more, err := s.ExpireBefore(ctx, "cc", 151, 7)
+				if err != nil {
+					t.Errorf("ExpireBefore: %v", err)
+					return
+				}
+				mu.Lock()
+				for _, r := range removed {
+					seen[r.Seq]++
+				}
+				mu.Unlock()
+				if !more {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != 150 {
+		t.Fatalf("%d messages deleted, want 150", len(seen))
+	}
+	for seq, n := range seen {
+		if n != 1 || seq > 150 {
+			t.Fatalf("seq %d deleted %d times", seq, n)
+		}
+	}
+	wantSeqs(t, "cc", all(t, s, "cc")[:1], []uint64{151})
+}

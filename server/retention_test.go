@@ -1,0 +1,246 @@
+package server_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parleyim/parley/client"
+	pb "github.com/parleyim/parley/proto/parleyv1"
+	"github.com/parleyim/parley/server"
+)
+
+// retentionFlow: alice sends bob ten messages with distinct words; an admin
+// keeps the last three; after a sweep nothing older is served anywhere bob
+// looks: sync from an old position, history, search, the conversation's
+// unread count and first seq; and the policy change is in the audit log.
+func retentionFlow(t *testing.T, ts *testServer, bleve bool) {
+	alice := ts.dialOnly(t, "alice", "a1", "phone")
+	bob := ts.dialOnly(t, "bob", "b1", "phone")
+	ctx := ctx10(t)
+	var conv string
+	for i := 1; i <= 10; i++ {
+		ack, err := alice.SendText(ctx, "bob", fmt.Sprintf("word%d common", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conv = ack.ConversationId
+	}
+	if bleve {
+		// The index holds the old messages first, so forgetting is tested.
+		waitFound(t, bob, "word2", conv+"#2")
+	}
+	adm := adminClient(ts)
+	r, err := adm.SetRetention(ctx, conv, client.RetentionPolicy{Messages: 3})
+	if err != nil || r.Policy == nil || r.Policy.Messages != 3 {
+		t.Fatalf("SetRetention: %+v, %v", r, err)
+	}
+	sw, err := adm.SweepRetention(ctx)
+	if err != nil || sw.Expired != 7 {
+		t.Fatalf("sweep: %+v, %v", sw, err)
+	}
+	page, err := bob.SyncMessages(ctx, conv, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Messages) != 3 || page.Messages[0].Seq != 8 || page.LastSeq != 10 {
+		t.Fatalf("sync from 0 after expiry: %d messages from %v, last %d", len(page.Messages), page.Messages, page.LastSeq)
+	}
+	if page, err = bob.SyncMessages(ctx, conv, 2, 100); err != nil || len(page.Messages) != 3 || page.Messages[0].Seq != 8 {
+		t.Fatalf("sync from below the floor: %v, %v", page, err)
+	}
+	if page, err = bob.History(ctx, conv, 0, 100); err != nil || len(page.Messages) != 3 || page.Messages[0].Seq != 8 {
+		t.Fatalf("history: %v, %v", page, err)
+	}
+	if page, err = bob.History(ctx, conv, 8, 100); err != nil || len(page.Messages) != 0 {
+		t.Fatalf("history below the floor: %v, %v", page, err)
+	}
+	list, err := bob.Conversations(ctx, 10, "")
+	if err != nil || len(list.Conversations) != 1 {
+		t.Fatalf("conversations: %v, %v", list, err)
+	}
+	if c := list.Conversations[0]; c.FirstSeq != 8 || c.UnreadCount != 3 {
+		t.Fatalf("conversation: first_seq %d unread %d, want 8 and 3", c.FirstSeq, c.UnreadCount)
+	}
+	if got := found(t, bob, &pb.Search{Query: "word2"}); len(got) != 0 {
+		t.Fatalf("search finds an expired message: %v", got)
+	}
+	if got := found(t, bob, &pb.Search{Query: "common"}); len(got) != 3 {
+		if !bleve {
+			t.Fatalf("search of the kept messages: %v", got)
+		}
+		waitFound(t, bob, "common", conv+"#8", conv+"#9", conv+"#10")
+	}
+	// Sending goes on above the floor.
+	if ack, err := alice.SendText(ctx, "bob", "after"); err != nil || ack.Seq != 11 {
+		t.Fatalf("send after expiry: %v, %v", ack, err)
+	}
+	if code, body := adminGet(t, ts.httpBase+"/v1/admin/audit"); code != 200 || !strings.Contains(body, "retention") {
+		t.Fatalf("audit log (%d) has no retention entry: %s", code, body)
+	}
+}
+
+func TestRetentionExpiresEverywhere(t *testing.T) {
+	retentionFlow(t, startServer(t, nil), true)
+}
+
+func TestPGRetentionExpiresEverywhere(t *testing.T) {
+	usePG := pgConfig(t)
+	retentionFlow(t, startServer(t, usePG), false)
+}
+
+// A server default (keep the newest 2) applies to every conversation; a
+// conversation's own policy (keep 4) replaces it.
+func TestRetentionServerDefault(t *testing.T) {
+	ts := startServer(t, func(c *server.Config) { c.RetentionMessages = 2 })
+	alice := ts.dialOnly(t, "alice", "a1", "phone")
+	ctx := ctx10(t)
+	convs := map[string]string{}
+	for _, to := range []string{"bob", "carol"} {
+		for i := 0; i < 6; i++ {
+			ack, err := alice.SendText(ctx, to, "hi")
+			if err != nil {
+				t.Fatal(err)
+			}
+			convs[to] = ack.ConversationId
+		}
+	}
+	adm := adminClient(ts)
+	if _, err := adm.SetRetention(ctx, convs["carol"], client.RetentionPolicy{Messages: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.SweepRetention(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for to, want := range map[string]uint64{"bob": 5, "carol": 3} {
+		r, err := adm.GetRetention(ctx, convs[to])
+		if err != nil || r.FirstSeq != want || r.Default.Messages != 2 {
+			t.Fatalf("%s: %+v, %v; want first seq %d", to, r, err, want)
+		}
+	}
+	if _, err := adm.SetRetention(ctx, convs["bob"], client.RetentionPolicy{Days: -1}); !isHTTP(err, 400) {
+		t.Fatalf("a negative policy: %v", err)
+	}
+}
+
+// Disappearing messages: either side of a 1:1 sets the timer as an event;
+// only messages sent after it carry an expiry; a value outside the offered
+// ones is BAD_REQUEST; in a group a plain member is refused.
+func TestDisappearingSetting(t *testing.T) {
+	ts := startServer(t, nil)
+	alice := ts.dialOnly(t, "alice", "a1", "phone")
+	bob := ts.dialOnly(t, "bob", "b1", "phone")
+	ctx := ctx10(t)
+	before, err := alice.SendText(ctx, "bob", "before")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := before.ConversationId
+	if _, err := bob.SetDisappearing(ctx, conv, 45*time.Second); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_BAD_REQUEST) {
+		t.Fatalf("45 s timer: %v", err)
+	}
+	ev, err := bob.SetDisappearing(ctx, conv, 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := alice.SendText(ctx, "bob", "after")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := alice.SyncMessages(ctx, conv, 0, 10)
+	if err != nil || len(page.Messages) != 3 {
+		t.Fatalf("sync: %v, %v", page, err)
+	}
+	m0, m1, m2 := page.Messages[0], page.Messages[1], page.Messages[2]
+	if m0.ExpiresAt != 0 || m1.Seq != ev.Seq || m1.Kind != pb.MessageKind_MESSAGE_KIND_DISAPPEARING_SET ||
+		m1.Event.GetDisappearingSeconds() != 300 || m1.ExpiresAt != 0 {
+		t.Fatalf("before and event: %v / %v", m0, m1)
+	}
+	if m2.Seq != after.Seq || m2.ExpiresAt != m2.ServerTime+300_000 {
+		t.Fatalf("message after the event: expires %d, sent %d", m2.ExpiresAt, m2.ServerTime)
+	}
+	list, err := alice.Conversations(ctx, 10, "")
+	if err != nil || client.Disappearing(list.Conversations[0]) != 5*time.Minute {
+		t.Fatalf("conversation timer: %v, %v", list, err)
+	}
+	if _, err := alice.SetDisappearing(ctx, conv, 0); err != nil { // the other side turns it off
+		t.Fatal(err)
+	}
+	if ack, err := alice.SendText(ctx, "bob", "off"); err != nil {
+		t.Fatal(err)
+	} else if m, err := alice.SyncMessages(ctx, conv, ack.Seq-1, 1); err != nil || m.Messages[0].ExpiresAt != 0 {
+		t.Fatalf("after turning it off: %v, %v", m, err)
+	}
+
+	g, err := alice.CreateGroup(ctx, &pb.CreateGroup{Name: "g", UserIds: []string{"bob"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.SetDisappearing(ctx, g.ConversationId, time.Hour); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED) {
+		t.Fatalf("a plain member sets the timer: %v", err)
+	}
+	if _, err := alice.SetDisappearing(ctx, g.ConversationId, time.Hour); err != nil {
+		t.Fatalf("the owner sets the timer: %v", err)
+	}
+	carol := ts.dialOnly(t, "carol", "c1", "phone")
+	if _, err := carol.SetDisappearing(ctx, conv, time.Hour); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED) {
+		t.Fatalf("a stranger sets a 1:1's timer: %v", err)
+	}
+}
+
+// A disappearing message is not served once its time has passed, before
+// and after the sweeper deleted it: not in sync, history, search or the
+// unread count. Takes the shortest offered timer (30 s) of real time.
+func TestDisappearingMessagesExpire(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, func(c *server.Config) { c.RetentionSweepInterval = time.Hour })
+	alice := ts.dialOnly(t, "alice", "a1", "phone")
+	bob := ts.dialOnly(t, "bob", "b1", "phone")
+	ctx := ctx10(t)
+	first, err := alice.SendText(ctx, "bob", "kept forever")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := first.ConversationId
+	if _, err := alice.SetDisappearing(ctx, conv, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	gone, err := alice.SendText(ctx, "bob", "vanishing secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFound(t, bob, "secret", fmt.Sprintf("%s#%d", conv, gone.Seq))
+	page, err := bob.SyncMessages(ctx, conv, 0, 10)
+	if err != nil || len(page.Messages) != 3 {
+		t.Fatalf("before expiry: %v, %v", page, err)
+	}
+	exp := client.ExpiresAt(page.Messages[2])
+	time.Sleep(time.Until(exp) + 100*time.Millisecond)
+	check := func(when string) {
+		t.Helper()
+		ctx := ctx10(t)
+		for _, get := range []func() (*pb.MessagePage, error){
+			func() (*pb.MessagePage, error) { return bob.SyncMessages(ctx, conv, 0, 10) },
+			func() (*pb.MessagePage, error) { return bob.History(ctx, conv, 0, 10) },
+		} {
+			p, err := get()
+			if err != nil || len(p.Messages) != 2 || p.Messages[1].Kind != pb.MessageKind_MESSAGE_KIND_DISAPPEARING_SET {
+				t.Fatalf("%s: %v, %v", when, p, err)
+			}
+		}
+		if got := found(t, bob, &pb.Search{Query: "secret"}); len(got) != 0 {
+			t.Fatalf("%s: search finds %v", when, got)
+		}
+		list, err := bob.Conversations(ctx, 10, "")
+		if err != nil || list.Conversations[0].UnreadCount != 1 {
+			t.Fatalf("%s: unread count %v, %v; want 1", when, list, err)
+		}
+	}
+	check("expired, not swept")
+	sw, err := adminClient(ts).SweepRetention(ctx10(t))
+	if err != nil || sw.Disappeared != 1 {
+		t.Fatalf("sweep: %+v, %v", sw, err)
+	}
+	check("swept")
+}
