@@ -164,3 +164,10 @@ type MentionAll struct {
 	Seq    uint64
 	Sender string
 }
+
+// Floor is a conversation's first available seq (retention): messages
+// below it expired.
+type Floor struct {
+	Conv  string
+	Floor uint64
+}

@@ -26,6 +26,7 @@ import (
 const (
 	Direct = "d:alice:bob" // 1:1, with a RaiseSeq gap, an edit and a recall
 	Group  = "g:team"      // a group: members past and current, threads, mentions, pins, reactions
+	Fading = "g:fading"    // retention: a floor above expired messages, and disappearing messages
 )
 
 // Users seeded by Seed.
@@ -151,6 +152,18 @@ func Seed(t testing.TB, s store.Store) {
 		must("audit", err)
 	}
 	must("setting", s.PutSetting(ctx, "retention", []byte{0, 1, 2, 0xff}))
+
+	// Retention: seqs 1-2 expired under a floor of 3; 4 and 5 disappear
+	// (one already due, one in the future).
+	app(msg(Fading, "alice", "", "f-1", "old"), msg(Fading, "bob", "", "f-2", "older"), msg(Fading, "alice", "", "f-3", "kept"))
+	due, later := msg(Fading, "bob", "", "f-4", "due"), msg(Fading, "bob", "", "f-5", "later")
+	due.ExpiresAt, later.ExpiresAt = at(30).UnixMilli(), time.Now().Add(240*time.Hour).UnixMilli()
+	app(due, later)
+	removed, _, err := s.ExpireBefore(ctx, Fading, 3, 100)
+	must("expire", err)
+	if len(removed) != 2 {
+		t.Fatalf("seed: expire below 3 removed %v", removed)
+	}
 	app(msg(Direct, "bob", "alice", "b-2", "last one"))
 }
 
@@ -231,6 +244,15 @@ func Check(t testing.TB, want, got store.Store) {
 		same(fmt.Sprint("Reports ", st), func(s store.Store) (any, error) { return s.Reports(ctx, st, "", 100) })
 	}
 	same("AuditLog", func(s store.Store) (any, error) { return s.AuditLog(ctx, 0, 100) })
+	same("Messages "+Fading, func(s store.Store) (any, error) { return s.Messages(ctx, Fading, 0, 100) })
+	same("LastSeq "+Fading, func(s store.Store) (any, error) { return s.LastSeq(ctx, Fading) })
+	for _, c := range []string{Direct, Group, Fading} {
+		same("MessageFloor "+c, func(s store.Store) (any, error) { return s.MessageFloor(ctx, c) })
+	}
+	same("ExpiringMessages now", func(s store.Store) (any, error) { return s.ExpiringMessages(ctx, time.Now(), 100) })
+	same("ExpiringMessages later", func(s store.Store) (any, error) {
+		return s.ExpiringMessages(ctx, time.Now().Add(480*time.Hour), 100)
+	})
 	same("GetSetting", func(s store.Store) (any, error) { return s.GetSetting(ctx, "retention") })
 	same("ListGroups", func(s store.Store) (any, error) { return s.ListGroups(ctx, store.ListQuery{Limit: 100}) })
 }

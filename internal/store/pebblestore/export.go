@@ -308,6 +308,16 @@ var exportKinds = []exportKind{
 		emit(migrate.Mention{User: user, Conv: conv, Seq: seq})
 		return nil
 	}},
+	{nsFloor, "message_floors", func(key, k, body []byte, emit func(any)) error {
+		r := keyReader{b: k}
+		conv := r.lp()
+		if !r.end() {
+			return corruptf(key, "bad floor key")
+		}
+		f, err := decodeUint64(key, body, "floor")
+		emit(migrate.Floor{Conv: conv, Floor: f})
+		return err
+	}},
 	{nsMentionAll, "mentions_all", func(key, k, body []byte, emit func(any)) error {
 		r := keyReader{b: k}
 		conv, seq := r.lp(), r.u64()
@@ -327,6 +337,8 @@ var exportKinds = []exportKind{
 // the exported records (indexes, counters, the message log).
 var derivedNamespaces = map[byte]string{
 	nsLog:        "the message log (PostgreSQL orders messages itself)",
+	nsLogRef:     "each message's log position (the message log is the target's own)",
+	nsExpiry:     "messages by expiry (the target indexes the messages' expires_at column)",
 	nsUnattached: "files never attached (the target indexes files by their attached flag)",
 	nsMediaUsage: "media usage (the target sums file records)",
 	nsReportIdx:  "reports by status (an index of the report records)",

@@ -193,6 +193,11 @@ var importers = map[migrate.Kind]importer{
 			m := rec.(migrate.Mention)
 			return []any{m.User, m.Conv, int64(m.Seq)}, nil
 		}},
+	"message_floors": {table: "message_floors", cols: []string{"conversation_id", "floor"},
+		row: func(rec any) ([]any, error) {
+			f := rec.(migrate.Floor)
+			return []any{f.Conv, int64(f.Floor)}, nil
+		}},
 	"mentions_all": {table: "mentions_all", cols: []string{"conversation_id", "seq", "sender"},
 		row: func(rec any) ([]any, error) {
 			m := rec.(migrate.MentionAll)
@@ -230,11 +235,15 @@ func writeMessages(ctx context.Context, tx pgx.Tx, s *Store, recs []any) error {
 		if m.ClientMsgId != "" {
 			cmid = &m.ClientMsgId
 		}
+		var exp *int64 // NULL: never disappears (as Append stores it)
+		if m.ExpiresAt != 0 {
+			exp = &m.ExpiresAt
+		}
 		r := searchRowOf(m)
-		rows[i] = []any{m.ConversationId, int64(m.Seq), m.From, cmid, body, crc, r.norm, r.time, r.ctype, r.att, r.senderOnly}
+		rows[i] = []any{m.ConversationId, int64(m.Seq), m.From, cmid, body, crc, r.norm, r.time, r.ctype, r.att, r.senderOnly, exp}
 	}
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"messages"}, []string{"conversation_id", "seq", "sender", "client_msg_id", "body", "crc",
-		"search_norm", "server_time", "content_type", "has_attachment", "sender_only"}, pgx.CopyFromRows(rows))
+		"search_norm", "server_time", "content_type", "has_attachment", "sender_only", "expires_at"}, pgx.CopyFromRows(rows))
 	return err
 }
 
