@@ -257,7 +257,19 @@ func TestDisappearingMessagesExpire(t *testing.T) {
 // kept and downloads.
 func TestFilesOfDisappearedMessagesAreDeleted(t *testing.T) {
 	t.Parallel()
-	ts := startServer(t, func(c *server.Config) { c.RetentionSweepInterval = time.Hour })
+	filesFlow(t, startServer(t, func(c *server.Config) { c.RetentionSweepInterval = time.Hour }))
+}
+
+func TestPGFilesOfDisappearedMessagesAreDeleted(t *testing.T) {
+	t.Parallel()
+	usePG := pgConfig(t)
+	filesFlow(t, startServer(t, func(c *server.Config) {
+		usePG(c)
+		c.RetentionSweepInterval = time.Hour
+	}))
+}
+
+func filesFlow(t *testing.T, ts *testServer) {
 	ctx := ctx10(t)
 	tok := ts.mint(t, "alice")
 	alice, _ := ts.connectToken(t, tok, "a1", "web", transports[0])
