@@ -81,6 +81,10 @@ func (s *Service) deleteBytes(ctx context.Context, f store.File) error {
 // at most collectBatch of them, and reports how many: bytes first, then
 // the record, which the store deletes only if still no message carries the
 // file. A failure leaves the store's mark, so the next call tries again.
+// Not closed: a send of the same file by its owner whose Attach ran before
+// the sweep and whose message is stored during it ends with an attachment
+// served as gone (its bytes are deleted); it needs every message that
+// carried the file to have expired within those milliseconds.
 func (s *Service) CollectOrphans(ctx context.Context) (int, error) {
 	files, err := s.store.OrphanedFiles(ctx, collectBatch)
 	if err != nil {
