@@ -308,6 +308,6 @@ func (s *Store) ReclaimSpace(ctx context.Context, conv string, floor uint64) err
 		return err
 	}
 	defer done()
-	_, err = s.pool.Exec(ctx, s.rsql(`VACUUM (ANALYZE) {s}.messages, {s}.reactions, {s}.reaction_counts, {s}.reaction_messages, {s}.mentions, {s}.mentions_all`))
+	_, err = s.pool.Exec(ctx, s.rsql(`VACUUM (ANALYZE) {s}.messages, {s}.reactions, {s}.reaction_counts, {s}.reaction_messages, {s}.mentions, {s}.mentions_all, {s}.message_files`))
 	return mapErr("vacuum", err)
 }
