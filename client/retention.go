@@ -66,6 +66,8 @@ type SweepResult struct {
 	Disappeared   int `json:"disappeared"`
 	Expired       int `json:"expired"`
 	Conversations int `json:"conversations"`
+	// Files deleted because no stored message carries them any more.
+	Files int `json:"files"`
 }
 
 // GetRetention reads a conversation's retention.

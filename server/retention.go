@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 
+	"github.com/parleyim/parley/internal/media"
 	"github.com/parleyim/parley/internal/retention"
 	"github.com/parleyim/parley/internal/store"
 )
@@ -11,7 +12,7 @@ import (
 // sweeper deletes from the store and tells the embedded search index to
 // forget what it deleted; PostgreSQL's search reads the message rows, which
 // are gone with the messages.
-func newRetention(cfg Config, st store.Store, sp *searchPart) *retention.Service {
+func newRetention(cfg Config, st store.Store, sp *searchPart, ms *media.Service) *retention.Service {
 	rc := retention.Config{
 		Default:  retention.Policy{Days: cfg.RetentionDays, Messages: cfg.RetentionMessages},
 		Interval: cfg.RetentionSweepInterval,
@@ -21,6 +22,9 @@ func newRetention(cfg Config, st store.Store, sp *searchPart) *retention.Service
 		rc.Forget = func(ctx context.Context, refs []store.MessageRef) error {
 			return sp.index.Forget(ctx, refs)
 		}
+	}
+	if ms != nil {
+		rc.Files = ms.CollectOrphans // files whose last message went
 	}
 	return retention.New(rc, st)
 }

@@ -1,7 +1,11 @@
 package server_test
 
 import (
+	"bytes"
 	"fmt"
+	"io/fs"
+	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -243,4 +247,111 @@ func TestDisappearingMessagesExpire(t *testing.T) {
 		t.Fatalf("sweep: %+v, %v", sw, err)
 	}
 	check("swept")
+}
+
+// TestFilesOfDisappearedMessagesAreDeleted: alice sends bob two files in a
+// conversation with disappearing messages, and one of them to carol too in
+// a conversation without. Once bob's messages expired and were swept, the
+// file only they carried is gone (its URL, its record, its bytes in the
+// media store, alice's usage); the one carol's message still carries is
+// kept and downloads.
+func TestFilesOfDisappearedMessagesAreDeleted(t *testing.T) {
+	t.Parallel()
+	filesFlow(t, startServer(t, func(c *server.Config) { c.RetentionSweepInterval = time.Hour }))
+}
+
+func TestPGFilesOfDisappearedMessagesAreDeleted(t *testing.T) {
+	t.Parallel()
+	usePG := pgConfig(t)
+	filesFlow(t, startServer(t, func(c *server.Config) {
+		usePG(c)
+		c.RetentionSweepInterval = time.Hour
+	}))
+}
+
+func filesFlow(t *testing.T, ts *testServer) {
+	ctx := ctx10(t)
+	tok := ts.mint(t, "alice")
+	alice, _ := ts.connectToken(t, tok, "a1", "web", transports[0])
+	bob := ts.dialOnly(t, "bob", "b1", "phone")
+	up := func(text string) *pb.Attachment {
+		t.Helper()
+		data := []byte(text)
+		a, err := ts.http().UploadFile(ctx, tok, "t.txt", bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	only, shared := up("carried by disappearing messages only"), up("carried by carol's message too")
+	first, err := alice.SendText(ctx, "bob", "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := first.ConversationId
+	if _, err := alice.SetDisappearing(ctx, conv, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []*pb.Attachment{only, shared} {
+		if _, err := alice.Send(ctx, &pb.Send{To: "bob", Attachments: []*pb.Attachment{a}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := alice.Send(ctx, &pb.Send{To: "carol", Attachments: []*pb.Attachment{shared}}); err != nil {
+		t.Fatal(err)
+	}
+	onlyURL, err := alice.FileURL(ctx, only.Id, "", 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs := func(id string) int { // files of the media store named after id
+		t.Helper()
+		n := 0
+		err := filepath.WalkDir(filepath.Join(ts.cfg.DataDir, "media"), func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.Contains(d.Name(), id) {
+				n++
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if blobs(only.Id) == 0 || blobs(shared.Id) == 0 {
+		t.Fatalf("the media store holds no bytes of the files (layout changed?)")
+	}
+	page, err := bob.SyncMessages(ctx, conv, 0, 10)
+	if err != nil || len(page.Messages) != 4 {
+		t.Fatalf("bob's messages: %v, %v", page, err)
+	}
+	time.Sleep(time.Until(client.ExpiresAt(page.Messages[3])) + 100*time.Millisecond)
+	sw, err := adminClient(ts).SweepRetention(ctx10(t))
+	if err != nil || sw.Disappeared != 2 || sw.Files != 1 {
+		t.Fatalf("sweep: %+v, %v; want 2 messages and 1 file", sw, err)
+	}
+	ctx = ctx10(t)
+	if status, _, _ := ts.fetch(t, onlyURL.Url, ""); status != http.StatusNotFound {
+		t.Fatalf("the deleted file's URL: %d, want 404", status)
+	}
+	if _, err := alice.FileURL(ctx, only.Id, "", 0, false); err == nil {
+		t.Fatalf("a URL for the deleted file was signed")
+	}
+	if n := blobs(only.Id); n != 0 {
+		t.Fatalf("%d blobs of the deleted file remain in the media store", n)
+	}
+	u, err := alice.FileURL(ctx, shared.Id, "", 0, false)
+	if err != nil {
+		t.Fatalf("the file carol's message carries: %v", err)
+	}
+	if status, _, body := ts.fetch(t, u.Url, ""); status != http.StatusOK || string(body) != "carried by carol's message too" {
+		t.Fatalf("the kept file: %d %q", status, body)
+	}
+	if usage, err := adminClient(ts).MediaUsage(ctx, "alice"); err != nil || usage.Files != 1 {
+		t.Fatalf("alice's usage: %+v, %v; want 1 file", usage, err)
+	}
+	// A sweep with nothing new deletes nothing more.
+	if sw, err := adminClient(ts).SweepRetention(ctx); err != nil || sw.Files != 0 || blobs(shared.Id) == 0 {
+		t.Fatalf("second sweep: %+v, %v", sw, err)
+	}
 }

@@ -160,7 +160,7 @@ func New(cfg Config) (_ *Server, err error) {
 	if s.media != nil {
 		cleanups = append(cleanups, s.media.Close)
 	}
-	s.retention = newRetention(cfg, st, s.search)
+	s.retention = newRetention(cfg, st, s.search, s.media)
 	s.mod, err = newModeration(cfg, st)
 	if err != nil {
 		return nil, fmt.Errorf("parley: moderation: %w", err)

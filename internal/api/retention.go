@@ -113,5 +113,5 @@ func (a *API) adminSweep(w http.ResponseWriter, r *http.Request) {
 		writeCode(w, codeUnavailable, "try again")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"disappeared": st.Disappeared, "expired": st.Expired, "conversations": st.Conversations})
+	writeJSON(w, http.StatusOK, map[string]int{"disappeared": st.Disappeared, "expired": st.Expired, "conversations": st.Conversations, "files": st.Files})
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/parleyim/parley/internal/media/blob"
+	"github.com/parleyim/parley/internal/store"
 )
 
 // collectBatch bounds the files one sweep removes (the next sweep goes on).
@@ -48,21 +49,59 @@ func (s *Service) Collect(ctx context.Context, now time.Time) (int, error) {
 	}
 	n := 0
 	for _, f := range files {
-		// The bytes first: a record without bytes is served as gone, bytes
-		// without a record would never be found again.
-		for _, key := range []string{f.BlobKey, f.ThumbKey} {
-			if key == "" {
-				continue
-			}
-			if err := s.blobs.Delete(ctx, key); err != nil && !errors.Is(err, blob.ErrNotFound) {
-				return n, err
-			}
+		if err := s.deleteBytes(ctx, f); err != nil {
+			return n, err
 		}
-		s.files.drop(f.ID)
 		if _, err := s.store.DeleteFile(ctx, f.ID); err != nil {
 			return n, err
 		}
 		n++
+	}
+	return n, nil
+}
+
+// deleteBytes deletes a file's bytes and thumbnail, before its record: a
+// record without bytes is served as gone, bytes without a record would
+// never be found again.
+func (s *Service) deleteBytes(ctx context.Context, f store.File) error {
+	for _, key := range []string{f.BlobKey, f.ThumbKey} {
+		if key == "" {
+			continue
+		}
+		if err := s.blobs.Delete(ctx, key); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			return err
+		}
+	}
+	s.files.drop(f.ID)
+	return nil
+}
+
+// CollectOrphans deletes the files whose last carrying message was deleted
+// (by retention or a disappearing timer; store.Retention's OrphanedFiles),
+// at most collectBatch of them, and reports how many: bytes first, then
+// the record, which the store deletes only if still no message carries the
+// file. A failure leaves the store's mark, so the next call tries again.
+// Not closed: a send of the same file by its owner whose Attach ran before
+// the sweep and whose message is stored during it ends with an attachment
+// served as gone (its bytes are deleted); it needs every message that
+// carried the file to have expired within those milliseconds.
+func (s *Service) CollectOrphans(ctx context.Context) (int, error) {
+	files, err := s.store.OrphanedFiles(ctx, collectBatch)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, f := range files {
+		if err := s.deleteBytes(ctx, f); err != nil {
+			return n, err
+		}
+		ok, err := s.store.DeleteOrphanedFile(ctx, f.ID)
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			n++
+		}
 	}
 	return n, nil
 }

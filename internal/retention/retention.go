@@ -72,6 +72,10 @@ type Config struct {
 	// Forget, when set, is told every batch of deleted messages (the
 	// search index drops them).
 	Forget func(ctx context.Context, refs []store.MessageRef) error
+	// Files, when set, deletes the files no stored message carries any
+	// more (the media service's CollectOrphans) and reports how many; it
+	// runs after each sweep's deletions.
+	Files func(ctx context.Context) (int, error)
 	// Logger for sweep failures (default slog.Default()).
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).

@@ -16,6 +16,8 @@ type SweepStats struct {
 	Expired int
 	// Conversations whose floor was raised.
 	Conversations int
+	// Files deleted because no stored message carries them any more.
+	Files int
 }
 
 // convPage is how many conversation ids one listing reads.
@@ -97,6 +99,20 @@ func (s *Service) Sweep(ctx context.Context) (SweepStats, error) {
 				break
 			}
 			after = convs[len(convs)-1]
+		}
+	}
+	if s.cfg.Files != nil {
+		// Every sweep, not only one that deleted messages: it also finishes
+		// what a crash or failure left.
+		for {
+			n, err := s.cfg.Files(ctx)
+			st.Files += n
+			if err != nil {
+				return st, err
+			}
+			if n == 0 {
+				break
+			}
 		}
 	}
 	if st.Expired+st.Disappeared > 0 {

@@ -48,4 +48,20 @@ type Retention interface {
 	// vacuums the tables; the embedded store does nothing more). Slow: the
 	// sweeper calls it after a conversation's sweep, and once per round.
 	ReclaimSpace(ctx context.Context, conversationID string, floor uint64) error
+
+	// Files carried by messages. The write that stores a message records
+	// the files it carries; the one that deletes it (ExpireBefore,
+	// DeleteMessages, a recall, an account's erasure) drops them and marks
+	// each as maybe carried by no message any more, so a crash right after
+	// leaves that mark to be checked. Messages stored before this existed
+	// record nothing: their files are never marked (they are kept).
+	//
+	// OrphanedFiles returns up to limit marked files that no stored message
+	// carries; marks of files carried again, or without a record, are
+	// dropped on the way.
+	OrphanedFiles(ctx context.Context, limit int) ([]File, error)
+	// DeleteOrphanedFile deletes file id's record (as DeleteFile does) if
+	// no stored message carries it, and its mark in any case; it reports
+	// whether the record was deleted. The caller deletes the bytes first.
+	DeleteOrphanedFile(ctx context.Context, id string) (bool, error)
 }

@@ -158,6 +158,7 @@ func Seed(t testing.TB, s store.Store) {
 	app(msg(Fading, "alice", "", "f-1", "old"), msg(Fading, "bob", "", "f-2", "older"), msg(Fading, "alice", "", "f-3", "kept"))
 	due, later := msg(Fading, "bob", "", "f-4", "due"), msg(Fading, "bob", "", "f-5", "later")
 	due.ExpiresAt, later.ExpiresAt = at(30).UnixMilli(), time.Now().Add(240*time.Hour).UnixMilli()
+	due.Attachments = []*pb.Attachment{{Id: "file-1", Name: "a.png", Size: 1234, ContentType: "image/png"}} // carried by it alone
 	app(due, later)
 	removed, _, err := s.ExpireBefore(ctx, Fading, 3, 100)
 	must("expire", err)
@@ -281,6 +282,17 @@ func CheckWritesContinue(t testing.TB, want, got store.Store) {
 		}
 		if err := s.CreateUser(ctx, store.User{ID: "alice2", NameKey: "alice", PasswordHash: "h"}); err == nil {
 			t.Errorf("a second user named alice was created")
+		}
+		// The target knows which messages carry which files: the file of
+		// the disappearing message goes with it, and only then.
+		if fs, err := s.OrphanedFiles(ctx, 100); err != nil || len(fs) != 0 {
+			t.Errorf("OrphanedFiles before the carrier went = %v, %v; want none", fs, err)
+		}
+		if _, err := s.DeleteMessages(ctx, []store.MessageRef{{ConversationID: Fading, Seq: 4}}); err != nil {
+			t.Fatalf("DeleteMessages: %v", err)
+		}
+		if fs, err := s.OrphanedFiles(ctx, 100); err != nil || len(fs) != 1 || fs[0].ID != "file-1" {
+			t.Errorf("OrphanedFiles after the carrier went = %v, %v; want file-1", fs, err)
 		}
 	}
 }

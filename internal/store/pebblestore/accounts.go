@@ -146,6 +146,8 @@ func (s *Store) EraseMessages(ctx context.Context, conv, from string, after uint
 		if err := unindexMentions(b, olds[i]); err != nil {
 			return 0, 0, mapErr(err)
 		}
+		dropFileRefs(b, olds[i]) // an erased message carries no file
+
 	}
 	if err := s.commit(b, nil); err != nil {
 		return 0, 0, mapErr(err)

@@ -163,6 +163,8 @@ func (s *Store) writeChange(b *pebble.Batch, ch *store.Change, old *pb.Message) 
 			if err := unindexMentions(b, old); err != nil {
 				return err
 			}
+			dropFileRefs(b, old) // a recalled message carries no file
+
 		}
 	}
 	if p := ch.Pin; p != nil {

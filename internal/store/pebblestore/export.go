@@ -344,6 +344,8 @@ var derivedNamespaces = map[byte]string{
 	nsReportIdx:  "reports by status (an index of the report records)",
 	nsReportDup:  "one report per reporter and message (a unique index of the report records)",
 	nsReactIdx:   "reaction changes by version (an index of the messages' reaction versions)",
+	nsFileRef:    "the messages carrying each file (the target rebuilds them from the messages' attachments)",
+	nsFileOrphan: "files whose carrying messages were deleted, not checked yet (those pending at the copy are kept, as before)",
 }
 
 func decodeMemberRecord(key, k, body []byte, emit func(any)) error {

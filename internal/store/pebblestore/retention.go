@@ -52,6 +52,7 @@ func putRetention(b *pebble.Batch, m *pb.Message, pos uint64) {
 		xk := expiryKey(nil, m.ExpiresAt, m.ConversationId, m.Seq)
 		_ = b.Set(xk, frame(xk, nil), nil)
 	}
+	putFileRefs(b, m) // filerefs.go
 }
 
 func (s *Store) readFloor(r pebble.Reader, conv string) (uint64, error) {
@@ -204,6 +205,7 @@ func (s *Store) deleteKeyed(b *pebble.Batch, conv string, seq uint64, m *pb.Mess
 	if m == nil {
 		return "", nil
 	}
+	dropFileRefs(b, m)
 	dk := ""
 	if m.ClientMsgId != "" {
 		k := dedupKey(nil, m.From, m.ClientMsgId)

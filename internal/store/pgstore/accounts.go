@@ -128,6 +128,9 @@ func (s *Store) EraseMessages(ctx context.Context, conv, from string, after uint
 			if old.MentionAll {
 				b.Queue(s.q.deleteMentionsAll, conv, r.seq)
 			}
+			if len(old.Attachments) > 0 { // an erased message carries no file
+				b.Queue(s.rsql(sqlDropFilesOf), []string{conv}, []int64{r.seq})
+			}
 		}
 		if b.Len() > 0 {
 			if err := tx.SendBatch(ctx, b).Close(); err != nil {

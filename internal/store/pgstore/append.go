@@ -498,6 +498,9 @@ func (s *Store) applyOnce(ctx context.Context, conn *pgx.Conn, ch *store.Change)
 		if old.MentionAll {
 			b.Queue(s.q.deleteMentionsAll, u.ConversationId, int64(u.Seq))
 		}
+		if len(old.Attachments) > 0 { // a recalled message carries no file
+			b.Queue(s.rsql(sqlDropFilesOf), []string{u.ConversationId}, []int64{int64(u.Seq)})
+		}
 	}
 	if p := ch.Pin; p != nil {
 		if p.Unpin {

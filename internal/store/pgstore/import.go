@@ -225,8 +225,15 @@ func memberImporter(left bool) importer {
 // writeMessages copies messages as Append stores them.
 func writeMessages(ctx context.Context, tx pgx.Tx, s *Store, recs []any) error {
 	rows := make([][]any, len(recs))
+	var fileIDs, fileConvs []string // message_files, rebuilt from the attachments
+	var fileSeqs []int64
 	for i, rec := range recs {
 		m := rec.(migrate.Message).Msg
+		for _, a := range m.Attachments {
+			if a.GetId() != "" && strings.IndexByte(a.Id, 0) < 0 {
+				fileIDs, fileConvs, fileSeqs = append(fileIDs, a.Id), append(fileConvs, m.ConversationId), append(fileSeqs, int64(m.Seq))
+			}
+		}
 		body, crc, err := s.encode(m)
 		if err != nil {
 			return err
@@ -244,6 +251,11 @@ func writeMessages(ctx context.Context, tx pgx.Tx, s *Store, recs []any) error {
 	}
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"messages"}, []string{"conversation_id", "seq", "sender", "client_msg_id", "body", "crc",
 		"search_norm", "server_time", "content_type", "has_attachment", "sender_only", "expires_at"}, pgx.CopyFromRows(rows))
+	if err != nil || len(fileIDs) == 0 {
+		return err
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO message_files (file_id, conversation_id, seq)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::int8[]) ON CONFLICT DO NOTHING`, fileIDs, fileConvs, fileSeqs)
 	return err
 }
 

@@ -51,6 +51,7 @@ var derivedBelow = []string{
 	`DELETE FROM {s}.thread_replies WHERE conversation_id = $1 AND root < $2`,
 	`DELETE FROM {s}.threads WHERE conversation_id = $1 AND root < $2`,
 	`DELETE FROM {s}.thread_participants WHERE conversation_id = $1 AND root < $2`,
+	sqlDropFilesBelow,
 }
 
 // derivedOf deletes the rows derived from given messages ($1 conversations,
@@ -64,6 +65,7 @@ var derivedOf = []string{
 	`DELETE FROM {s}.thread_replies t USING unnest($1::text[], $2::int8[]) AS r(c, q) WHERE t.conversation_id = r.c AND (t.root = r.q OR t.seq = r.q)`,
 	`DELETE FROM {s}.threads t USING unnest($1::text[], $2::int8[]) AS r(c, q) WHERE t.conversation_id = r.c AND t.root = r.q`,
 	`DELETE FROM {s}.thread_participants t USING unnest($1::text[], $2::int8[]) AS r(c, q) WHERE t.conversation_id = r.c AND t.root = r.q`,
+	sqlDropFilesOf,
 }
 
 // sqlDeleteMentions deletes mentions by name ($1 users, $2 conversations, $3 seqs).
@@ -306,6 +308,6 @@ func (s *Store) ReclaimSpace(ctx context.Context, conv string, floor uint64) err
 		return err
 	}
 	defer done()
-	_, err = s.pool.Exec(ctx, s.rsql(`VACUUM (ANALYZE) {s}.messages, {s}.reactions, {s}.reaction_counts, {s}.reaction_messages, {s}.mentions, {s}.mentions_all`))
+	_, err = s.pool.Exec(ctx, s.rsql(`VACUUM (ANALYZE) {s}.messages, {s}.reactions, {s}.reaction_counts, {s}.reaction_messages, {s}.mentions, {s}.mentions_all, {s}.message_files`))
 	return mapErr("vacuum", err)
 }

@@ -31,6 +31,8 @@ type indexRows struct {
 	mentionBack          []int64
 	allConv, allSender   []string
 	allBack              []int64
+	fileID, fileConv     []string
+	fileBack             []int64
 }
 
 func (x *indexRows) add(m *pb.Message, back int64) {
@@ -43,6 +45,12 @@ func (x *indexRows) add(m *pb.Message, back int64) {
 			if m.From != "" {
 				x.partConv, x.partRoot, x.partUser = append(x.partConv, conv), append(x.partRoot, root), append(x.partUser, m.From)
 			}
+		}
+	}
+	for _, a := range m.Attachments {
+		// A NUL cannot be stored in text (and names no file).
+		if a.GetId() != "" && strings.IndexByte(a.Id, 0) < 0 {
+			x.fileID, x.fileConv, x.fileBack = append(x.fileID, a.Id), append(x.fileConv, conv), append(x.fileBack, back)
 		}
 	}
 	if m.Kind != pb.MessageKind_MESSAGE_KIND_NORMAL || m.SenderOnly {
@@ -77,6 +85,9 @@ func (x *indexRows) queue(b *pgx.Batch, q *queries) {
 	}
 	if len(x.allConv) > 0 {
 		b.Queue(q.insertMentionsAll, x.allConv, x.allBack, x.allSender)
+	}
+	if len(x.fileID) > 0 {
+		b.Queue(retentionSQL(q.schema, sqlInsertMessageFiles), x.fileID, x.fileConv, x.fileBack)
 	}
 }
 

@@ -2,11 +2,14 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/parleyim/parley/internal/store"
 	pb "github.com/parleyim/parley/proto/parleyv1"
@@ -233,4 +236,103 @@ func testConcurrentExpire(t *testing.T, s store.Store) {
 		}
 	}
 	wantSeqs(t, "cc", all(t, s, "cc")[:1], []uint64{151})
+}
+
+// testOrphanedFiles: a file goes (OrphanedFiles, DeleteOrphanedFile) once
+// the last stored message carrying it is deleted, by ExpireBefore or
+// DeleteMessages, or recalled; a file still carried by any message is
+// kept; a file carried again before its deletion is kept; the mark lasts
+// until the deletion (a crash in between loses nothing).
+func testOrphanedFiles(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	for _, id := range []string{"f-shared", "f-keep", "f-again", "f-recall"} {
+		f := store.File{ID: id, Owner: "a", Name: id, Size: 100, ContentType: "text/plain", BlobKey: "f/" + id, CreatedAt: time.Now()}
+		if err := s.PutFile(ctx, f); err != nil {
+			t.Fatalf("PutFile(%s): %v", id, err)
+		}
+	}
+	if err := s.AttachFiles(ctx, []string{"f-shared", "f-keep", "f-again", "f-recall"}); err != nil {
+		t.Fatalf("AttachFiles: %v", err)
+	}
+	carrying := func(conv string, ids ...string) *pb.Message {
+		m := msg(conv, "a", "b", "")
+		for _, id := range ids {
+			m.Attachments = append(m.Attachments, &pb.Attachment{Id: id, Name: id, Size: 100})
+		}
+		return m
+	}
+	orphans := func(what string, want ...string) {
+		t.Helper()
+		fs, err := s.OrphanedFiles(ctx, 100)
+		if err != nil {
+			t.Fatalf("OrphanedFiles (%s): %v", what, err)
+		}
+		var got []string
+		for _, f := range fs {
+			got = append(got, f.ID)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("OrphanedFiles (%s) = %v, want %v", what, got, want)
+		}
+	}
+	exists := func(id string, want bool) {
+		t.Helper()
+		_, err := s.GetFile(ctx, id)
+		if (err == nil) != want || (err != nil && !errors.Is(err, store.ErrNotFound)) {
+			t.Fatalf("GetFile(%s) = %v, want found %v", id, err, want)
+		}
+	}
+	appendOK(t, s, carrying("of1", "f-shared", "f-keep"))  // of1/1: disappears
+	appendOK(t, s, carrying("of2", "f-shared"))            // of2/1: expires by floor
+	appendOK(t, s, carrying("of3", "f-keep"))              // of3/1: never expires
+	appendOK(t, s, carrying("of4", "f-again", "f-recall")) // of4/1
+	orphans("all carried")
+
+	if gone, err := s.DeleteMessages(ctx, []store.MessageRef{{ConversationID: "of1", Seq: 1}}); err != nil || len(gone) != 1 {
+		t.Fatalf("DeleteMessages(of1/1) = %v, %v", gone, err)
+	}
+	orphans("after the first carrier of f-shared went") // both still carried
+	if removed, _, err := s.ExpireBefore(ctx, "of2", 2, 10); err != nil || len(removed) != 1 {
+		t.Fatalf("ExpireBefore(of2, 2) = %v, %v", removed, err)
+	}
+	orphans("after the second carrier went", "f-shared")
+	orphans("asked again: the mark lasts until the deletion", "f-shared")
+	_, before, _ := s.MediaUsage(ctx, "a")
+	if ok, err := s.DeleteOrphanedFile(ctx, "f-shared"); err != nil || !ok {
+		t.Fatalf("DeleteOrphanedFile(f-shared) = %v, %v", ok, err)
+	}
+	exists("f-shared", false)
+	if _, after, _ := s.MediaUsage(ctx, "a"); after != before-100 {
+		t.Fatalf("media usage %d after the deletion, want %d", after, before-100)
+	}
+	if ok, err := s.DeleteOrphanedFile(ctx, "f-keep"); err != nil || ok {
+		t.Fatalf("DeleteOrphanedFile(f-keep, carried by of3/1) = %v, %v; want false", ok, err)
+	}
+	exists("f-keep", true)
+	orphans("after the deletion")
+
+	// A recall drops the recalled message's files.
+	old := all(t, s, "of4")[0]
+	rec := msg("of4", "a", "b", "")
+	rec.Kind, rec.Event = pb.MessageKind_MESSAGE_KIND_RECALL, &pb.MessageEvent{TargetSeq: 1}
+	upd := proto.Clone(old).(*pb.Message)
+	upd.Recalled, upd.Payload, upd.ContentType, upd.Attachments = true, nil, "", nil
+	if _, err := s.Apply(ctx, store.Change{Event: rec, Update: upd}); err != nil {
+		t.Fatalf("Apply recall: %v", err)
+	}
+	orphans("after the recall", "f-again", "f-recall")
+	// f-again is sent again before the sweeper deletes it: kept.
+	appendOK(t, s, carrying("of5", "f-again"))
+	if ok, err := s.DeleteOrphanedFile(ctx, "f-again"); err != nil || ok {
+		t.Fatalf("DeleteOrphanedFile(f-again, carried again) = %v, %v; want false", ok, err)
+	}
+	exists("f-again", true)
+	orphans("after f-again was sent again", "f-recall")
+	if ok, err := s.DeleteOrphanedFile(ctx, "f-recall"); err != nil || !ok {
+		t.Fatalf("DeleteOrphanedFile(f-recall) = %v, %v", ok, err)
+	}
+	orphans("at the end")
+	exists("f-keep", true)
+	exists("f-again", true)
 }

@@ -89,6 +89,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListUsersAndGroups", testListing},
 		{"DiskSize", testDiskSize},
 		{"Retention", testRetention}, {"Disappearing", testDisappearing}, {"ConcurrentExpire", testConcurrentExpire},
+		{"OrphanedFiles", testOrphanedFiles},
 		{"Ping", testPing},
 		{"CloseThenErrClosed", testClose},
 		{"AccountDeletion", testAccountDeletion},
