@@ -201,12 +201,19 @@ func testLargeMessagesSync(t *testing.T, n int, mod func(*server.Config)) {
 	ts := startServer(t, mod)
 	alice := ts.dialOnly(t, "alice", "a1", "phone")
 	conv := fillConversation(t, alice, "bob", "", n, bigPayload)
-	// 20 MB read a dozen times over: generous for -race on a busy machine.
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
+	// 20 MB read a dozen times over. Each part has its own deadline,
+	// generous for -race on a busy machine (one shared deadline for all
+	// the parts ran out on a loaded CI machine, with nothing wrong).
+	phase := func(t *testing.T) context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	ctx := phase(t)
 
 	for _, tc := range transports {
 		t.Run(tc.name, func(t *testing.T) {
+			ctx := phase(t)
 			bob, _ := ts.connect(t, "bob", "b-"+tc.name, "phone-"+tc.name, tc)
 			fwd := pageAll(t, "sync", func(after uint64) (*pb.MessagePage, error) {
 				return bob.SyncMessages(ctx, conv, after, 0)
@@ -249,6 +256,7 @@ func testLargeMessagesSync(t *testing.T, n int, mod func(*server.Config)) {
 	tok := ts.mint(t, "bob")
 	base := ts.httpBase + "/v1/conversations/" + url.PathEscape(conv) + "/messages"
 	t.Run("http", func(t *testing.T) {
+		ctx := phase(t)
 		fwd := pageAll(t, "http after", func(after uint64) (*pb.MessagePage, error) {
 			var p pb.MessagePage
 			_, err := httpGet(ctx, fmt.Sprintf("%s?after=%d", base, after), tok, &p)
@@ -270,6 +278,7 @@ func testLargeMessagesSync(t *testing.T, n int, mod func(*server.Config)) {
 		checkSeqs(t, "http limit 1000", fwd, n)
 	})
 	t.Run("rpc", func(t *testing.T) {
+		ctx := phase(t)
 		fwd := pageAll(t, "rpc sync", func(after uint64) (*pb.MessagePage, error) {
 			p, _, err := rpcPage(ctx, ts.httpBase, tok, fmt.Sprintf(`{"syncMessages":{"conversationId":%q,"afterSeq":"%d"}}`, conv, after))
 			return p, err
@@ -282,6 +291,7 @@ func testLargeMessagesSync(t *testing.T, n int, mod func(*server.Config)) {
 		checkSeqs(t, "rpc history", back, n)
 	})
 	t.Run("admin", func(t *testing.T) {
+		ctx := phase(t)
 		adm := adminClient(ts)
 		fwd := pageAll(t, "admin after", func(after uint64) (*pb.MessagePage, error) {
 			return adm.Messages(ctx, conv, after, true, 1000)
