@@ -209,7 +209,6 @@ func testLargeMessagesSync(t *testing.T, n int, mod func(*server.Config)) {
 		t.Cleanup(cancel)
 		return ctx
 	}
-	ctx := phase(t)
 
 	for _, tc := range transports {
 		t.Run(tc.name, func(t *testing.T) {
@@ -232,6 +231,7 @@ func testLargeMessagesSync(t *testing.T, n int, mod func(*server.Config)) {
 	}
 
 	// The SDK's session, on its defaults, catches up on everything.
+	ctx := phase(t)
 	var got atomic.Int64
 	sess, err := client.NewSession(client.SessionOptions{Options: client.Options{
 		Addr: ts.addr(transports[2]), Token: ts.mint(t, "bob"), DeviceID: "b-sess", DeviceType: "tablet",
