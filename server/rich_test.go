@@ -816,7 +816,7 @@ func TestSessionCatchesUpReactions(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, nil)
 	ctx := ctx10(t)
-	alice, _ := ts.connect(t, "alice", "a1", "phone", transports[0])
+	alice, arec := ts.connect(t, "alice", "a1", "phone", transports[0])
 	m, err := sendTo(ctx, alice, "bob", "react while bob is away")
 	if err != nil {
 		t.Fatal(err)
@@ -831,6 +831,19 @@ func TestSessionCatchesUpReactions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The live update of the unchanged message has gone out (alice gets it
+	// too) before bob comes: a slow flush could otherwise hand it, live,
+	// to bob's second session, which is not a catch-up.
+	eventually(t, "the live update of the unchanged message", func() bool {
+		arec.mu.Lock()
+		defer arec.mu.Unlock()
+		for _, u := range arec.reacts {
+			if u.Seq == still.Seq {
+				return true
+			}
+		}
+		return false
+	})
 	var state client.ReactionState
 	var mu sync.Mutex
 	updates := map[uint64]int{} // per message
