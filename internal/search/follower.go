@@ -223,13 +223,16 @@ func (f *Follower) run() {
 // every new message up to its position: it follows from the store's newest
 // position instead, and says that the index needs a rebuild.
 func (f *Follower) start(ctx context.Context) error {
-	pos, err := f.cfg.Index.Position(ctx)
-	if err != nil {
-		return fmt.Errorf("search: index position: %w", err)
-	}
+	// The store's position first: while the index cannot be read, the lag
+	// still shows how much waits.
 	last, err := f.cfg.Log.LastLogPos(ctx)
 	if err != nil {
 		return fmt.Errorf("search: store log position: %w", err)
+	}
+	f.storePos.Store(last)
+	pos, err := f.cfg.Index.Position(ctx)
+	if err != nil {
+		return fmt.Errorf("search: index position: %w", err)
 	}
 	if pos > last {
 		f.log.Error("search: the index is ahead of the store (store restored or its newest writes lost); following from the store's position: run 'parley reindex' to drop messages the store no longer has",
