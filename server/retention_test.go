@@ -2,15 +2,19 @@ package server_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/parleyim/parley/client"
+	"github.com/parleyim/parley/internal/store"
 	pb "github.com/parleyim/parley/proto/parleyv1"
 	"github.com/parleyim/parley/server"
 )
@@ -353,5 +357,79 @@ func filesFlow(t *testing.T, ts *testServer) {
 	// A sweep with nothing new deletes nothing more.
 	if sw, err := adminClient(ts).SweepRetention(ctx); err != nil || sw.Files != 0 || blobs(shared.Id) == 0 {
 		t.Fatalf("second sweep: %+v, %v", sw, err)
+	}
+}
+
+// timerFailStore fails reads of disappearing-message timers while armed.
+type timerFailStore struct {
+	store.Store
+	armed atomic.Bool
+}
+
+func (s *timerFailStore) GetSetting(ctx context.Context, key string) ([]byte, error) {
+	if s.armed.Load() && strings.HasPrefix(key, "retention/disappearing/") {
+		return nil, errors.New("injected: settings unreadable")
+	}
+	return s.Store.GetSetting(ctx, key)
+}
+
+// A send into a disappearing conversation whose timer cannot be read fails
+// with UNAVAILABLE (the client retries) instead of being stored for good
+// without an expiry; the retry, once the store answers, carries it.
+func TestDisappearingFailsClosed(t *testing.T) {
+	t.Parallel()
+	st := &timerFailStore{}
+	ts := startServer(t, func(c *server.Config) {
+		server.SetStoreWrapForTest(c, func(inner store.Store) store.Store { st.Store = inner; return st })
+	})
+	alice, _, err := dialRecorded(t, client.Options{Addr: ts.wsURL, Token: ts.mint(t, "alice"), DeviceID: "a1", DeviceType: "phone", MaxSendAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctx10(t)
+	first, err := alice.SendText(ctx, "bob", "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := first.ConversationId
+	if _, err := alice.SetDisappearing(ctx, conv, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	st.armed.Store(true)
+	// The node trusts its cached timer for a few seconds: send until the
+	// read that fails comes.
+	var stored []uint64
+	var refused *pb.Send
+	for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		s := &pb.Send{To: "bob", ContentType: "text", Payload: []byte("meant to disappear")}
+		ack, err := alice.Send(ctx10(t), s)
+		if client.IsCode(err, pb.ErrorCode_ERROR_CODE_UNAVAILABLE) {
+			refused = s
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, ack.Seq)
+	}
+	st.armed.Store(false)
+	if refused == nil {
+		t.Fatal("no send failed while the timer could not be read")
+	}
+	ack, err := alice.Send(ctx, refused) // the same client_msg_id
+	if err != nil || ack.Duplicate {
+		t.Fatalf("retry: %v, %v", ack, err)
+	}
+	page, err := alice.SyncMessages(ctx, conv, first.Seq+1, 1000) // after the timer's event
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Messages) != len(stored)+1 {
+		t.Fatalf("%d messages stored, want %d", len(page.Messages), len(stored)+1)
+	}
+	for _, m := range page.Messages {
+		if m.ExpiresAt != m.ServerTime+3_600_000 {
+			t.Fatalf("message %d stored with expiry %d (sent %d): it would be kept for good", m.Seq, m.ExpiresAt, m.ServerTime)
+		}
 	}
 }

@@ -18,8 +18,8 @@ type Retention interface {
 	// Floor is the conversation's lowest servable seq (0 or 1: all).
 	Floor(ctx context.Context, conv string) (uint64, error)
 	// ExpiresAt is the expiry of a message of conv stored at serverTime
-	// (unix ms), 0 for none.
-	ExpiresAt(ctx context.Context, conv string, serverTime int64) int64
+	// (unix ms), 0 for none; an error when the timer cannot be read.
+	ExpiresAt(ctx context.Context, conv string, serverTime int64) (int64, error)
 	// Disappearing is conv's timer in seconds (0: off).
 	Disappearing(ctx context.Context, conv string) (uint32, error)
 	// SetDisappearing records conv's timer once its event is stored.
@@ -49,13 +49,17 @@ func (s *Service) aboveFloor(ctx context.Context, conv string, since, upTo uint6
 
 // stampExpiry gives a message being committed its expiry when its
 // conversation's timer is on. Group events and the timer's own event do
-// not disappear (the conversation's history of who is in it stays).
-func (s *Service) stampExpiry(m *pb.Message) {
+// not disappear (the conversation's history of who is in it stays). An
+// error (the timer unread) fails the message's write: stored without its
+// expiry, it would be kept for good.
+func (s *Service) stampExpiry(ctx context.Context, m *pb.Message) error {
 	if s.cfg.Retention == nil || m.Kind == pb.MessageKind_MESSAGE_KIND_DISAPPEARING_SET ||
 		m.Kind >= pb.MessageKind_MESSAGE_KIND_GROUP_CREATED {
-		return
+		return nil
 	}
-	m.ExpiresAt = s.cfg.Retention.ExpiresAt(s.life, m.ConversationId, m.ServerTime)
+	var err error
+	m.ExpiresAt, err = s.cfg.Retention.ExpiresAt(ctx, m.ConversationId, m.ServerTime)
+	return err
 }
 
 // appliedTimer runs on the committer right after a change is stored: a

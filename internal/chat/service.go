@@ -1044,7 +1044,10 @@ func (s *Service) commit(batch []*pendingSend) committedBatch {
 		}
 		msg.ServerTime = ms
 		msg.MessageId = s.ids.next(ms)
-		s.stampExpiry(msg)
+		if errs[i] = s.stampExpiry(ctx, msg); errs[i] != nil {
+			flush(i) // the run before it keeps its place; this one fails alone
+			continue
+		}
 		if msg.ReplyPreview != nil {
 			p.preview, msg.ReplyPreview = msg.ReplyPreview, nil
 		}

@@ -276,18 +276,18 @@ func (s *Service) SetDisappearing(ctx context.Context, conv string, seconds uint
 
 // ExpiresAt returns the expiry (unix ms) of a message of conv stored at
 // serverTime (unix ms): serverTime + the timer, 0 when the timer is off.
-// A failed read of the timer leaves the message without expiry (logged):
-// failing the send for it would be worse than keeping the message.
-func (s *Service) ExpiresAt(ctx context.Context, conv string, serverTime int64) int64 {
+// A failed read of the timer is an error: the send fails (the client
+// retries) rather than storing for good a message its sender meant to
+// disappear.
+func (s *Service) ExpiresAt(ctx context.Context, conv string, serverTime int64) (int64, error) {
 	e, err := s.timer(ctx, conv, false)
 	if err != nil {
-		s.log.Warn("retention: reading a conversation's timer failed; message stored without expiry", "conversation", conv, "err", err)
-		return 0
+		return 0, err
 	}
 	if e.ms == 0 {
-		return 0
+		return 0, nil
 	}
-	return serverTime + e.ms
+	return serverTime + e.ms, nil
 }
 
 // MayHaveExpiring reports whether conv ever had a timer: only then can a

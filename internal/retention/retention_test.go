@@ -116,13 +116,13 @@ func TestDisappearingTimers(t *testing.T) {
 	s := openStore(t)
 	rs := retention.New(retention.Config{}, s)
 	ctx := context.Background()
-	if got := rs.ExpiresAt(ctx, "c", 1000); got != 0 {
+	if got, err := rs.ExpiresAt(ctx, "c", 1000); err != nil || got != 0 {
 		t.Fatalf("no timer: expiry %d", got)
 	}
 	if err := rs.SetDisappearing(ctx, "c", 30); err != nil {
 		t.Fatal(err)
 	}
-	if got := rs.ExpiresAt(ctx, "c", 1000); got != 31_000 {
+	if got, err := rs.ExpiresAt(ctx, "c", 1000); err != nil || got != 31_000 {
 		t.Fatalf("30 s timer: expiry %d", got)
 	}
 	// Another node (a second Service on the same store) reads it too.
