@@ -460,6 +460,8 @@ type Config struct {
 	storeFS vfs.FS
 	// storeWrap, when set (tests only), wraps the opened store.
 	storeWrap func(store.Store) store.Store
+	// mediaOrphanGrace replaces media.DefaultOrphanGrace (tests).
+	mediaOrphanGrace time.Duration
 	// pushClients, when set (tests only), are the HTTP clients of the push
 	// platforms by kind (trusting the tests' stand-in servers).
 	pushClients map[string]*http.Client

@@ -21,6 +21,10 @@ func WithDefaultsForTest(c Config) Config { return c.withDefaults() }
 // it opened (a real store wrapped to stall in tests).
 func SetStoreWrapForTest(c *Config, wrap func(store.Store) store.Store) { c.storeWrap = wrap }
 
+// SetMediaOrphanGraceForTest sets how long a file no message carries any
+// more can still be sent again before its bytes are deleted.
+func SetMediaOrphanGraceForTest(c *Config, d time.Duration) { c.mediaOrphanGrace = d }
+
 // SetPushClientForTest makes the push platform kind ("apns", "fcm",
 // "webpush") use c (trusting a test's stand-in server).
 func SetPushClientForTest(cfg *Config, kind string, c *http.Client) {

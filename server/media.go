@@ -39,7 +39,8 @@ func newMedia(cfg Config, st store.Store, tokenKey string) (*media.Service, erro
 	svc, err := media.New(media.Config{Store: st, Blobs: blobs, Key: m.Sum(nil),
 		MaxFileBytes: cfg.MediaMaxFileBytes, QuotaBytes: orZero(cfg.MediaQuotaBytes), UploadRate: orZero(cfg.MediaUploadRate),
 		AllowedTypes: cfg.MediaAllowedTypes, URLTTL: cfg.MediaURLTTL, UnattachedTTL: cfg.MediaUnattachedTTL,
-		Workers: cfg.MediaWorkers, Limits: probe.Limits{MaxPixels: cfg.MediaMaxPixels}, Logger: cfg.Logger})
+		OrphanGrace: cfg.mediaOrphanGrace,
+		Workers:     cfg.MediaWorkers, Limits: probe.Limits{MaxPixels: cfg.MediaMaxPixels}, Logger: cfg.Logger})
 	if err != nil {
 		blobs.Close()
 		return nil, err

@@ -261,8 +261,15 @@ func TestDisappearingMessagesExpire(t *testing.T) {
 // kept and downloads.
 func TestFilesOfDisappearedMessagesAreDeleted(t *testing.T) {
 	t.Parallel()
-	filesFlow(t, startServer(t, func(c *server.Config) { c.RetentionSweepInterval = time.Hour }))
+	filesFlow(t, startServer(t, func(c *server.Config) {
+		c.RetentionSweepInterval = time.Hour
+		server.SetMediaOrphanGraceForTest(c, orphanGrace)
+	}))
 }
+
+// orphanGrace is the tests' media orphan grace: a file no message carries
+// any more may be sent again for a while; its bytes go once it is older.
+const orphanGrace = 2 * time.Second
 
 func TestPGFilesOfDisappearedMessagesAreDeleted(t *testing.T) {
 	t.Parallel()
@@ -270,6 +277,7 @@ func TestPGFilesOfDisappearedMessagesAreDeleted(t *testing.T) {
 	filesFlow(t, startServer(t, func(c *server.Config) {
 		usePG(c)
 		c.RetentionSweepInterval = time.Hour
+		server.SetMediaOrphanGraceForTest(c, orphanGrace)
 	}))
 }
 
@@ -331,8 +339,13 @@ func filesFlow(t *testing.T, ts *testServer) {
 	}
 	time.Sleep(time.Until(client.ExpiresAt(page.Messages[3])) + 100*time.Millisecond)
 	sw, err := adminClient(ts).SweepRetention(ctx10(t))
-	if err != nil || sw.Disappeared != 2 || sw.Files != 1 {
-		t.Fatalf("sweep: %+v, %v; want 2 messages and 1 file", sw, err)
+	if err != nil || sw.Disappeared != 2 || sw.Files != 0 {
+		t.Fatalf("sweep: %+v, %v; want 2 messages and no file yet (within the grace)", sw, err)
+	}
+	time.Sleep(orphanGrace)
+	sw, err = adminClient(ts).SweepRetention(ctx10(t))
+	if err != nil || sw.Files != 1 {
+		t.Fatalf("sweep after the grace: %+v, %v; want 1 file", sw, err)
 	}
 	ctx = ctx10(t)
 	if status, _, _ := ts.fetch(t, onlyURL.Url, ""); status != http.StatusNotFound {
@@ -431,5 +444,117 @@ func TestDisappearingFailsClosed(t *testing.T) {
 		if m.ExpiresAt != m.ServerTime+3_600_000 {
 			t.Fatalf("message %d stored with expiry %d (sent %d): it would be kept for good", m.Seq, m.ExpiresAt, m.ServerTime)
 		}
+	}
+}
+
+// orphanHoldStore holds the media collector between finding the files no
+// message carries and deleting them, while armed.
+type orphanHoldStore struct {
+	store.Store
+	armed   atomic.Bool
+	held    chan []string // the files found, once
+	release chan struct{}
+}
+
+func (s *orphanHoldStore) OrphanedFiles(ctx context.Context, minAge time.Duration, limit int) ([]store.File, error) {
+	fs, err := s.Store.OrphanedFiles(ctx, minAge, limit)
+	if len(fs) > 0 && s.armed.CompareAndSwap(true, false) {
+		var ids []string
+		for _, f := range fs {
+			ids = append(ids, f.ID)
+		}
+		s.held <- ids
+		<-s.release
+	}
+	return fs, err
+}
+
+// TestFileSentAgainDuringSweep: a file whose only message was recalled can
+// be sent again within the grace, and is then kept; once the grace has
+// passed, a send of it racing the sweep that deletes it is refused, never
+// stored with an attachment whose bytes the sweep deletes.
+func TestFileSentAgainDuringSweep(t *testing.T) {
+	t.Parallel()
+	st := &orphanHoldStore{held: make(chan []string, 1), release: make(chan struct{})}
+	ts := startServer(t, func(c *server.Config) {
+		c.RetentionSweepInterval = time.Hour
+		server.SetMediaOrphanGraceForTest(c, orphanGrace)
+		server.SetStoreWrapForTest(c, func(inner store.Store) store.Store { st.Store = inner; return st })
+	})
+	ctx := ctx10(t)
+	tok := ts.mint(t, "alice")
+	alice, _ := ts.connectToken(t, tok, "a1", "web", transports[0])
+	data := []byte("sent, recalled, sent again")
+	file, err := ts.http().UploadFile(ctx, tok, "t.txt", bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendFile := func() (*pb.SendAck, error) {
+		return alice.Send(ctx10(t), &pb.Send{To: "bob", Attachments: []*pb.Attachment{{Id: file.Id}}})
+	}
+	recall := func(ack *pb.SendAck) {
+		t.Helper()
+		if _, err := alice.Recall(ctx10(t), ack.ConversationId, ack.Seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	downloads := func(what string) {
+		t.Helper()
+		u, err := alice.FileURL(ctx10(t), file.Id, "", 0, false)
+		if err != nil {
+			t.Fatalf("%s: URL: %v", what, err)
+		}
+		if status, _, body := ts.fetch(t, u.Url, ""); status != http.StatusOK || !bytes.Equal(body, data) {
+			t.Fatalf("%s: download %d %q", what, status, body)
+		}
+	}
+
+	// Recalled, then sent again at once (a typo fixed): kept.
+	first, err := sendFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	recall(first)
+	if sw, err := adminClient(ts).SweepRetention(ctx10(t)); err != nil || sw.Files != 0 {
+		t.Fatalf("sweep right after the recall: %+v, %v; want no file deleted", sw, err)
+	}
+	again, err := sendFile()
+	if err != nil {
+		t.Fatalf("sending the file again within the grace: %v", err)
+	}
+	time.Sleep(orphanGrace)
+	if sw, err := adminClient(ts).SweepRetention(ctx10(t)); err != nil || sw.Files != 0 {
+		t.Fatalf("sweep once the file is carried again: %+v, %v", sw, err)
+	}
+	downloads("carried again")
+
+	// Recalled again and left past the grace: a send of it while the
+	// sweep is between finding it and deleting it.
+	recall(again)
+	time.Sleep(orphanGrace)
+	st.armed.Store(true)
+	swept := make(chan error, 1)
+	go func() {
+		_, err := adminClient(ts).SweepRetention(context.Background())
+		swept <- err
+	}()
+	if ids := <-st.held; len(ids) != 1 || ids[0] != file.Id {
+		t.Fatalf("the sweep found %v, want the file", ids)
+	}
+	ack, sendErr := sendFile()
+	close(st.release)
+	if err := <-swept; err != nil {
+		t.Fatal(err)
+	}
+	if sendErr == nil {
+		// Stored: then its bytes must be there.
+		downloads(fmt.Sprintf("sent again during the sweep (seq %d)", ack.Seq))
+		return
+	}
+	if !client.IsCode(sendErr, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED) {
+		t.Fatalf("send during the sweep: %v", sendErr)
+	}
+	if _, err := alice.FileURL(ctx10(t), file.Id, "", 0, false); err == nil {
+		t.Fatal("the swept file still signs a URL")
 	}
 }

@@ -143,6 +143,9 @@ type Media interface {
 	// file uid uploaded. It returns them as the server describes them
 	// (the sender's other fields are ignored) and keeps the files.
 	Attach(ctx context.Context, uid string, atts []*pb.Attachment) ([]*pb.Attachment, error)
+	// AttachValidity is how long an Attach answer holds: a message
+	// carrying files not committed within it of the Attach call fails.
+	AttachValidity() time.Duration
 	// URL signs a download URL of a file (its thumbnail when thumb).
 	// With owner set, only that user's files are signed (PERMISSION_DENIED
 	// for any other, or none).
@@ -326,6 +329,9 @@ type pendingSend struct {
 	check func(m *pb.Message) error
 	after func(res store.AppendResult, err error)
 	start int64 // unix ns when submitted, for the ACK latency histogram
+	// attachedAt (unix ns, 0: no files) is taken before the message's
+	// files were attached: see Media.AttachValidity.
+	attachedAt int64
 	// preview is the reply preview of msg, kept out of the store (see
 	// checkRichSend) and put back for delivery.
 	preview *pb.MessagePreview
@@ -829,6 +835,10 @@ func (s *Service) HandleClose(c *gateway.Conn, _ pb.DisconnectCode) {
 }
 
 func (s *Service) handleSend(ctx context.Context, c Replier, sess *session.Session, reqID uint64, m *pb.Send) error {
+	var attachedAt int64
+	if len(m.Attachments) > 0 {
+		attachedAt = time.Now().UnixNano()
+	}
 	msg, err := s.buildMessage(ctx, sess.UserID, m)
 	if err != nil {
 		return err
@@ -837,7 +847,7 @@ func (s *Service) handleSend(ctx context.Context, c Replier, sess *session.Sessi
 		return err
 	}
 	msg.SenderOnly = sess.ShadowMuted
-	p := &pendingSend{conn: c, sessID: sess.ID, reqID: reqID, msg: msg, start: time.Now().UnixNano()}
+	p := &pendingSend{conn: c, sessID: sess.ID, reqID: reqID, msg: msg, start: time.Now().UnixNano(), attachedAt: attachedAt}
 	if s.cfg.Moderator != nil {
 		return s.moderateSend(ctx, sess, p)
 	}
@@ -1044,6 +1054,13 @@ func (s *Service) commit(batch []*pendingSend) committedBatch {
 		}
 		msg.ServerTime = ms
 		msg.MessageId = s.ids.next(ms)
+		if p.attachedAt != 0 && now.UnixNano()-p.attachedAt > int64(s.cfg.Media.AttachValidity()) {
+			// Its files may have been deleted since Attach let them through.
+			s.log.Warn("a message's files were attached too long before its commit; answered UNAVAILABLE", "conversation", msg.ConversationId)
+			errs[i] = errUnavail
+			flush(i)
+			continue
+		}
 		if errs[i] = s.stampExpiry(ctx, msg); errs[i] != nil {
 			flush(i) // the run before it keeps its place; this one fails alone
 			continue
@@ -1172,7 +1189,7 @@ func (s *Service) deliverLoop() {
 					p.conn.SendFrame(errorFrame(p.reqID, pb.ErrorCode_ERROR_CODE_INTERNAL))
 					continue
 				}
-				if !errors.Is(err, store.ErrNoSpace) { // the store logs disk-space transitions once
+				if !errors.Is(err, store.ErrNoSpace) && err != errUnavail { // the store logs disk-space transitions once; commit logged the other
 					s.log.Warn("store failed; send answered UNAVAILABLE", "err", err)
 				}
 				p.conn.SendFrame(errorFrame(p.reqID, pb.ErrorCode_ERROR_CODE_UNAVAILABLE))

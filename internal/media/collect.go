@@ -77,16 +77,15 @@ func (s *Service) deleteBytes(ctx context.Context, f store.File) error {
 }
 
 // CollectOrphans deletes the files whose last carrying message was deleted
-// (by retention or a disappearing timer; store.Retention's OrphanedFiles),
-// at most collectBatch of them, and reports how many: bytes first, then
-// the record, which the store deletes only if still no message carries the
-// file. A failure leaves the store's mark, so the next call tries again.
-// Not closed: a send of the same file by its owner whose Attach ran before
-// the sweep and whose message is stored during it ends with an attachment
-// served as gone (its bytes are deleted); it needs every message that
-// carried the file to have expired within those milliseconds.
+// (by retention, a disappearing timer or a recall; store.Retention's
+// OrphanedFiles) at least OrphanGrace ago, at most collectBatch of them,
+// and reports how many: bytes first, then the record, which the store
+// deletes only if still no message carries the file. A failure leaves the
+// store's mark, so the next call tries again. A file sent again within the
+// grace is carried again and kept; see AttachValidity for why no send can
+// carry a file whose bytes this deletes.
 func (s *Service) CollectOrphans(ctx context.Context) (int, error) {
-	files, err := s.store.OrphanedFiles(ctx, collectBatch)
+	files, err := s.store.OrphanedFiles(ctx, s.cfg.OrphanGrace, collectBatch)
 	if err != nil {
 		return 0, err
 	}

@@ -52,6 +52,11 @@ type Config struct {
 	// UnattachedTTL: a file not sent in a message within this long of its
 	// upload is deleted. Default 24 hours.
 	UnattachedTTL time.Duration
+	// OrphanGrace: a file whose last carrying message was deleted
+	// (retention, a disappearing timer, a recall) can be sent again for a
+	// while, then its bytes are deleted (CollectOrphans) once it is this
+	// old. Default 5 minutes.
+	OrphanGrace time.Duration
 	// Workers is how many files are inspected (images decoded,
 	// thumbnails made) at once. Default 2.
 	Workers int
@@ -65,6 +70,7 @@ const (
 	DefaultMaxFileBytes  = 100 << 20
 	DefaultURLTTL        = 10 * time.Minute
 	DefaultUnattachedTTL = 24 * time.Hour
+	DefaultOrphanGrace   = 5 * time.Minute
 	DefaultWorkers       = 2
 )
 
@@ -80,6 +86,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.UnattachedTTL <= 0 {
 		c.UnattachedTTL = DefaultUnattachedTTL
+	}
+	if c.OrphanGrace <= 0 {
+		c.OrphanGrace = DefaultOrphanGrace
 	}
 	if c.Workers <= 0 {
 		c.Workers = DefaultWorkers
@@ -173,6 +182,17 @@ func (s *Service) Attach(ctx context.Context, uid string, atts []*pb.Attachment)
 			// Due to be collected: attaching it now could race the collector.
 			return nil, reqerr.Denied
 		}
+		if f.Attached {
+			// A file no message carries any more is attached again only
+			// well before CollectOrphans may delete its bytes.
+			age, orphaned, err := s.store.FileOrphaned(ctx, a.Id)
+			if err != nil {
+				return nil, reqerr.Store(err)
+			}
+			if orphaned && age > s.cfg.OrphanGrace-s.orphanFence() {
+				return nil, reqerr.Denied // as if already deleted
+			}
+		}
 		ids = append(ids, a.Id)
 		if !f.Attached {
 			fresh = append(fresh, a.Id)
@@ -190,6 +210,18 @@ func (s *Service) Attach(ctx context.Context, uid string, atts []*pb.Attachment)
 	}
 	return out, nil
 }
+
+// AttachValidity is how long Attach's answer holds: a message carrying
+// files must be committed within it of the Attach call, or fail (the
+// client retries and Attach is asked again). Together with orphanFence it
+// keeps the bytes of a file being sent again from being deleted under it:
+// Attach refuses a file orphaned longer than OrphanGrace − orphanFence,
+// CollectOrphans deletes only those orphaned at least OrphanGrace, and
+// AttachValidity is half the fence (the rest absorbs clock drift).
+func (s *Service) AttachValidity() time.Duration { return s.orphanFence() / 2 }
+
+// orphanFence: see AttachValidity. 2 minutes by default.
+func (s *Service) orphanFence() time.Duration { return s.cfg.OrphanGrace * 2 / 5 }
 
 // attachMargin keeps attaching and collecting apart: a file is attached
 // only while it is younger than UnattachedTTL less this.

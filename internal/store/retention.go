@@ -56,10 +56,16 @@ type Retention interface {
 	// leaves that mark to be checked. Messages stored before this existed
 	// record nothing: their files are never marked (they are kept).
 	//
-	// OrphanedFiles returns up to limit marked files that no stored message
-	// carries; marks of files carried again, or without a record, are
-	// dropped on the way.
-	OrphanedFiles(ctx context.Context, limit int) ([]File, error)
+	// OrphanedFiles returns up to limit files marked at least minAge ago
+	// that no stored message carries; marks of files carried again, or
+	// without a record, are dropped on the way. minAge is the window in
+	// which a file is still attached to new messages (media's Attach asks
+	// FileOrphaned): its bytes are deleted only after it.
+	OrphanedFiles(ctx context.Context, minAge time.Duration, limit int) ([]File, error)
+	// FileOrphaned reports whether file id is marked and no stored message
+	// carries it, and how long ago the mark was written (the store's
+	// clock).
+	FileOrphaned(ctx context.Context, id string) (age time.Duration, orphaned bool, err error)
 	// DeleteOrphanedFile deletes file id's record (as DeleteFile does) if
 	// no stored message carries it, and its mark in any case; it reports
 	// whether the record was deleted. The caller deletes the bytes first.

@@ -285,13 +285,13 @@ func CheckWritesContinue(t testing.TB, want, got store.Store) {
 		}
 		// The target knows which messages carry which files: the file of
 		// the disappearing message goes with it, and only then.
-		if fs, err := s.OrphanedFiles(ctx, 100); err != nil || len(fs) != 0 {
+		if fs, err := s.OrphanedFiles(ctx, 0, 100); err != nil || len(fs) != 0 {
 			t.Errorf("OrphanedFiles before the carrier went = %v, %v; want none", fs, err)
 		}
 		if _, err := s.DeleteMessages(ctx, []store.MessageRef{{ConversationID: Fading, Seq: 4}}); err != nil {
 			t.Fatalf("DeleteMessages: %v", err)
 		}
-		if fs, err := s.OrphanedFiles(ctx, 100); err != nil || len(fs) != 1 || fs[0].ID != "file-1" {
+		if fs, err := s.OrphanedFiles(ctx, 0, 100); err != nil || len(fs) != 1 || fs[0].ID != "file-1" {
 			t.Errorf("OrphanedFiles after the carrier went = %v, %v; want file-1", fs, err)
 		}
 	}

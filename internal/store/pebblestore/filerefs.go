@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -15,7 +16,7 @@ import (
 // namespaces:
 //
 //	'y' lp(file) lp(conversation) seq(8) -> empty  (a stored message carries the file)
-//	'Y' lp(file)                          -> empty  (the file may be carried by no message any more)
+//	'Y' lp(file)                          -> unix ns (the file may be carried by no message any more, since then)
 //
 // putRetention writes a message's 'y' entries in the batch that stores it;
 // the batch that deletes a message (or recalls or erases it) deletes them
@@ -59,8 +60,47 @@ func dropFileRefs(b *pebble.Batch, m *pb.Message) {
 		}
 		_ = b.Delete(fileRefKey(a.Id, m.ConversationId, m.Seq), nil)
 		ok := fileOrphanKey(a.Id)
-		_ = b.Set(ok, frame(ok, nil), nil)
+		_ = b.Set(ok, frame(ok, binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano()))), nil)
 	}
+}
+
+// orphanMarkAge decodes a 'Y' entry's time as an age. Entries written
+// before they held one count as old.
+func orphanMarkAge(key, v []byte, now time.Time) (time.Duration, error) {
+	body, err := unframe(key, v)
+	if err != nil {
+		return 0, err
+	}
+	if len(body) != 8 {
+		return time.Duration(1<<63 - 1), nil
+	}
+	return now.Sub(time.Unix(0, int64(binary.BigEndian.Uint64(body)))), nil
+}
+
+// FileOrphaned implements store.Retention.
+func (s *Store) FileOrphaned(ctx context.Context, id string) (time.Duration, bool, error) {
+	if err := s.enter(ctx); err != nil {
+		return 0, false, err
+	}
+	defer s.closeMu.RUnlock()
+	key := fileOrphanKey(id)
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, mapErr(err)
+	}
+	age, err := orphanMarkAge(key, v, time.Now())
+	closer.Close()
+	if err != nil {
+		return 0, false, err
+	}
+	carried, err := s.fileCarried(id)
+	if err != nil || carried {
+		return 0, false, err
+	}
+	return age, true, nil
 }
 
 // fileCarried reports whether a 'y' entry of file id is committed.
@@ -89,10 +129,10 @@ func (s *Store) orphanStale(id string) (bool, error) {
 	return false, err
 }
 
-// OrphanedFiles implements store.Retention: the 'Y' entries in key order.
-// An entry whose file is carried again, or has no record, is dropped on
-// the way.
-func (s *Store) OrphanedFiles(ctx context.Context, limit int) ([]store.File, error) {
+// OrphanedFiles implements store.Retention: the 'Y' entries at least
+// minAge old, in key order. An entry whose file is carried again, or has
+// no record, is dropped on the way.
+func (s *Store) OrphanedFiles(ctx context.Context, minAge time.Duration, limit int) ([]store.File, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, err
 	}
@@ -107,11 +147,24 @@ func (s *Store) OrphanedFiles(ctx context.Context, limit int) ([]store.File, err
 	}
 	var out []store.File
 	var stale [][]byte
-	// Bounded by limit files, and as many stale entries at most.
-	for valid := it.First(); valid && len(out) < limit && len(stale) < limit; valid = it.Next() {
+	now := time.Now()
+	// Bounded by limit files, as many stale entries, and 4×limit entries
+	// looked at.
+	for valid, seen := it.First(), 0; valid && len(out) < limit && len(stale) < limit && seen < 4*limit; valid, seen = it.Next(), seen+1 {
 		id, rest, err := readLP(it.Key()[1:])
 		if err != nil || len(rest) != 0 {
 			continue
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return nil, mapErr(err)
+		}
+		if age, err := orphanMarkAge(it.Key(), v, now); err != nil {
+			it.Close()
+			return nil, err
+		} else if age < minAge {
+			continue // a file carried again within minAge is not collected
 		}
 		st, err := s.orphanStale(id)
 		if err != nil {

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -21,17 +22,21 @@ const (
 		ON CONFLICT DO NOTHING`
 	sqlDropFilesBelow = `WITH d AS (DELETE FROM {s}.message_files WHERE conversation_id = $1 AND seq < $2 RETURNING file_id)
 		INSERT INTO {s}.file_orphans (file_id) SELECT DISTINCT file_id FROM d ORDER BY file_id
-		ON CONFLICT (file_id) DO UPDATE SET file_id = excluded.file_id`
+		ON CONFLICT (file_id) DO UPDATE SET marked_at = now()`
 	sqlDropFilesOf = `WITH d AS (DELETE FROM {s}.message_files t USING unnest($1::text[], $2::int8[]) AS r(c, q)
 			WHERE t.conversation_id = r.c AND t.seq = r.q RETURNING t.file_id)
 		INSERT INTO {s}.file_orphans (file_id) SELECT DISTINCT file_id FROM d ORDER BY file_id
-		ON CONFLICT (file_id) DO UPDATE SET file_id = excluded.file_id`
+		ON CONFLICT (file_id) DO UPDATE SET marked_at = now()`
 	// Candidates first: those carried again or without a record are
 	// stale; the others are orphans.
 	sqlOrphanCandidates = `SELECT o.file_id,
 			EXISTS (SELECT 1 FROM {s}.message_files m WHERE m.file_id = o.file_id)
 			OR NOT EXISTS (SELECT 1 FROM {s}.files f WHERE f.id = o.file_id)
-		FROM {s}.file_orphans o ORDER BY o.file_id LIMIT $1`
+		FROM {s}.file_orphans o WHERE o.marked_at <= now() - make_interval(secs => $2)
+		ORDER BY o.file_id LIMIT $1`
+	sqlFileOrphaned = `SELECT extract(epoch FROM now() - o.marked_at),
+			NOT EXISTS (SELECT 1 FROM {s}.message_files m WHERE m.file_id = o.file_id)
+		FROM {s}.file_orphans o WHERE o.file_id = $1`
 	sqlLockOrphans = `SELECT file_id FROM {s}.file_orphans WHERE file_id = ANY($1::text[]) ORDER BY file_id FOR UPDATE`
 	// Runs after sqlLockOrphans, in a statement of its own: it sees what
 	// committed while the locks were awaited.
@@ -42,8 +47,30 @@ const (
 	sqlDropOrphan  = `DELETE FROM {s}.file_orphans WHERE file_id = $1`
 )
 
+// FileOrphaned implements store.Retention, on the database's clock.
+func (s *Store) FileOrphaned(ctx context.Context, id string) (time.Duration, bool, error) {
+	ctx, done, err := s.enter(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	defer done()
+	var secs float64
+	var orphaned bool
+	err = s.pool.QueryRow(ctx, s.rsql(sqlFileOrphaned), id).Scan(&secs, &orphaned)
+	if err == pgx.ErrNoRows {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, mapErr("file orphaned", err)
+	}
+	if !orphaned {
+		return 0, false, nil
+	}
+	return time.Duration(secs * float64(time.Second)), true, nil
+}
+
 // OrphanedFiles implements store.Retention.
-func (s *Store) OrphanedFiles(ctx context.Context, limit int) ([]store.File, error) {
+func (s *Store) OrphanedFiles(ctx context.Context, minAge time.Duration, limit int) ([]store.File, error) {
 	ctx, done, err := s.enter(ctx)
 	if err != nil {
 		return nil, err
@@ -52,7 +79,7 @@ func (s *Store) OrphanedFiles(ctx context.Context, limit int) ([]store.File, err
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, s.rsql(sqlOrphanCandidates), limit)
+	rows, err := s.pool.Query(ctx, s.rsql(sqlOrphanCandidates), limit, minAge.Seconds())
 	if err != nil {
 		return nil, mapErr("orphaned files", err)
 	}

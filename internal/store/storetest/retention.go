@@ -263,7 +263,7 @@ func testOrphanedFiles(t *testing.T, s store.Store) {
 	}
 	orphans := func(what string, want ...string) {
 		t.Helper()
-		fs, err := s.OrphanedFiles(ctx, 100)
+		fs, err := s.OrphanedFiles(ctx, 0, 100)
 		if err != nil {
 			t.Fatalf("OrphanedFiles (%s): %v", what, err)
 		}
@@ -297,6 +297,21 @@ func testOrphanedFiles(t *testing.T, s store.Store) {
 		t.Fatalf("ExpireBefore(of2, 2) = %v, %v", removed, err)
 	}
 	orphans("after the second carrier went", "f-shared")
+	orphaned := func(id string, want bool) {
+		t.Helper()
+		age, ok, err := s.FileOrphaned(ctx, id)
+		if err != nil || ok != want || (ok && (age < -time.Second || age > time.Minute)) {
+			t.Fatalf("FileOrphaned(%s) = %v, %v, %v; want orphaned %v, marked just now", id, age, ok, err, want)
+		}
+	}
+	orphaned("f-shared", true)
+	orphaned("f-keep", false) // marked when of1/1 went, but of3/1 carries it
+	orphaned("no-such-file", false)
+	// Too young a mark is not collected: a send that attached the file
+	// before may still be committing.
+	if fs, err := s.OrphanedFiles(ctx, time.Hour, 100); err != nil || len(fs) != 0 {
+		t.Fatalf("OrphanedFiles(minAge 1h) = %v, %v; want none", fs, err)
+	}
 	orphans("asked again: the mark lasts until the deletion", "f-shared")
 	_, before, _ := s.MediaUsage(ctx, "a")
 	if ok, err := s.DeleteOrphanedFile(ctx, "f-shared"); err != nil || !ok {
@@ -323,7 +338,9 @@ func testOrphanedFiles(t *testing.T, s store.Store) {
 	}
 	orphans("after the recall", "f-again", "f-recall")
 	// f-again is sent again before the sweeper deletes it: kept.
+	orphaned("f-again", true)
 	appendOK(t, s, carrying("of5", "f-again"))
+	orphaned("f-again", false)
 	if ok, err := s.DeleteOrphanedFile(ctx, "f-again"); err != nil || ok {
 		t.Fatalf("DeleteOrphanedFile(f-again, carried again) = %v, %v; want false", ok, err)
 	}
