@@ -4,9 +4,14 @@
 # vs. without one. Seeds N messages straight into the embedded store (the
 # network path would take far longer), then serves it.
 # Usage: N=1000000 docs/bench/run-retention.sh   (from the repository root;
-# ~5 minutes for 1M). Outputs go to docs/bench/retention.txt.
+# ~5 minutes for 1M, ~1 hour for 10M). Outputs go to docs/bench/retention.txt
+# (OUT=name.txt for another file). DURING_C is the message count of the bench
+# run while the sweep runs (default 200000; more keeps it sending through
+# more of a long sweep).
 set -u
 N=${N:-1000000}
+DURING_C=${DURING_C:-200000}
+OUT=${OUT:-retention.txt}
 out=$(cd "$(dirname "$0")" && pwd)
 P=$(mktemp -d)/parley
 go build -o "$P" ./cmd/parley || exit 1
@@ -15,18 +20,21 @@ A="-a 127.0.0.1:18080 --tcp 127.0.0.1:17070 --api-key retention-bench-key --quie
 KEY="X-Api-Key: retention-bench-key"
 {
 echo "# N=$N, $(date -u), $(nproc) cores"
-PARLEY_SEED_DIR="$data/store" PARLEY_SEED_N=$N go test ./internal/store/pebblestore -run TestSeedRetentionBench -count=1 -v | grep seeded
+PARLEY_SEED_DIR="$data/store" PARLEY_SEED_N=$N go test ./internal/store/pebblestore -run TestSeedRetentionBench -count=1 -timeout 0 -v | grep seeded
 "$P" serve --data "$data" --http 127.0.0.1:18080 --tcp 127.0.0.1:17070 --log-level warn --config "$out/retention.yaml" --new-secrets & srv=$!
 sleep 2
+du -sh "$data/store"; echo "load: $(cat /proc/loadavg)"
 echo "## without a sweep"
 "$P" bench user $A --transport tcp -c 200000 -t 100 --pipeline 16 | grep -iE "sends/s|p99|lost"
 curl -s -X PUT -H "$KEY" -d '{"messages":1}' http://127.0.0.1:18080/v1/admin/conversations/g:retention-seed/retention; echo
+echo "load: $(cat /proc/loadavg)"
 echo "## while sweeping"
-( s=$(date +%s.%N); curl -s -X POST -H "$KEY" http://127.0.0.1:18080/v1/admin/retention/sweep; echo " sweep took $(echo "$(date +%s.%N) - $s" | bc) s" ) & sw=$!
-"$P" bench user $A --transport tcp -c 200000 -t 100 --pipeline 16 | grep -iE "sends/s|p99|lost"
+( s=$(date +%s.%N); curl -s -m 7200 -X POST -H "$KEY" http://127.0.0.1:18080/v1/admin/retention/sweep; echo " sweep took $(echo "$(date +%s.%N) - $s" | bc) s" ) & sw=$!
+"$P" bench user $A --transport tcp -c "$DURING_C" -t 100 --pipeline 16 | grep -iE "sends/s|p99|lost"
 wait $sw
+echo "load: $(cat /proc/loadavg)"
 echo "## after the sweep"
 "$P" bench user $A --transport tcp -c 200000 -t 100 --pipeline 16 | grep -iE "sends/s|p99|lost"
 du -sh "$data/store"
 kill $srv; wait $srv 2>/dev/null; rm -rf "$data"
-} > "$out/retention.txt" 2>&1
+} > "$out/$OUT" 2>&1
