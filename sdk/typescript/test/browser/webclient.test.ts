@@ -479,6 +479,9 @@ describe('web client: the members panel and People by keyboard alone', () => {
     // B accepts with the keyboard: the button says how many requests wait.
     await b.page.focus('#conv-filter');
     await tabTo(b.page, '#people-btn[aria-label="People: 1 friend request"]', { back: true });
+    // The count sits on the button's corner: the signed-in name beside the buttons stays whole.
+    expect(await b.page.textContent('#people-btn .pp-badge')).toBe('1');
+    expect(await ellipsized(b.page, '#me-name')).toMatchObject({ clipped: false, text: b.name });
     await b.page.keyboard.press('Enter');
     await b.page.waitForSelector(`${pp}[open] .pp-incoming li`);
     await expectAccessible(b.page, 'People with a request, dark');
