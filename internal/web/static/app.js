@@ -1091,7 +1091,7 @@ function disappearingBar(c) {
   const sel = $('disappear-select');
   if (!sel) return;
   if (!sel.options.length) {
-    for (const [v, , short] of TIMERS) sel.append(new Option(`⏱ ${short}`, String(v)));
+    for (const [v, , short] of TIMERS) sel.append(new Option(short, String(v))); // (the icon beside it is an SVG: an emoji is a box where no font has it)
     sel.onchange = () => {
       const cc = conv(openId);
       const sec = Number(sel.value);
