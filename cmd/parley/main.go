@@ -1,6 +1,7 @@
 // Command parley runs the Parley IM server and its tools.
 //
 //	parley serve [flags]   run a server (see parley serve -h)
+//	parley chat --user U --to PEER  a line-based chat client
 //	parley bench SCENARIO  load-test a server (see parley bench -h)
 //	parley push test|vapid-keys  push notification tools
 //	parley reindex --data DIR    rebuild the search index (server stopped)
@@ -12,6 +13,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -59,18 +61,24 @@ func main() {
 	}
 }
 
-func usage() {
-	fmt.Fprintf(os.Stderr, `usage: parley <command> [flags]
+func usage() { writeUsage(os.Stderr) }
+
+func writeUsage(w io.Writer) {
+	fmt.Fprintf(w, `usage: parley <command> [flags]
 
 commands:
   serve     run a Parley server (embedded storage, no other service needed)
   chat      a line-based chat client (WebSocket or TCP)
   bench     load-test a server (see docs/benchmarks.md), one scenario of:
 %s
-  push      push notifications: 'push test --user U' sends a test to a user's devices; 'push vapid-keys' makes a Web Push key pair
-  reindex   rebuild the search index from the embedded store: 'reindex --data DIR', with the server stopped
-  migrate   copy a stopped node's embedded store into PostgreSQL for a cluster: 'migrate --from DIR --to postgres://...' (docs/migrate.md)
-  backup    archive the data directory: 'backup --out FILE [--server URL]' while it serves, or '--data DIR' stopped
+  push      push notifications: 'push test --user U' sends a test to a
+            user's devices; 'push vapid-keys' makes a Web Push key pair
+  reindex   rebuild the search index from the embedded store:
+            'reindex --data DIR', with the server stopped
+  migrate   copy a stopped node's embedded store into PostgreSQL for a
+            cluster: 'migrate --from DIR --to postgres://...' (docs/migrate.md)
+  backup    archive the data directory: 'backup --out FILE [--server URL]'
+            while it serves, or '--data DIR' stopped
   restore   a data directory from a backup: 'restore --in FILE --data DIR'
   version   print the version
 

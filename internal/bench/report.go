@@ -331,8 +331,9 @@ func secsFormat(slowest float64) string {
 }
 
 // WriteText writes the report in kimbench's layout (Summary, Response time
-// histogram, Latency distribution, Status code distribution), followed by
-// the delivery, connection and server sections that apply.
+// histogram, Latency distribution; kimbench's "Status code distribution" is
+// "Answers by code", its latency "Total" is "Run time"), followed by the
+// delivery, connection and server sections that apply.
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	c := r.Config

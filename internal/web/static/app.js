@@ -1070,14 +1070,15 @@ function canMentionAll(c) {
 
 // -- disappearing messages (docs/retention.md)
 
+// [seconds, in sentences, in the header's menu (short: it shares a phone's header with the name)]
 const TIMERS = [
-  [0, 'Off'],
-  [30, '30 seconds'],
-  [300, '5 minutes'],
-  [3600, '1 hour'],
-  [86400, '1 day'],
-  [604800, '1 week'],
-  [2419200, '4 weeks'],
+  [0, 'Off', 'Off'],
+  [30, '30 seconds', '30 sec'],
+  [300, '5 minutes', '5 min'],
+  [3600, '1 hour', '1 hour'],
+  [86400, '1 day', '1 day'],
+  [604800, '1 week', '1 week'],
+  [2419200, '4 weeks', '4 weeks'],
 ];
 
 function timerText(sec) {
@@ -1090,7 +1091,7 @@ function disappearingBar(c) {
   const sel = $('disappear-select');
   if (!sel) return;
   if (!sel.options.length) {
-    for (const [v, label] of TIMERS) sel.append(new Option(v ? `⏱ ${label}` : '⏱ Off', String(v)));
+    for (const [v, , short] of TIMERS) sel.append(new Option(short, String(v))); // (the icon beside it is an SVG: an emoji is a box where no font has it)
     sel.onchange = () => {
       const cc = conv(openId);
       const sec = Number(sel.value);
@@ -2390,6 +2391,7 @@ function start(auth) {
   $('auth').hidden = true;
   $('app').hidden = false;
   $('me-name').textContent = me;
+  $('me-name').title = me; // the whole name when the bar clips it
   const cursorsKey = 'cursors.' + me;
   const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
   client = new ParleyClient({

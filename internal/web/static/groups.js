@@ -365,7 +365,7 @@ function memberNode(c, m, myRole, live) {
     if (expanded.has(u)) expanded.delete(u);
     else expanded.add(u);
     renderPanel();
-  }, `Manage ${u}`);
+  }, open ? `Done managing ${u}` : `Manage ${u}`); // the name holds the visible word (voice control says it)
   toggle.dataset.key = 'manage|' + u;
   toggle.setAttribute('aria-expanded', String(open));
   li.append(toggle);
@@ -402,7 +402,7 @@ function memberNode(c, m, myRole, live) {
     acts.append(key(button('Make owner', 'secondary', (ev) => {
       if (!confirm(`Make ${u} the owner? You will become an admin.`)) return;
       act(ev.currentTarget, (cl, cc) => cl.transferOwnership(cc.id, u), `${u} is now the owner; you are an admin.`);
-    }, `Make ${u} the owner`), 'transfer'));
+    }, `Make owner: ${u}`), 'transfer'));
   }
   li.append(acts);
   return li;

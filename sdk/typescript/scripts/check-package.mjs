@@ -79,6 +79,10 @@ try {
   run(process.execPath, ['-e', `${bare} const sdk = require('@parley/sdk'); if (!sdk.ParleyClient) process.exit(1);`], app);
   run(process.execPath, ['--input-type=module', '-e', `${bare} const sdk = await import('@parley/sdk'); if (!sdk.ParleyClient) process.exit(1);`], app);
   if (manifest.license !== 'MIT' || !manifest.peerDependenciesMeta?.ws?.optional) fail('package.json: license MIT and an optional ws peer expected');
+  // What npm shows beside the README: where the code is, where to read more, what it is about.
+  if (!/github\.com\/parleyim\/parley/.test(manifest.repository?.url ?? '') || manifest.repository?.directory !== 'sdk/typescript') fail('package.json: repository (url and directory) expected');
+  if (!/^https:\/\//.test(manifest.homepage ?? '')) fail('package.json: an https homepage expected');
+  if (!Array.isArray(manifest.keywords) || manifest.keywords.length === 0) fail('package.json: keywords expected');
 
   // tsc --strict on a Node consumer (no DOM library), as ESM (.mts) and CommonJS (.cts).
   const consumer = `

@@ -11,6 +11,14 @@ import { fileURLToPath } from 'node:url';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const readme = readFileSync(join(root, 'README.md'), 'utf8');
+// npm shows the README without the repository around it: a relative link
+// (to ../../docs, to a source file) leads nowhere there.
+for (const [, target] of readme.matchAll(/\]\(([^)\s]+)\)/g)) {
+  if (!/^(https?:|mailto:|#)/.test(target)) {
+    console.error(`README.md links to ${target}: links must be absolute (npm shows the README alone)`);
+    process.exitCode = 1;
+  }
+}
 const blocks = [...readme.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m) => ({ code: m[1], line: readme.slice(0, m.index).split('\n').length + 1 }));
 if (blocks.length === 0) throw new Error('README.md has no ```ts blocks');
 

@@ -229,5 +229,23 @@ describe('web client in Chromium', () => {
     expect(await p.page.isVisible('#conv-list li.conv')).toBe(true);
     expect(await p.page.isVisible('#composer-input')).toBe(false);
     await screenshot(p.page, 'phone-list');
+
+    // A group's header: its name shows whole beside the timer and Members (the subtitle gives way).
+    await p.page.click('#new-group-btn');
+    await p.page.fill('#group-name', 'Weekend trip');
+    await p.page.fill('#group-members', peer);
+    await p.page.click('#group-ok');
+    await p.page.waitForSelector('#chat-title:text-is("Weekend trip")');
+    await p.page.waitForSelector('#members-btn:visible');
+    // (scrollWidth rounds: a text a fraction of a pixel too wide is ellipsized and reads as fitting.)
+    const title = await p.page.$eval('#chat-title', (e) => {
+      const r = document.createRange();
+      r.selectNodeContents(e);
+      const width = e.getBoundingClientRect().width;
+      return { whole: r.getBoundingClientRect().width <= width + 0.01, width };
+    });
+    expect(title.whole, `the group's name is clipped to ${title.width} px`).toBe(true);
+    const bar = await p.page.$eval('#chat .bar', (e) => e.scrollWidth - e.clientWidth);
+    expect(bar).toBeLessThanOrEqual(0);
   });
 });

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import WebSocket from 'ws';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { ParleyClient, directConversationId, login, register, type WebSocketConstructor } from '../../src/index.js';
+import { ParleyClient, directConversationId, login, register } from '../../src/index.js';
 import { startServer, uniqueName, waitFor, type RunningServer } from '../helpers/server.js';
 import { launch, newPage, openChatWith, openConversation, screenshot, sendText, signUp } from '../helpers/browser.js';
 
@@ -237,7 +237,7 @@ describe('rich messages in the web client (Chromium)', () => {
     });
     expect(res.ok).toBe(true);
     const { token } = await login({ baseUrl: srv.http }, botName, 'pw-bot-secret');
-    const bot = new ParleyClient({ url: srv.ws, token, deviceId: 'bot-dev', deviceType: 'node', WebSocket: WebSocket as unknown as WebSocketConstructor });
+    const bot = new ParleyClient({ url: srv.ws, token, deviceId: 'bot-dev', deviceType: 'node', WebSocket });
     sdkClients.push(bot);
     await bot.waitReady(5000);
     await bot.sendText(viewer.name, 'hello, ask me anything');

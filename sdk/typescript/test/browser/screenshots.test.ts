@@ -96,10 +96,47 @@ describe.runIf(on)('screenshots for docs/web-client.md', () => {
     await shot(maya, 'web-shortcuts-desktop-dark', 'dark');
     await maya.keyboard.press('Escape');
 
-    // Phone: the list, then a conversation.
+    // People: cat is a contact, ben's request (with a note) waits.
+    const people = async (p: Page) => {
+      await p.click('#people-btn');
+      await p.waitForSelector('#people-dialog[open]');
+    };
+    await people(cat);
+    await cat.fill('#people-dialog .pp-request input[name=user]', 'maya');
+    await cat.click('#people-dialog button[value=request]');
+    await people(maya);
+    await maya.click('#people-dialog .pp-incoming button[data-action=accept]');
+    await maya.locator('#people-dialog .pp-friends li:has(.pp-name:text-is("cat"))').waitFor();
+    await people(ben);
+    await ben.fill('#people-dialog .pp-request input[name=user]', 'maya');
+    await ben.fill('#people-dialog .pp-request input[name=note]', 'Ben from the climbing club');
+    await ben.click('#people-dialog button[value=request]');
+    await maya.locator('#people-dialog .pp-incoming li:has(.pp-name:text-is("ben"))').waitFor();
+    await maya.locator('#people-dialog .pp-friends .pp-seen:text-is("online")').waitFor();
+    await maya.evaluate(() => (document.activeElement as HTMLElement | null)?.blur());
+    for (const scheme of ['light', 'dark'] as const) await shot(maya, `web-people-desktop-${scheme}`, scheme);
+    await maya.keyboard.press('Escape');
+
+    // The group's members panel as its owner, one member's actions open.
+    await openConversation(maya, 'Weekend trip');
+    await maya.click('#members-btn');
+    await maya.locator('#members-dialog li.gp-member[data-user="ben"]').waitFor();
+    await maya.click('#members-dialog li.gp-member[data-user="ben"] .gp-manage');
+    await maya.locator('#members-dialog li.gp-member[data-user="ben"] button[data-action=role]').waitFor();
+    await maya.evaluate(() => (document.activeElement as HTMLElement | null)?.blur());
+    for (const scheme of ['light', 'dark'] as const) await shot(maya, `web-members-desktop-${scheme}`, scheme);
+
+    // Phone: the members panel, the list, People, a conversation.
     await maya.setViewportSize(PHONE);
+    await shot(maya, 'web-members-phone-light', 'light');
+    await maya.keyboard.press('Escape');
     await maya.click('#back-btn');
     for (const scheme of ['light', 'dark'] as const) await shot(maya, `web-list-phone-${scheme}`, scheme);
+    await people(maya);
+    await maya.locator('#people-dialog .pp-incoming li').waitFor();
+    await maya.evaluate(() => (document.activeElement as HTMLElement | null)?.blur());
+    await shot(maya, 'web-people-phone-dark', 'dark');
+    await maya.keyboard.press('Escape');
     await openConversation(maya, 'ben');
     await sendText(maya, 'Yes, I will bring it along.');
     await maya.waitForSelector('#msg-list li.msg.mine:has(.body:text-is("Yes, I will bring it along."))[data-state]:not([data-state=pending])');

@@ -71,6 +71,12 @@ describe('web client: limits and refusals', () => {
     await a.page.fill('#composer-input', 'short');
     expect(await a.page.isHidden('#composer-count')).toBe(true);
 
+    // Near the limit, still under it: the counter shows, without an error.
+    await a.page.fill('#composer-input', 'n'.repeat(1300));
+    await a.page.waitForSelector('#composer-count:not([hidden])');
+    expect(await a.page.getAttribute('#composer-count', 'class')).not.toContain('over');
+    expect(await a.page.textContent('#composer-error')).toBe('');
+
     // Far over: counted in UTF-8 bytes ("é" is two), shown against the limit, kept whole.
     const long = 'é'.repeat(2500);
     await a.page.fill('#composer-input', long);
@@ -399,6 +405,98 @@ describe('web client: keyboard', () => {
     await a.page.keyboard.type('?');
     expect(await a.page.inputValue('#composer-input')).toBe('?');
     expect(await a.page.$eval('#help-dialog', (d) => (d as HTMLDialogElement).open)).toBe(false);
+    for (const e of allErrors) expect(e).toEqual([]);
+  });
+});
+
+/** Presses Tab (Shift+Tab with back) until the focused element matches selector; fails after max presses. */
+async function tabTo(page: Page, selector: string, opts: { back?: boolean; max?: number } = {}): Promise<void> {
+  const max = opts.max ?? 80;
+  for (let i = 0; i < max; i++) {
+    if (await page.evaluate((sel) => document.activeElement?.matches(sel) ?? false, selector)) return;
+    await page.keyboard.press(opts.back ? 'Shift+Tab' : 'Tab');
+  }
+  const at = await page.evaluate(() => document.activeElement?.outerHTML.slice(0, 120));
+  throw new Error(`${max} Tab presses did not reach ${selector} (focus on ${at})`);
+}
+
+describe('web client: the members panel and People by keyboard alone', () => {
+  it('dark theme: Tab reaches each, Enter acts, Esc closes and gives the focus back; axe-core finds nothing serious in either', async () => {
+    const a = await user('kg', { colorScheme: 'dark' });
+    const b = await user('kgb', { colorScheme: 'dark' });
+    const c = await user('kgc', { colorScheme: 'dark' });
+    for (const u of [a, b, c]) u.page.on('dialog', (d) => void d.accept()); // removals ask first
+    await a.page.click('#new-group-btn');
+    await a.page.fill('#group-name', 'keys');
+    await a.page.fill('#group-members', `${b.name}, ${c.name}`);
+    await a.page.click('#group-ok');
+    await a.page.waitForSelector('#chat-title:text-is("keys")');
+    await b.page.locator('#conv-list li.conv:has(.title:text-is("keys"))').waitFor();
+
+    // From the composer, Shift+Tab back to the header's Members button; Enter opens the panel.
+    const dlg = '#members-dialog';
+    await a.page.focus('#composer-input');
+    await tabTo(a.page, '#members-btn', { back: true });
+    await a.page.keyboard.press('Enter');
+    await a.page.waitForSelector(`${dlg}[open] li.gp-member[data-user="${b.name}"]`);
+    await expectAccessible(a.page, 'members panel, dark');
+    // Manage B → Make admin, by keyboard.
+    await tabTo(a.page, `${dlg} button.gp-manage[aria-label="Manage ${b.name}"]`);
+    await a.page.keyboard.press('Enter');
+    await tabTo(a.page, `${dlg} button[data-action=role][data-key="role|${b.name}"]`);
+    await a.page.keyboard.press('Enter');
+    await a.page.waitForSelector(`${dlg} li.gp-member[data-user="${b.name}"][data-role=admin]`);
+    // Mute C: the select takes the arrow keys, the button Enter.
+    await tabTo(a.page, `${dlg} button.gp-manage[aria-label="Manage ${c.name}"]`);
+    await a.page.keyboard.press('Enter');
+    await tabTo(a.page, `${dlg} select[data-key="mutefor|${c.name}"]`);
+    await tabTo(a.page, `${dlg} button[data-action=mute][data-key="mute|${c.name}"]`);
+    await a.page.keyboard.press('Enter');
+    await a.page.locator(`${dlg} li.gp-member[data-user="${c.name}"] .gp-muted`).waitFor();
+    // Rename: Shift+Tab back up to the name, type, Enter submits.
+    await tabTo(a.page, `${dlg} .gp-rename input`, { back: true });
+    await a.page.keyboard.press('Control+a');
+    await a.page.keyboard.type('keys renamed');
+    await a.page.keyboard.press('Enter');
+    await b.page.locator('#conv-list li.conv:has(.title:text-is("keys renamed"))').waitFor();
+    await expectAccessible(a.page, 'members panel with a member\'s actions open, dark');
+    // Esc closes it; the focus goes back to where it opened.
+    await a.page.keyboard.press('Escape');
+    await a.page.waitForSelector(`${dlg}:not([open])`, { state: 'attached' });
+    expect(await a.page.evaluate(() => document.activeElement?.id)).toBe('members-btn');
+
+    // People: Tab from the conversation filter to the sidebar's People button.
+    await a.page.focus('#conv-filter');
+    await tabTo(a.page, '#people-btn', { back: true });
+    await a.page.keyboard.press('Enter');
+    const pp = '#people-dialog';
+    await a.page.waitForSelector(`${pp}[open]`);
+    expect(await a.page.evaluate(() => document.activeElement?.closest('form')?.className)).toBe('pp-request'); // the name box
+    await a.page.keyboard.type(b.name);
+    await tabTo(a.page, `${pp} button[value=request]`);
+    await a.page.keyboard.press('Enter');
+    await a.page.locator(`${pp} .pp-outgoing li:has(.pp-name:text-is("${b.name}"))`).waitFor();
+    // B accepts with the keyboard: the button says how many requests wait.
+    await b.page.focus('#conv-filter');
+    await tabTo(b.page, '#people-btn[aria-label="People: 1 friend request"]', { back: true });
+    // The count sits on the button's corner: the signed-in name beside the buttons stays whole.
+    expect(await b.page.textContent('#people-btn .pp-badge')).toBe('1');
+    expect(await ellipsized(b.page, '#me-name')).toMatchObject({ clipped: false, text: b.name });
+    await b.page.keyboard.press('Enter');
+    await b.page.waitForSelector(`${pp}[open] .pp-incoming li`);
+    await expectAccessible(b.page, 'People with a request, dark');
+    await tabTo(b.page, `${pp} button[data-action=accept]`);
+    await b.page.keyboard.press('Enter');
+    await b.page.locator(`${pp} .pp-friends li:has(.pp-name:text-is("${a.name}"))`).waitFor();
+    await a.page.locator(`${pp} .pp-friends li:has(.pp-name:text-is("${b.name}"))`).waitFor();
+    await expectAccessible(a.page, 'People with a contact, dark');
+    // A opens the chat with B from the contact, by keyboard.
+    await tabTo(a.page, `${pp} .pp-friends button[data-action=chat]`);
+    await a.page.keyboard.press('Enter');
+    await a.page.waitForSelector(`#chat-title:text-is("${b.name}")`);
+    await b.page.keyboard.press('Escape');
+    await b.page.waitForSelector(`${pp}:not([open])`, { state: 'attached' });
+    expect(await b.page.evaluate(() => document.activeElement?.id)).toBe('people-btn');
     for (const e of allErrors) expect(e).toEqual([]);
   });
 });
