@@ -132,12 +132,7 @@ func (s *Store) ExpireBefore(ctx context.Context, conv string, floor uint64, lim
 			return nil, false, mapErr(err)
 		}
 		m, _ := decodeMessage(it.Key(), v, conv, seq) // corrupt: its range keys still go
-		dk, err := s.deleteKeyed(b, conv, seq, m)
-		if err != nil {
-			it.Close()
-			return nil, false, err
-		}
-		if dk != "" {
+		if dk := deleteDerived(b, conv, seq, m); dk != "" {
 			dups = append(dups, dk)
 		}
 		removed = append(removed, store.MessageRef{ConversationID: conv, Seq: seq})
@@ -145,8 +140,21 @@ func (s *Store) ExpireBefore(ctx context.Context, conv string, floor uint64, lim
 	if err := it.Close(); err != nil {
 		return nil, false, mapErr(err)
 	}
+	// From the first message found, not from 0: everything below it went
+	// with earlier batches. Range deletions that overlap each other make
+	// every read fragment all of them (each batch's would cover every
+	// earlier one's: quadratic in the batches of a sweep, and it slowed
+	// every point read of the store, sends' included, while a long sweep
+	// ran).
+	start := uint64(0)
+	if len(removed) > 0 {
+		start = removed[0].Seq
+	}
+	if err := s.deleteLogEntries(b, conv, start, upTo); err != nil {
+		return nil, false, err
+	}
 	for _, ns := range seqRanged {
-		if err := b.DeleteRange(convSeqKey(nil, ns, conv, 0), convSeqKey(nil, ns, conv, upTo), nil); err != nil {
+		if err := b.DeleteRange(convSeqKey(nil, ns, conv, start), convSeqKey(nil, ns, conv, upTo), nil); err != nil {
 			return nil, false, mapErr(err)
 		}
 	}
@@ -158,16 +166,10 @@ func (s *Store) ExpireBefore(ctx context.Context, conv string, floor uint64, lim
 	// Under the lock: another sweeper (node) may have deleted some of the
 	// batch meanwhile (they are not reported twice), or raised the floor
 	// further (it never goes down).
-	kept := removed[:0]
-	for _, r := range removed {
-		if _, closer, err := s.db.Get(messageKey(nil, conv, r.Seq)); err == nil {
-			_ = closer.Close()
-			kept = append(kept, r)
-		} else if !errors.Is(err, pebble.ErrNotFound) {
-			return nil, false, mapErr(err)
-		}
+	// One scan, not a point read per message: the lock holds appends up.
+	if removed, err = s.stillStored(conv, removed, upTo); err != nil {
+		return nil, false, err
 	}
-	removed = kept
 	if now, err := s.readFloor(s.db, conv); err != nil {
 		return nil, false, err
 	} else if floor > now {
@@ -187,6 +189,38 @@ func (s *Store) ExpireBefore(ctx context.Context, conv string, floor uint64, lim
 	return removed, more, nil
 }
 
+// stillStored returns the refs of refs (ascending seqs of conv, all
+// below upTo) whose message is still stored.
+func (s *Store) stillStored(conv string, refs []store.MessageRef, upTo uint64) ([]store.MessageRef, error) {
+	if len(refs) == 0 {
+		return refs, nil
+	}
+	prefix := messagePrefix(nil, conv)
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: messageKey(nil, conv, refs[0].Seq), UpperBound: messageKey(nil, conv, upTo)})
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	kept, i := refs[:0], 0
+	for valid := it.First(); valid && i < len(refs); valid = it.Next() {
+		seq, ok := seqFromMessageKey(it.Key(), prefix)
+		if !ok {
+			continue
+		}
+		for i < len(refs) && refs[i].Seq < seq {
+			i++ // deleted meanwhile
+		}
+		if i < len(refs) && refs[i].Seq == seq {
+			kept = append(kept, refs[i])
+			i++
+		}
+	}
+	if err := it.Close(); err != nil {
+		return nil, mapErr(err)
+	}
+	return kept, nil
+}
+
 // deleteKeyed adds to b the deletions of the keys of message seq that are
 // not ranged by seq: its de-dup entry, mentions by name, expiry entry and
 // log entry. m may be nil (a corrupt message): only the log entry goes. It
@@ -194,16 +228,47 @@ func (s *Store) ExpireBefore(ctx context.Context, conv string, floor uint64, lim
 func (s *Store) deleteKeyed(b *pebble.Batch, conv string, seq uint64, m *pb.Message) (string, error) {
 	wk := convSeqKey(nil, nsLogRef, conv, seq)
 	if v, closer, err := s.db.Get(wk); err == nil {
-		body, ferr := unframe(wk, v)
-		if ferr == nil && len(body) == 8 {
-			_ = b.Delete(logKey(nil, binary.BigEndian.Uint64(body)), nil)
-		}
+		deleteLogEntry(b, wk, v)
 		_ = closer.Close()
 	} else if !errors.Is(err, pebble.ErrNotFound) {
 		return "", mapErr(err)
 	}
+	return deleteDerived(b, conv, seq, m), nil
+}
+
+// deleteLogEntry adds to b the deletion of the log entry a 'W' entry
+// (key wk, value v) points at.
+func deleteLogEntry(b *pebble.Batch, wk, v []byte) {
+	body, err := unframe(wk, v)
+	if err == nil && len(body) == 8 {
+		_ = b.Delete(logKey(nil, binary.BigEndian.Uint64(body)), nil)
+	}
+}
+
+// deleteLogEntries adds to b the deletions of the log entries of conv's
+// messages in [from, upTo): one scan of their 'W' entries.
+func (s *Store) deleteLogEntries(b *pebble.Batch, conv string, from, upTo uint64) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: convSeqKey(nil, nsLogRef, conv, from), UpperBound: convSeqKey(nil, nsLogRef, conv, upTo)})
+	if err != nil {
+		return mapErr(err)
+	}
+	for valid := it.First(); valid; valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return mapErr(err)
+		}
+		deleteLogEntry(b, it.Key(), v)
+	}
+	return mapErr(it.Close())
+}
+
+// deleteDerived adds to b the deletions of message seq's keys other than
+// its log entry (see deleteKeyed).
+func deleteDerived(b *pebble.Batch, conv string, seq uint64, m *pb.Message) string {
 	if m == nil {
-		return "", nil
+		return ""
 	}
 	dropFileRefs(b, m)
 	dk := ""
@@ -221,7 +286,7 @@ func (s *Store) deleteKeyed(b *pebble.Batch, conv string, seq uint64, m *pb.Mess
 	if m.ThreadRoot != 0 {
 		_ = b.Delete(threadKey(nil, conv, m.ThreadRoot, seq), nil)
 	}
-	return dk, nil
+	return dk
 }
 
 // dropReactionIndex deletes the conversation's reaction-change entries
