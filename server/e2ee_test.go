@@ -363,8 +363,20 @@ func TestE2EEGroupCommits(t *testing.T) {
 	wantCode(t, alice.AddMembersMLS(ctx, conv, []string{"carol"}, commit0, nil), pb.ErrorCode_ERROR_CODE_MLS_STALE_EPOCH)
 	_, err = bob.CommitMLS(ctx, conv, mlsPublicCommit(conv, 0, 1, "late"), nil)
 	wantCode(t, err, pb.ErrorCode_ERROR_CODE_MLS_STALE_EPOCH)
-	if _, err := bob.CommitMLS(ctx, conv, mlsPublicCommit(conv, 1, 1, "update"), nil); err != nil {
+	devCommit, devWelcome := mlsPublicCommit(conv, 1, 1, "bob's new device"), mlsWelcome("bob-2")
+	if _, err := bob.CommitMLS(ctx, conv, devCommit, devWelcome); err != nil {
 		t.Fatal(err)
+	}
+	// A Commit without a membership change is a sequenced MLS_COMMIT: not
+	// unread for alice, carrying its Welcome.
+	var sawCommit bool
+	for _, m := range syncAll(t, alice, conv) {
+		if bytes.Equal(m.Payload, devCommit) {
+			sawCommit = m.Kind == pb.MessageKind_MESSAGE_KIND_MLS_COMMIT && bytes.Equal(m.MlsWelcome, devWelcome)
+		}
+	}
+	if !sawCommit {
+		t.Fatal("the device Commit is not in the sequence as an MLS_COMMIT with its Welcome")
 	}
 	// Application messages: encrypted, of this group, of a recent epoch.
 	if _, err := bob.SendMLS(ctx, conv, mlsPrivate(conv, 2, 1, []byte("ciphertext"))); err != nil {

@@ -228,7 +228,7 @@ func (s *Service) mlsCommit(ctx context.Context, c Replier, sess *session.Sessio
 		return err
 	}
 	msg := &pb.Message{ConversationId: conv, From: sess.UserID, ClientMsgId: r.ClientMsgId, ContentType: e2ee.MediaType,
-		Payload: r.Commit, MlsWelcome: r.Welcome, Kind: pb.MessageKind_MESSAGE_KIND_NORMAL, SenderOnly: sess.ShadowMuted}
+		Payload: r.Commit, MlsWelcome: r.Welcome, Kind: pb.MessageKind_MESSAGE_KIND_MLS_COMMIT, SenderOnly: sess.ShadowMuted}
 	ch := &store.Change{Event: msg, MLS: step}
 	p := &pendingSend{conn: c, sessID: sess.ID, reqID: reqID, change: ch, start: time.Now().UnixNano()}
 	p.after = func(res store.AppendResult, err error) {

@@ -66,6 +66,11 @@ const (
 	// by `from`; messages sent after this event expire that long after they
 	// were sent (Message.expires_at). See docs/retention.md.
 	MessageKind_MESSAGE_KIND_DISAPPEARING_SET MessageKind = 18
+	// An MLS Commit of an encrypted group that changes no Parley membership
+	// (MlsCommit, docs/e2ee.md): payload is the Commit (content type
+	// "message/mls"), mls_welcome the Welcome for the devices it adds. Not
+	// counted as unread, not pushed, not editable.
+	MessageKind_MESSAGE_KIND_MLS_COMMIT MessageKind = 19
 )
 
 // Enum value maps for MessageKind.
@@ -86,6 +91,7 @@ var (
 		4:  "MESSAGE_KIND_PINNED",
 		5:  "MESSAGE_KIND_UNPINNED",
 		18: "MESSAGE_KIND_DISAPPEARING_SET",
+		19: "MESSAGE_KIND_MLS_COMMIT",
 	}
 	MessageKind_value = map[string]int32{
 		"MESSAGE_KIND_UNSPECIFIED":      0,
@@ -103,6 +109,7 @@ var (
 		"MESSAGE_KIND_PINNED":           4,
 		"MESSAGE_KIND_UNPINNED":         5,
 		"MESSAGE_KIND_DISAPPEARING_SET": 18,
+		"MESSAGE_KIND_MLS_COMMIT":       19,
 	}
 )
 
@@ -9983,7 +9990,7 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\bMlsState\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x1c\n" +
 	"\tencrypted\x18\x02 \x01(\bR\tencrypted\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epoch*\xcd\x03\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch*\xea\x03\n" +
 	"\vMessageKind\x12\x1c\n" +
 	"\x18MESSAGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13MESSAGE_KIND_NORMAL\x10\x01\x12\x17\n" +
@@ -10000,7 +10007,8 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x1cMESSAGE_KIND_GROUP_DISSOLVED\x10\x11\x12\x17\n" +
 	"\x13MESSAGE_KIND_PINNED\x10\x04\x12\x19\n" +
 	"\x15MESSAGE_KIND_UNPINNED\x10\x05\x12!\n" +
-	"\x1dMESSAGE_KIND_DISAPPEARING_SET\x10\x12*p\n" +
+	"\x1dMESSAGE_KIND_DISAPPEARING_SET\x10\x12\x12\x1b\n" +
+	"\x17MESSAGE_KIND_MLS_COMMIT\x10\x13*p\n" +
 	"\x10ConversationType\x12!\n" +
 	"\x1dCONVERSATION_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONVERSATION_TYPE_DIRECT\x10\x01\x12\x1b\n" +
