@@ -564,3 +564,44 @@ func TestE2EEAuthorization(t *testing.T) {
 		t.Fatalf("claiming one's own device: %v, %v", kps, err)
 	}
 }
+
+// TestE2EEAccountDeletion: deleting an account deletes its devices' key
+// packages: none is left in the raw store files.
+func TestE2EEAccountDeletion(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ts := startServer(t, func(c *server.Config) { c.DataDir = dir })
+	ctx := ctx10(t)
+	creds, err := client.Register(ctx, ts.httpBase, "erin", "a-long-password-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	erin, _ := ts.connectToken(t, creds.Token, "e1", "ios", transports[0])
+	kp := mlsKeyPackage("erin-key-package-marker-5d1e")
+	if _, err := erin.PublishKeyPackages(ctx, [][]byte{kp}, mlsKeyPackage("erin-last-resort-marker-5d1e")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adminClient(ts).DeleteUser(ctx, "erin"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the deletion is done", func() bool {
+		d, err := adminClient(ts).Deletion(ctx, "erin")
+		return err == nil && d.State == "done"
+	})
+	sctx, cancel := context.WithTimeout(context.Background(), 10e9)
+	defer cancel()
+	ts.Shutdown(sctx)
+	err = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err == nil && bytes.Contains(b, []byte("marker-5d1e")) {
+			t.Errorf("a deleted account's key package is still in %s", p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
