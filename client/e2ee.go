@@ -24,6 +24,13 @@ func (c *Client) PublishKeyPackages(ctx context.Context, oneTime [][]byte, lastR
 		PublishKeyPackages: &pb.PublishKeyPackages{KeyPackages: oneTime, LastResort: lastResort}}}))
 }
 
+// ReplaceKeyPackages is PublishKeyPackages after deleting every package
+// this device published before: for a device that lost its private keys.
+func (c *Client) ReplaceKeyPackages(ctx context.Context, oneTime [][]byte, lastResort []byte) (*pb.KeyPackageCount, error) {
+	return countReply(c.roundTrip(ctx, &pb.ClientFrame{Body: &pb.ClientFrame_PublishKeyPackages{
+		PublishKeyPackages: &pb.PublishKeyPackages{KeyPackages: oneTime, LastResort: lastResort, Replace: true}}}))
+}
+
 // CountKeyPackages returns how many one-time packages this device has left.
 func (c *Client) CountKeyPackages(ctx context.Context) (*pb.KeyPackageCount, error) {
 	return countReply(c.roundTrip(ctx, &pb.ClientFrame{Body: &pb.ClientFrame_CountKeyPackages{CountKeyPackages: &pb.CountKeyPackages{}}}))

@@ -163,6 +163,13 @@ func TestE2EEKeyPackages(t *testing.T) {
 	if n, _ := phone.CountKeyPackages(ctx); n.Count != 200 {
 		t.Fatalf("count after the bound: %d, want 200", n.Count)
 	}
+	// A device that lost its keys replaces everything it published.
+	if n, err := phone.ReplaceKeyPackages(ctx, [][]byte{mlsKeyPackage("fresh")}, nil); err != nil || n.Count != 1 || n.LastResort {
+		t.Fatalf("replace: %v, %v", n, err)
+	}
+	if got := claim(bob, "alice"); want(got) != want(kp("a-phone", "fresh", false)) {
+		t.Fatalf("claim after replace: %s", got)
+	}
 }
 
 // claimRace has claimers claim one user's packages at once, through the

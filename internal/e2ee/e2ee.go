@@ -56,7 +56,7 @@ func (s *Service) Publish(ctx context.Context, uid, device string, r *pb.Publish
 	if len(r.KeyPackages) > MaxPublish {
 		return nil, reqerr.TooLarge
 	}
-	if len(r.KeyPackages) == 0 && r.LastResort == nil {
+	if len(r.KeyPackages) == 0 && len(r.LastResort) == 0 && !r.Replace {
 		return nil, reqerr.BadRequest
 	}
 	check := func(kp []byte) error {
@@ -79,6 +79,13 @@ func (s *Service) Publish(ctx context.Context, uid, device string, r *pb.Publish
 			return nil, err
 		}
 		lr = r.LastResort
+	}
+	if r.Replace {
+		// Not atomic with the write below: a claim in between finds the
+		// device without packages, as if it had none yet.
+		if err := s.st.DeleteKeyPackages(ctx, uid, device); err != nil {
+			return nil, storeErr(err)
+		}
 	}
 	n, err := s.st.PutKeyPackages(ctx, uid, device, r.KeyPackages, lr, MaxKeyPackagesPerDevice)
 	if err != nil {

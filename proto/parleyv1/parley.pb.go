@@ -8827,7 +8827,12 @@ type PublishKeyPackages struct {
 	// at most 200 (more: QUOTA_EXCEEDED, nothing stored).
 	KeyPackages [][]byte `protobuf:"bytes,1,rep,name=key_packages,json=keyPackages,proto3" json:"key_packages,omitempty"`
 	// Replaces the device's last-resort package when set.
-	LastResort    []byte `protobuf:"bytes,2,opt,name=last_resort,json=lastResort,proto3" json:"last_resort,omitempty"`
+	LastResort []byte `protobuf:"bytes,2,opt,name=last_resort,json=lastResort,proto3" json:"last_resort,omitempty"`
+	// Delete every package the device published before (one-time and last
+	// resort) first: a device that lost its private keys (reinstalled under
+	// the same device id) publishes with replace so that nobody adds it with
+	// a package it can no longer open.
+	Replace       bool `protobuf:"varint,3,opt,name=replace,proto3" json:"replace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -8874,6 +8879,13 @@ func (x *PublishKeyPackages) GetLastResort() []byte {
 		return x.LastResort
 	}
 	return nil
+}
+
+func (x *PublishKeyPackages) GetReplace() bool {
+	if x != nil {
+		return x.Replace
+	}
+	return false
 }
 
 // CountKeyPackages asks how many one-time packages the session's device
@@ -9959,11 +9971,12 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"highlights\"3\n" +
 	"\tTextRange\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\rR\x05start\x12\x10\n" +
-	"\x03end\x18\x02 \x01(\rR\x03end\"X\n" +
+	"\x03end\x18\x02 \x01(\rR\x03end\"r\n" +
 	"\x12PublishKeyPackages\x12!\n" +
 	"\fkey_packages\x18\x01 \x03(\fR\vkeyPackages\x12\x1f\n" +
 	"\vlast_resort\x18\x02 \x01(\fR\n" +
-	"lastResort\"\x12\n" +
+	"lastResort\x12\x18\n" +
+	"\areplace\x18\x03 \x01(\bR\areplace\"\x12\n" +
 	"\x10CountKeyPackages\"H\n" +
 	"\x0fKeyPackageCount\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\rR\x05count\x12\x1f\n" +
