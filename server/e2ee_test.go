@@ -366,6 +366,8 @@ func TestE2EEGroupCommits(t *testing.T) {
 	if !found {
 		t.Fatal("the Welcome is not in bob's sync")
 	}
+	// Adding only members already in: no change to store a Commit with.
+	wantCode(t, alice.AddMembersMLS(ctx, conv, []string{"bob"}, mlsPublicCommit(conv, 1, 0, "again"), nil), pb.ErrorCode_ERROR_CODE_BAD_REQUEST)
 	// The same Commit again, or another of epoch 0: stale.
 	wantCode(t, alice.AddMembersMLS(ctx, conv, []string{"carol"}, commit0, nil), pb.ErrorCode_ERROR_CODE_MLS_STALE_EPOCH)
 	_, err = bob.CommitMLS(ctx, conv, mlsPublicCommit(conv, 0, 1, "late"), nil)
@@ -610,5 +612,40 @@ func TestE2EEAccountDeletion(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestE2EEShadowMutedCommit: a shadow-muted member's application messages
+// reach only them, but their Commits reach everyone: the group's epoch
+// moved for all.
+func TestE2EEShadowMutedCommit(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	ctx := ctx10(t)
+	alice, _ := ts.connect(t, "alice", "a1", "ios", transports[0])
+	creds, err := client.Register(ctx, ts.httpBase, "mallory", "a-long-password-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := encryptedGroupWith(t, ctx, alice, "mallory")
+	if err := adminClient(ts).SetShadowMuted(ctx, "mallory", true); err != nil {
+		t.Fatal(err)
+	}
+	mallory, _ := ts.connectToken(t, creds.Token, "m1", "web", transports[1])
+	hidden := mlsPrivate(conv, 1, 1, []byte("spam"))
+	if _, err := mallory.SendMLS(ctx, conv, hidden); err != nil {
+		t.Fatal(err)
+	}
+	commit := mlsPublicCommit(conv, 1, 1, "mallory's update")
+	if _, err := mallory.CommitMLS(ctx, conv, commit, nil); err != nil {
+		t.Fatal(err)
+	}
+	var sawCommit, sawHidden bool
+	for _, m := range syncAll(t, alice, conv) {
+		sawCommit = sawCommit || bytes.Equal(m.Payload, commit)
+		sawHidden = sawHidden || bytes.Equal(m.Payload, hidden)
+	}
+	if !sawCommit || sawHidden {
+		t.Fatalf("alice sees the Commit: %v (want true), the shadow-muted message: %v (want false)", sawCommit, sawHidden)
 	}
 }

@@ -227,8 +227,11 @@ func (s *Service) mlsCommit(ctx context.Context, c Replier, sess *session.Sessio
 	if err := s.checkQuota(ctx, sess.UserID, len(r.Commit)+len(r.Welcome)); err != nil {
 		return err
 	}
+	// Never sender-only, even from a shadow-muted user: the group's epoch
+	// moves for everyone, so everyone must get the Commit (it carries no
+	// words of theirs).
 	msg := &pb.Message{ConversationId: conv, From: sess.UserID, ClientMsgId: r.ClientMsgId, ContentType: e2ee.MediaType,
-		Payload: r.Commit, MlsWelcome: r.Welcome, Kind: pb.MessageKind_MESSAGE_KIND_MLS_COMMIT, SenderOnly: sess.ShadowMuted}
+		Payload: r.Commit, MlsWelcome: r.Welcome, Kind: pb.MessageKind_MESSAGE_KIND_MLS_COMMIT}
 	ch := &store.Change{Event: msg, MLS: step}
 	p := &pendingSend{conn: c, sessID: sess.ID, reqID: reqID, change: ch, start: time.Now().UnixNano()}
 	p.after = func(res store.AppendResult, err error) {

@@ -623,6 +623,9 @@ func (s *Service) addMembers(ctx context.Context, c Replier, sess *session.Sessi
 		return err
 	}
 	ids = slices.DeleteFunc(ids, func(u string) bool { _, in := g.members[u]; return in })
+	if len(ids) == 0 && len(r.MlsCommit) > 0 {
+		return errBadRequest // nothing to store the Commit with (a device Commit goes through MlsCommit)
+	}
 	if len(ids) == 0 {
 		s.replyOK(c, id)
 		return nil
