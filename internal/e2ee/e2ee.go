@@ -17,6 +17,9 @@ const (
 	MaxKeyPackageBytes = 16 << 10
 	// MaxKeyPackagesPerDevice bounds the one-time packages a device holds.
 	MaxKeyPackagesPerDevice = 200
+	// MaxKeyPackageDevices bounds the devices of a user holding packages
+	// (so one user cannot fill the store under made-up device ids).
+	MaxKeyPackageDevices = 20
 	// MaxPublish bounds the one-time packages of one PublishKeyPackages
 	// (its bytes are bounded by the frame size too).
 	MaxPublish = 100
@@ -87,7 +90,8 @@ func (s *Service) Publish(ctx context.Context, uid, device string, r *pb.Publish
 			return nil, storeErr(err)
 		}
 	}
-	n, err := s.st.PutKeyPackages(ctx, uid, device, r.KeyPackages, lr, MaxKeyPackagesPerDevice)
+	n, err := s.st.PutKeyPackages(ctx, uid, device, r.KeyPackages, lr,
+		store.KeyPackageLimits{PerDevice: MaxKeyPackagesPerDevice, Devices: MaxKeyPackageDevices})
 	if err != nil {
 		return nil, storeErr(err)
 	}

@@ -33,14 +33,21 @@ type KeyPackage struct {
 	LastResort bool
 }
 
+// KeyPackageLimits bound what PutKeyPackages stores.
+type KeyPackageLimits struct {
+	PerDevice int // one-time packages a device holds
+	Devices   int // devices of a user holding packages (one-time or last resort)
+}
+
 // E2EE keeps MLS KeyPackages and encrypted groups' epochs.
 type E2EE interface {
 	// PutKeyPackages adds one-time packages for (userID, deviceID) and,
 	// when lastResort is not nil, replaces the device's last-resort
-	// package, atomically. When the device would hold more than max
-	// one-time packages nothing is written and ErrTooMany is returned.
-	// It returns the device's one-time packages after the write.
-	PutKeyPackages(ctx context.Context, userID, deviceID string, pkgs [][]byte, lastResort []byte, max int) (int, error)
+	// package, atomically. When the device would hold more than
+	// lim.PerDevice one-time packages, or the user would have packages on
+	// more than lim.Devices devices, nothing is written and ErrTooMany is
+	// returned. It returns the device's one-time packages after the write.
+	PutKeyPackages(ctx context.Context, userID, deviceID string, pkgs [][]byte, lastResort []byte, lim KeyPackageLimits) (int, error)
 	// ClaimKeyPackages takes one package of each of userID's devices
 	// (those holding a package), by device id: a one-time package,
 	// removed in the same step so that it is never handed out twice (on

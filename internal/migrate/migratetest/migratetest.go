@@ -170,9 +170,9 @@ func Seed(t testing.TB, s store.Store) {
 
 	// End-to-end encryption: key packages (one-time, in order, and a last
 	// resort) and an encrypted group's epoch.
-	_, err = s.PutKeyPackages(ctx, "bob", "phone", [][]byte{{1, 0, 0xff}, {2}, {3}}, []byte("last"), 200)
+	_, err = s.PutKeyPackages(ctx, "bob", "phone", [][]byte{{1, 0, 0xff}, {2}, {3}}, []byte("last"), store.KeyPackageLimits{PerDevice: 200, Devices: 20})
 	must("key packages", err)
-	_, err = s.PutKeyPackages(ctx, "carol", "web", nil, []byte("carol-last"), 200)
+	_, err = s.PutKeyPackages(ctx, "carol", "web", nil, []byte("carol-last"), store.KeyPackageLimits{PerDevice: 200, Devices: 20})
 	must("key packages", err)
 	_, err = s.Apply(ctx, store.Change{Event: msg(MLSGroup, "alice", "", "mls-0", "created"), MLS: &store.MLSStep{Create: true}})
 	must("mls create", err)

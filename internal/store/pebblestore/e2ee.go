@@ -27,7 +27,7 @@ func lastResortKey(user, device string) []byte {
 func mlsEpochKey(conv string) []byte { return appendLP([]byte{nsMLSEpoch}, conv) }
 
 // PutKeyPackages implements store.E2EE.
-func (s *Store) PutKeyPackages(ctx context.Context, userID, deviceID string, pkgs [][]byte, lastResort []byte, max int) (int, error) {
+func (s *Store) PutKeyPackages(ctx context.Context, userID, deviceID string, pkgs [][]byte, lastResort []byte, lim store.KeyPackageLimits) (int, error) {
 	if err := s.enter(ctx); err != nil {
 		return 0, err
 	}
@@ -50,8 +50,17 @@ func (s *Store) PutKeyPackages(ctx context.Context, userID, deviceID string, pkg
 	if err != nil {
 		return 0, err
 	}
-	if n+len(pkgs) > max {
+	if n+len(pkgs) > lim.PerDevice {
 		return n, store.ErrTooMany
+	}
+	if n == 0 {
+		devices, err := s.keyPackageDevices(ctx, userID)
+		if err != nil {
+			return 0, err
+		}
+		if !devices[deviceID] && len(devices) >= lim.Devices {
+			return 0, store.ErrTooMany
+		}
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
@@ -67,6 +76,24 @@ func (s *Store) PutKeyPackages(ctx context.Context, userID, deviceID string, pkg
 		return n, mapErr(err)
 	}
 	return n + len(pkgs), nil
+}
+
+// keyPackageDevices returns the user's devices holding a package.
+func (s *Store) keyPackageDevices(ctx context.Context, userID string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, prefix := range [][]byte{keyPackageUserPrefix(userID), appendLP([]byte{nsLastResort}, userID)} {
+		err := s.iterate(ctx, prefix, prefixEnd(prefix), func(key, _ []byte) (bool, error) {
+			r := keyReader{b: key[len(prefix):]}
+			if d := r.lp(); !r.bad {
+				out[d] = true
+			}
+			return true, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // ClaimKeyPackages implements store.E2EE.

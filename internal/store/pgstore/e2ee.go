@@ -18,7 +18,9 @@ import (
 // second's UPDATE waits for the first to commit, then matches no row.
 
 const (
-	sqlKPLock  = `SELECT pg_advisory_xact_lock(hashtext('mls-kp'), hashtext($1 || chr(1) || $2))`
+	sqlKPLock    = `SELECT pg_advisory_xact_lock(hashtext('mls-kp'), hashtext($1))`
+	sqlKPDevices = `SELECT count(*) FROM (SELECT device_id FROM {s}.mls_key_packages WHERE user_id = $1
+		UNION SELECT device_id FROM {s}.mls_last_resort WHERE user_id = $1) d WHERE device_id <> $2`
 	sqlKPCount = `SELECT count(*) FROM {s}.mls_key_packages WHERE user_id = $1 AND device_id = $2`
 	sqlKPPut   = `INSERT INTO {s}.mls_key_packages (user_id, device_id, data) SELECT $1, $2, d FROM unnest($3::bytea[]) WITH ORDINALITY AS t(d, n) ORDER BY n`
 	sqlLRPut   = `INSERT INTO {s}.mls_last_resort (user_id, device_id, data) VALUES ($1, $2, $3)
@@ -38,7 +40,7 @@ const (
 )
 
 // PutKeyPackages implements store.E2EE.
-func (s *Store) PutKeyPackages(ctx context.Context, userID, deviceID string, pkgs [][]byte, lastResort []byte, max int) (int, error) {
+func (s *Store) PutKeyPackages(ctx context.Context, userID, deviceID string, pkgs [][]byte, lastResort []byte, lim store.KeyPackageLimits) (int, error) {
 	ctx, done, err := s.enter(ctx)
 	if err != nil {
 		return 0, err
@@ -49,15 +51,28 @@ func (s *Store) PutKeyPackages(ctx context.Context, userID, deviceID string, pkg
 	}
 	var n int64
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// Serializes this device's writers, so the bound holds under
+		// Serializes this user's writers, so the bounds hold under
 		// concurrent publishes.
-		if _, err := tx.Exec(ctx, sqlKPLock, userID, deviceID); err != nil {
+		if _, err := tx.Exec(ctx, sqlKPLock, userID); err != nil {
 			return err
 		}
 		if err := tx.QueryRow(ctx, s.sql(sqlKPCount), userID, deviceID).Scan(&n); err != nil {
 			return err
 		}
-		if int(n)+len(pkgs) > max {
+		if int(n)+len(pkgs) > lim.PerDevice {
+			return store.ErrTooMany
+		}
+		var others int64
+		if err := tx.QueryRow(ctx, s.sql(sqlKPDevices), userID, deviceID).Scan(&others); err != nil {
+			return err
+		}
+		var has bool
+		if n == 0 {
+			if err := tx.QueryRow(ctx, s.sql(sqlLRHas), userID, deviceID).Scan(&has); err != nil {
+				return err
+			}
+		}
+		if n == 0 && !has && int(others) >= lim.Devices {
 			return store.ErrTooMany
 		}
 		if len(pkgs) > 0 {

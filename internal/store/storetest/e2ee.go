@@ -18,13 +18,13 @@ import (
 func testKeyPackages(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	kp := func(dev string, i int) []byte { return []byte(fmt.Sprintf("kp-%s-%d\x00\xff", dev, i)) }
-	if n, err := s.PutKeyPackages(ctx, "alice", "phone", [][]byte{kp("phone", 1), kp("phone", 2)}, []byte("lr-phone"), 3); err != nil || n != 2 {
+	if n, err := s.PutKeyPackages(ctx, "alice", "phone", [][]byte{kp("phone", 1), kp("phone", 2)}, []byte("lr-phone"), store.KeyPackageLimits{PerDevice: 3, Devices: 20}); err != nil || n != 2 {
 		t.Fatalf("PutKeyPackages = %d, %v", n, err)
 	}
-	if n, err := s.PutKeyPackages(ctx, "alice", "laptop", [][]byte{kp("laptop", 1)}, nil, 3); err != nil || n != 1 {
+	if n, err := s.PutKeyPackages(ctx, "alice", "laptop", [][]byte{kp("laptop", 1)}, nil, store.KeyPackageLimits{PerDevice: 3, Devices: 20}); err != nil || n != 1 {
 		t.Fatalf("PutKeyPackages(laptop) = %d, %v", n, err)
 	}
-	if n, err := s.PutKeyPackages(ctx, "alice", "phone", [][]byte{kp("phone", 3), kp("phone", 4)}, nil, 3); !errors.Is(err, store.ErrTooMany) {
+	if n, err := s.PutKeyPackages(ctx, "alice", "phone", [][]byte{kp("phone", 3), kp("phone", 4)}, nil, store.KeyPackageLimits{PerDevice: 3, Devices: 20}); !errors.Is(err, store.ErrTooMany) {
 		t.Fatalf("PutKeyPackages past the bound = %d, %v; want ErrTooMany", n, err)
 	}
 	if n, lr, err := s.KeyPackageCount(ctx, "alice", "phone"); err != nil || n != 2 || !lr {
@@ -64,19 +64,29 @@ func testKeyPackages(t *testing.T, s store.Store) {
 		t.Fatalf("KeyPackageCount after claims = %d, %v, %v", n, has, err)
 	}
 	// A new last resort replaces the old one.
-	if _, err := s.PutKeyPackages(ctx, "alice", "phone", nil, []byte("lr-2"), 3); err != nil {
+	if _, err := s.PutKeyPackages(ctx, "alice", "phone", nil, []byte("lr-2"), store.KeyPackageLimits{PerDevice: 3, Devices: 20}); err != nil {
 		t.Fatal(err)
 	}
 	want(claim(), store.KeyPackage{UserID: "alice", DeviceID: "phone", Data: []byte("lr-2"), LastResort: true})
 	if got, err := s.ClaimKeyPackages(ctx, "nobody"); err != nil || len(got) != 0 {
 		t.Fatalf("ClaimKeyPackages(nobody) = %s, %v", str(got), err)
 	}
+	// A user's devices are bounded too (alice's phone holds its last
+	// resort; the laptop holds nothing now): a second device is refused,
+	// a device already holding packages is not.
+	lim1 := store.KeyPackageLimits{PerDevice: 3, Devices: 1}
+	if _, err := s.PutKeyPackages(ctx, "alice", "tablet", [][]byte{kp("tablet", 1)}, nil, lim1); !errors.Is(err, store.ErrTooMany) {
+		t.Fatalf("a second device: %v, want ErrTooMany", err)
+	}
+	if _, err := s.PutKeyPackages(ctx, "alice", "phone", nil, []byte("lr-2"), lim1); err != nil {
+		t.Fatalf("a known device at the device bound: %v", err)
+	}
 	// Similar ids do not mix.
-	if _, err := s.PutKeyPackages(ctx, "alice2", "phone", [][]byte{kp("x", 1)}, nil, 3); err != nil {
+	if _, err := s.PutKeyPackages(ctx, "alice2", "phone", [][]byte{kp("x", 1)}, nil, store.KeyPackageLimits{PerDevice: 3, Devices: 20}); err != nil {
 		t.Fatal(err)
 	}
 	want(claim(), store.KeyPackage{UserID: "alice", DeviceID: "phone", Data: []byte("lr-2"), LastResort: true})
-	if _, err := s.PutKeyPackages(ctx, "alice", "laptop", [][]byte{kp("laptop", 2)}, []byte("lr-l"), 3); err != nil {
+	if _, err := s.PutKeyPackages(ctx, "alice", "laptop", [][]byte{kp("laptop", 2)}, []byte("lr-l"), store.KeyPackageLimits{PerDevice: 3, Devices: 20}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.DeleteKeyPackages(ctx, "alice", "phone"); err != nil {
@@ -103,7 +113,7 @@ func testConcurrentKeyPackageClaims(t *testing.T, s store.Store) {
 		for i := range perDevice {
 			pkgs = append(pkgs, []byte(fmt.Sprintf("%s-%d", d, i)))
 		}
-		if _, err := s.PutKeyPackages(ctx, "bob", d, pkgs, []byte("lr-"+d), 200); err != nil {
+		if _, err := s.PutKeyPackages(ctx, "bob", d, pkgs, []byte("lr-"+d), store.KeyPackageLimits{PerDevice: 200, Devices: 20}); err != nil {
 			t.Fatal(err)
 		}
 	}
