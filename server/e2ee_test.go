@@ -649,3 +649,33 @@ func TestE2EEShadowMutedCommit(t *testing.T) {
 		t.Fatalf("alice sees the Commit: %v (want true), the shadow-muted message: %v (want false)", sawCommit, sawHidden)
 	}
 }
+
+// TestE2EEAdminAPI: the app's backend cannot put plaintext into an
+// encrypted group (a system message is refused) nor add members without a
+// Commit; it may remove a member (moderation), as a member may leave: the
+// remaining members' devices commit the removal.
+func TestE2EEAdminAPI(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	ctx := ctx10(t)
+	alice, _ := ts.connect(t, "alice", "a1", "ios", transports[0])
+	conv := encryptedGroupWith(t, ctx, alice, "bob", "carol")
+	admin := adminClient(ts)
+	_, err := admin.Send(ctx, client.Message{ConversationID: conv, ClientMsgID: "sys-1", ContentType: "text", Payload: []byte("system words")})
+	if !hasCode(err, 400, "mls_required") {
+		t.Fatalf("a system message to an encrypted group: %v, want 400 mls_required", err)
+	}
+	if err := admin.AddMembers(ctx, conv, []string{"dave"}); !hasCode(err, 400, "mls_required") {
+		t.Fatalf("admin add without a Commit: %v, want 400 mls_required", err)
+	}
+	if err := admin.RemoveMember(ctx, conv, "carol"); err != nil {
+		t.Fatalf("admin removal: %v", err)
+	}
+	// The epoch did not move: the removal's Commit is the members' to make.
+	if st, err := alice.MLSState(ctx, conv); err != nil || st.Epoch != 1 {
+		t.Fatalf("state after the admin removal: %v, %v", st, err)
+	}
+	if _, err := alice.CommitMLS(ctx, conv, mlsPublicCommit(conv, 1, 0, "remove carol"), nil); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -155,7 +155,12 @@ func (s *Service) mlsGate(ctx context.Context, sess *session.Session, f *pb.Clie
 		}
 		return s.cfg.E2EE.CheckMessage(ctx, conv, b.Edit.Payload)
 	case *pb.ClientFrame_AddMembers, *pb.ClientFrame_RemoveMember:
+		_, removal := f.Body.(*pb.ClientFrame_RemoveMember)
 		switch {
+		case enc && len(commit) == 0 && removal && sess.System:
+			// The app's moderators remove without a Commit, as a member
+			// leaves: the remaining members' devices commit the removal.
+			return nil
 		case enc && len(commit) == 0:
 			return reqerr.MLSRequired
 		case !enc && commit != nil:
