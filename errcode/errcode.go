@@ -76,6 +76,12 @@ func Lookup(c pb.ErrorCode) (Info, bool) {
 		return Info{"rejected by moderation", http.StatusUnprocessableEntity, "rejected", false}, true
 	case pb.ErrorCode_ERROR_CODE_NO_SUCH_USER:
 		return Info{"no such user", http.StatusNotFound, "no_such_user", false}, true
+	case pb.ErrorCode_ERROR_CODE_MLS_STALE_EPOCH:
+		return Info{"stale MLS epoch: process the newer commit first", http.StatusConflict, "mls_stale_epoch", false}, true
+	case pb.ErrorCode_ERROR_CODE_MLS_REQUIRED:
+		return Info{"the conversation is end-to-end encrypted: MLS message required", http.StatusBadRequest, "mls_required", false}, true
+	case pb.ErrorCode_ERROR_CODE_MLS_INVALID:
+		return Info{"not a valid MLS message for this conversation", http.StatusBadRequest, "mls_invalid", false}, true
 	case pb.ErrorCode_ERROR_CODE_UNSPECIFIED:
 		// Never sent by this server; a row so that every enum value has one.
 		return unknownRow(), true

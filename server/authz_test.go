@@ -44,6 +44,12 @@ func groupRequests(conv string) map[string]*pb.ClientFrame {
 		"pin":               {Body: &pb.ClientFrame_Pin{Pin: &pb.Pin{ConversationId: conv, Seq: 2}}},
 		"threadHistory":     {Body: &pb.ClientFrame_ThreadHistory{ThreadHistory: &pb.ThreadHistory{ConversationId: conv, RootSeq: 2}}},
 		"reply":             {Body: &pb.ClientFrame_Send{Send: &pb.Send{ClientMsgId: "authz-r-" + conv, ConversationId: conv, Payload: []byte("x"), ReplyTo: 2, Mentions: []string{"owner"}}}},
+		// End-to-end encryption (e2ee_test.go): an outsider learns nothing
+		// of a group's MLS state, nor whether it is encrypted.
+		"mlsCommit":     {Body: &pb.ClientFrame_MlsCommit{MlsCommit: &pb.MlsCommit{ClientMsgId: "authz-c-" + conv, ConversationId: conv, Commit: mlsPublicCommit(conv, 0, 0, "x")}}},
+		"getMlsState":   {Body: &pb.ClientFrame_GetMlsState{GetMlsState: &pb.GetMlsState{ConversationId: conv}}},
+		"addMembersMLS": {Body: &pb.ClientFrame_AddMembers{AddMembers: &pb.AddMembers{ConversationId: conv, UserIds: []string{"zed"}, MlsCommit: mlsPublicCommit(conv, 0, 0, "x")}}},
+		"sendMLS":       {Body: &pb.ClientFrame_Send{Send: &pb.Send{ClientMsgId: "authz-m-" + conv, ConversationId: conv, ContentType: "message/mls", Payload: mlsPrivate(conv, 0, 1, []byte("c"))}}},
 	}
 }
 
@@ -97,7 +103,8 @@ func TestAuthorizationTable(t *testing.T) {
 		"stranger": {},
 		// A removed member still reads up to their removal.
 		"removed": {"syncMessages": "ok", "history": "ok", "delivered": "ok", "read": "ok", "getGroup": "ok",
-			"readCounts": "ok", "deleteForMe": "ok", "setConversation": "ok", "syncReactions": "ok", "threadHistory": "ok"},
+			"readCounts": "ok", "deleteForMe": "ok", "setConversation": "ok", "syncReactions": "ok", "threadHistory": "ok",
+			"getMlsState": "ok"},
 	}
 	for who, ok := range allowed {
 		for _, tc := range transports {

@@ -480,6 +480,8 @@ func scenarioHelp(name string) string {
 		return "stream: -t bots each stream messages of --chunks chunks to their own group of -m online members\nat --rate chunks/s, for --duration; reports chunk delivery latency (send time in the chunk,\ntimed at each member), chunks delivered vs expected; every finished message must reach every\nmember once with the whole text, and be stored once with it."
 	case "search":
 		return "search: -t senders store -c text messages (sentences in English, German, French, Russian, Greek,\nChinese, Japanese, Korean, Thai, from word lists with a seeded PRNG) over --convs 1:1 conversations;\nreports sends/s and the server's CPU, the index's throughput while sends go on (from /metrics), its\nlag and the time to catch up; then verifies rare-word hits against the generator and runs\n--searchers searchers for --duration (one-word, rare-word, phrase and CJK queries; a list such as\n1,8,50 runs a phase for each): p50/p99/max and queries/s per kind, TOO_MANY_REQUESTS counted; with --data, DATA/search and DATA/store\nper million messages. Against a server with search: off only the load runs (the baseline)."
+	case "keypackages":
+		return "keypackages: -t claimers claim MLS KeyPackages (one of one device per request), -c in all,\ncycling over owners holding 200 one-time packages each (enough for every claim); reports\nclaims/s and latency; no one-time package may be handed out twice (docs/e2ee.md)."
 	case "mixed":
 		return "mixed: --pairs 1:1 pairs, --groups groups of --group-size and one big group of -m\n(--online receivers) at once, at WuKongIM's rates by default; each part and the total\nreported and verified (WuKongIM mixed)."
 	}

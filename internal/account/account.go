@@ -339,6 +339,9 @@ func (s *Service) finishDeletion(ctx context.Context, uid string) error {
 	if err := s.deleteExport(ctx, uid); err != nil {
 		return fmt.Errorf("export archive: %w", err)
 	}
+	if err := s.st.DeleteKeyPackages(ctx, uid, ""); err != nil { // docs/e2ee.md
+		return fmt.Errorf("key packages: %w", err)
+	}
 	if err := s.st.DeleteUserRecords(ctx, uid); err != nil {
 		return fmt.Errorf("records: %w", err)
 	}

@@ -612,3 +612,18 @@ func TestMediaScenarios(t *testing.T) {
 	cfg.Count, cfg.Concurrency, cfg.Attach = 200, 4, true
 	checkDelivery(t, run(t, cfg, Options{}), 200, 200)
 }
+
+// TestKeyPackages: every claim gets a one-time package (Setup makes
+// enough owners for -c), none twice.
+func TestKeyPackages(t *testing.T) {
+	t.Parallel()
+	cfg := startServer(t, "keypackages")
+	cfg.Count, cfg.Concurrency = 450, 4
+	rep := run(t, cfg, Options{})
+	if rep.Requests != 450 || rep.OK != 450 {
+		t.Errorf("requests %d ok %d", rep.Requests, rep.OK)
+	}
+	if len(rep.Notes) == 0 || !strings.Contains(strings.Join(rep.Notes, " "), "450 one-time packages handed out, 0 last-resort") {
+		t.Errorf("notes %v", rep.Notes)
+	}
+}

@@ -46,13 +46,15 @@ func newScenario(name string) (Scenario, bool) {
 		return &streamScenario{}, true
 	case "search":
 		return &searchScenario{}, true
+	case "keypackages":
+		return &keyPackagesScenario{}, true
 	}
 	return nil, false
 }
 
 // Scenarios lists the scenario names, sorted.
 func Scenarios() []string {
-	s := []string{"conns", "fanout", "group", "login", "mixed", "order", "push", "push-offline", "reactions", "search", "send-rate", "stream", "soak", "upload", "download", "user"}
+	s := []string{"conns", "fanout", "group", "keypackages", "login", "mixed", "order", "push", "push-offline", "reactions", "search", "send-rate", "stream", "soak", "upload", "download", "user"}
 	slices.Sort(s)
 	return s
 }
@@ -61,7 +63,8 @@ func Scenarios() []string {
 // processes (order is one sender and one receiver; push-offline's push
 // stand-in is in the coordinator's process; upload and download check and
 // report their files in one process; search's verification needs every
-// sender's counts).
+// sender's counts; keypackages checks every claim's package against all
+// the others).
 func splittable(name string) bool {
-	return name != "order" && name != "push-offline" && name != "upload" && name != "download" && name != "search"
+	return name != "order" && name != "push-offline" && name != "upload" && name != "download" && name != "search" && name != "keypackages"
 }

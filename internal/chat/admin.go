@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/parleyim/parley/internal/reqerr"
 	"github.com/parleyim/parley/internal/session"
 	pb "github.com/parleyim/parley/proto/parleyv1"
 )
@@ -65,6 +66,13 @@ func (s *Service) systemSend(ctx context.Context, c Replier, sess *session.Sessi
 	}
 	if g.info.Dissolved {
 		return errConflict
+	}
+	enc, err := s.isEncrypted(ctx, m.ConversationId)
+	if err != nil {
+		return err
+	}
+	if enc {
+		return reqerr.MLSRequired // the backend holds no key of an encrypted group (e2ee.go)
 	}
 	msg := &pb.Message{ConversationId: m.ConversationId, ClientMsgId: m.ClientMsgId,
 		ContentType: m.ContentType, Payload: m.Payload, Kind: pb.MessageKind_MESSAGE_KIND_NORMAL}

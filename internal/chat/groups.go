@@ -402,6 +402,10 @@ func (s *Service) changeGroup(ctx context.Context, c Replier, sess *session.Sess
 	}
 	p := &pendingSend{conn: c, sessID: sess.ID, reqID: reqID, change: &ch}
 	p.after = func(r store.AppendResult, err error) {
+		if e := mlsStepErr(err); e != nil && ch.MLS != nil {
+			c.SendFrame(e.Frame(reqID)) // e2ee.go: a stale Commit
+			return
+		}
 		if err != nil {
 			c.SendFrame(errorFrame(reqID, pb.ErrorCode_ERROR_CODE_UNAVAILABLE))
 			return
@@ -501,8 +505,16 @@ func (s *Service) createGroup(ctx context.Context, c Replier, sess *session.Sess
 	}
 	ev := event(info.ConversationID, pb.MessageKind_MESSAGE_KIND_GROUP_CREATED,
 		&pb.MessageEvent{UserIds: append([]string{sess.UserID}, ids...), Group: groupInfo(g)})
-	return s.changeGroup(ctx, c, sess, id, store.Change{Event: ev, Group: &info, Members: members, Joined: true}, nil,
-		func(g *groupState) { c.SendFrame(groupFrame(id, g)) })
+	ch := store.Change{Event: ev, Group: &info, Members: members, Joined: true}
+	if r.Encrypted { // e2ee.go: the group's MLS epoch starts with it
+		ch.MLS, ev.Event.Group.Encrypted = &store.MLSStep{Create: true}, true
+	}
+	return s.changeGroup(ctx, c, sess, id, ch, nil,
+		func(g *groupState) {
+			f := groupFrame(id, g)
+			f.GetGroup().Encrypted = r.Encrypted
+			c.SendFrame(f)
+		})
 }
 
 // loadForChange loads a group for a change by uid, who must be a current
@@ -611,6 +623,9 @@ func (s *Service) addMembers(ctx context.Context, c Replier, sess *session.Sessi
 		return err
 	}
 	ids = slices.DeleteFunc(ids, func(u string) bool { _, in := g.members[u]; return in })
+	if len(ids) == 0 && len(r.MlsCommit) > 0 {
+		return errBadRequest // nothing to store the Commit with (a device Commit goes through MlsCommit)
+	}
 	if len(ids) == 0 {
 		s.replyOK(c, id)
 		return nil
@@ -624,7 +639,11 @@ func (s *Service) addMembers(ctx context.Context, c Replier, sess *session.Sessi
 		members[i] = store.Member{UserID: u, Role: pb.GroupRole_GROUP_ROLE_MEMBER, JoinedAt: now}
 	}
 	ev := event(r.ConversationId, pb.MessageKind_MESSAGE_KIND_MEMBERS_ADDED, &pb.MessageEvent{UserIds: ids})
-	return s.changeGroup(ctx, c, sess, id, store.Change{Event: ev, Members: members, Joined: true}, nil, nil)
+	ch := store.Change{Event: ev, Members: members, Joined: true}
+	if err := s.withCommit(ctx, &ch, r.MlsCommit, r.MlsWelcome); err != nil {
+		return err
+	}
+	return s.changeGroup(ctx, c, sess, id, ch, nil, nil)
 }
 
 // outranks reports whether a may act on a member with role b.
@@ -647,7 +666,11 @@ func (s *Service) removeMember(ctx context.Context, c Replier, sess *session.Ses
 	}
 	target.Left, target.LeftSeq = true, 0
 	ev := event(r.ConversationId, pb.MessageKind_MESSAGE_KIND_MEMBERS_REMOVED, &pb.MessageEvent{UserIds: []string{r.UserId}})
-	return s.changeGroup(ctx, c, sess, id, store.Change{Event: ev, Members: []store.Member{target}}, []string{r.UserId}, nil)
+	ch := store.Change{Event: ev, Members: []store.Member{target}}
+	if err := s.withCommit(ctx, &ch, r.MlsCommit, nil); err != nil {
+		return err
+	}
+	return s.changeGroup(ctx, c, sess, id, ch, []string{r.UserId}, nil)
 }
 
 func (s *Service) joinGroup(ctx context.Context, c Replier, sess *session.Session, id uint64, r *pb.JoinGroup) error {
@@ -781,7 +804,11 @@ func (s *Service) getGroup(ctx context.Context, c Replier, sess *session.Session
 	if err != nil {
 		return err
 	}
-	c.SendFrame(groupFrame(id, g))
+	f := groupFrame(id, g)
+	if f.GetGroup().Encrypted, err = s.isEncrypted(ctx, r.ConversationId); err != nil {
+		return err
+	}
+	c.SendFrame(f)
 	return nil
 }
 

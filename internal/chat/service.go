@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/parleyim/parley/internal/auth"
+	"github.com/parleyim/parley/internal/e2ee"
 	"github.com/parleyim/parley/internal/gateway"
 	"github.com/parleyim/parley/internal/limit"
 	"github.com/parleyim/parley/internal/metrics"
@@ -131,6 +132,9 @@ type Config struct {
 	// MaxStreams bounds the streamed messages open on this node at once
 	// (each holds at most MaxFrameBytes of text). Default 1000.
 	MaxStreams int
+	// E2EE is the MLS Delivery Service (internal/e2ee, docs/e2ee.md);
+	// nil: e2ee.New over the store.
+	E2EE E2EE
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -298,6 +302,7 @@ type Service struct {
 	reactsDone              chan reactBatch // reaction writer to reactAnswerLoop
 	coalescer               *rich.Coalescer // reaction counts on their way to members
 	streams                 *rich.Streams   // streamed messages being written
+	mls                     mlsCache        // which groups are encrypted (e2ee.go)
 
 	stats struct {
 		accepted, duplicate, failed, deliveries, batches, authFail, kicked, commitNs, limited, refused, readsRefused, cursorsAhead, quotaRefused, malformed, reactions, searches, searchesRefused atomic.Uint64
@@ -340,6 +345,9 @@ type pendingSend struct {
 // New builds the service; it does nothing until Start.
 func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tokens *auth.Tokens) *Service {
 	cfg.setDefaults()
+	if cfg.E2EE == nil {
+		cfg.E2EE = e2ee.New(st)
+	}
 	s := &Service{
 		cfg: cfg, store: st, router: rt, sessions: reg, tokens: tokens, log: cfg.Logger,
 		sends:       make(chan *pendingSend, cfg.QueueDepth),
@@ -486,6 +494,9 @@ func (s *Service) dispatch(ctx context.Context, c Replier, sess *session.Session
 		s.stats.limited.Add(1)
 		return errTooMany
 	}
+	if err := s.mlsGate(ctx, sess, f); err != nil {
+		return err
+	}
 	switch b := f.Body.(type) {
 	case *pb.ClientFrame_Ping:
 		c.SendFrame(&pb.ServerFrame{Id: id, Body: &pb.ServerFrame_Pong{Pong: &pb.Pong{ServerTime: time.Now().UnixMilli()}}})
@@ -629,6 +640,9 @@ func (s *Service) dispatch(ctx context.Context, c Replier, sess *session.Session
 	case *pb.ClientFrame_StreamFinish:
 		return s.streamFinish(ctx, c, sess, id, b.StreamFinish)
 	}
+	if handled, err := s.dispatchE2EE(ctx, c, sess, f); handled {
+		return err
+	}
 	return errUnknownFrame
 }
 
@@ -641,7 +655,7 @@ func (s *Service) allow(sess *session.Session, f *pb.ClientFrame) bool {
 	switch f.Body.(type) {
 	case *pb.ClientFrame_Ping, *pb.ClientFrame_Delivered, *pb.ClientFrame_Read:
 		return true
-	case *pb.ClientFrame_Send, *pb.ClientFrame_RoomSend, *pb.ClientFrame_Edit:
+	case *pb.ClientFrame_Send, *pb.ClientFrame_RoomSend, *pb.ClientFrame_Edit, *pb.ClientFrame_MlsCommit:
 		if !s.sendLimit.Allow(sess.UserID) {
 			return false
 		}
@@ -880,6 +894,9 @@ func (s *Service) buildMessage(ctx context.Context, uid string, m *pb.Send) (*pb
 		SearchText:  m.SearchText,
 	}
 	if err := s.checkSendTarget(ctx, uid, m, msg); err != nil {
+		return nil, err
+	}
+	if err := s.checkMLSSend(ctx, msg); err != nil {
 		return nil, err
 	}
 	if err := s.checkRichSend(ctx, uid, msg, m.ReplyTo, m.ThreadRoot, m.Mentions, m.MentionAll); err != nil {

@@ -60,8 +60,8 @@ func TestMigrateRoundTrip(t *testing.T) {
 	if !rep.OK() {
 		t.Fatalf("verification: %v", rep.Differences)
 	}
-	if rep.Conversations != 3 { // migratetest's Direct, Group and Fading
-		t.Fatalf("verified %d conversations, want 3", rep.Conversations)
+	if rep.Conversations != 4 { // migratetest's Direct, Group, Fading and MLSGroup
+		t.Fatalf("verified %d conversations, want 4", rep.Conversations)
 	}
 	migratetest.Check(t, src, dst)
 	migratetest.CheckWritesContinue(t, src, dst)

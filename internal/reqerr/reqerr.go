@@ -58,6 +58,10 @@ var (
 	// NoSuchUser: a 1:1 message to a user id without an account, where
 	// every user has one.
 	NoSuchUser = code(pb.ErrorCode_ERROR_CODE_NO_SUCH_USER)
+	// MLS (internal/e2ee): see the codes' comments in parley.proto.
+	MLSStaleEpoch = code(pb.ErrorCode_ERROR_CODE_MLS_STALE_EPOCH)
+	MLSRequired   = code(pb.ErrorCode_ERROR_CODE_MLS_REQUIRED)
+	MLSInvalid    = code(pb.ErrorCode_ERROR_CODE_MLS_INVALID)
 	// UnsupportedType: an upload's sniffed type is not allowed.
 	UnsupportedType = code(pb.ErrorCode_ERROR_CODE_UNSUPPORTED_MEDIA_TYPE)
 	// UnknownFrame: a frame without a body this server knows; a socket

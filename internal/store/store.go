@@ -142,6 +142,10 @@ type Change struct {
 	// Pin, when set, pins or unpins a message of Event's conversation,
 	// atomically with Event.
 	Pin *PinChange
+	// MLS, when set, changes the conversation's MLS state atomically with
+	// Event (e2ee.go): a refused step (ErrStaleEpoch, ErrExists,
+	// ErrNotFound) writes nothing.
+	MLS *MLSStep
 }
 
 // PinChange pins (or unpins) the message Seq: a pin records By and At; an
@@ -345,6 +349,7 @@ func (g Group) Size() int {
 type Store interface {
 	Accounts  // account deletion (accounts.go)
 	Retention // retention and disappearing messages (retention.go)
+	E2EE      // MLS key packages and group epochs (e2ee.go)
 
 	// Append stores a batch of messages durably and in order. For each message
 	// (ConversationId, From, To, ClientMsgId, ContentType, Payload, ServerTime,

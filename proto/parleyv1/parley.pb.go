@@ -66,6 +66,11 @@ const (
 	// by `from`; messages sent after this event expire that long after they
 	// were sent (Message.expires_at). See docs/retention.md.
 	MessageKind_MESSAGE_KIND_DISAPPEARING_SET MessageKind = 18
+	// An MLS Commit of an encrypted group that changes no Parley membership
+	// (MlsCommit, docs/e2ee.md): payload is the Commit (content type
+	// "message/mls"), mls_welcome the Welcome for the devices it adds. Not
+	// counted as unread, not pushed, not editable.
+	MessageKind_MESSAGE_KIND_MLS_COMMIT MessageKind = 19
 )
 
 // Enum value maps for MessageKind.
@@ -86,6 +91,7 @@ var (
 		4:  "MESSAGE_KIND_PINNED",
 		5:  "MESSAGE_KIND_UNPINNED",
 		18: "MESSAGE_KIND_DISAPPEARING_SET",
+		19: "MESSAGE_KIND_MLS_COMMIT",
 	}
 	MessageKind_value = map[string]int32{
 		"MESSAGE_KIND_UNSPECIFIED":      0,
@@ -103,6 +109,7 @@ var (
 		"MESSAGE_KIND_PINNED":           4,
 		"MESSAGE_KIND_UNPINNED":         5,
 		"MESSAGE_KIND_DISAPPEARING_SET": 18,
+		"MESSAGE_KIND_MLS_COMMIT":       19,
 	}
 )
 
@@ -232,6 +239,19 @@ const (
 	// unknown_recipients: refuse (the default). Not temporary. With accept,
 	// such a message waits for the user's first login instead.
 	ErrorCode_ERROR_CODE_NO_SUCH_USER ErrorCode = 18
+	// An MLS Commit (or message) of an epoch the group has left: another
+	// Commit of that epoch was accepted first. Sync the conversation, process
+	// the newer Commit, and make the change again in the new epoch. Not
+	// temporary: the same bytes are refused again.
+	ErrorCode_ERROR_CODE_MLS_STALE_EPOCH ErrorCode = 19
+	// The conversation is end-to-end encrypted: the request must carry an MLS
+	// message (a send with content type "message/mls"; a member change with
+	// its Commit); open joins are refused.
+	ErrorCode_ERROR_CODE_MLS_REQUIRED ErrorCode = 20
+	// The bytes are not an MLS message of the kind the request takes, or not
+	// of this conversation's group (group id), or not of an encrypted
+	// conversation. Not temporary.
+	ErrorCode_ERROR_CODE_MLS_INVALID ErrorCode = 21
 )
 
 // Enum value maps for ErrorCode.
@@ -256,6 +276,9 @@ var (
 		16: "ERROR_CODE_UNSUPPORTED_MEDIA_TYPE",
 		17: "ERROR_CODE_REJECTED",
 		18: "ERROR_CODE_NO_SUCH_USER",
+		19: "ERROR_CODE_MLS_STALE_EPOCH",
+		20: "ERROR_CODE_MLS_REQUIRED",
+		21: "ERROR_CODE_MLS_INVALID",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED":            0,
@@ -277,6 +300,9 @@ var (
 		"ERROR_CODE_UNSUPPORTED_MEDIA_TYPE": 16,
 		"ERROR_CODE_REJECTED":               17,
 		"ERROR_CODE_NO_SUCH_USER":           18,
+		"ERROR_CODE_MLS_STALE_EPOCH":        19,
+		"ERROR_CODE_MLS_REQUIRED":           20,
+		"ERROR_CODE_MLS_INVALID":            21,
 	}
 )
 
@@ -668,6 +694,11 @@ type ClientFrame struct {
 	//	*ClientFrame_StreamFinish
 	//	*ClientFrame_Search
 	//	*ClientFrame_SetDisappearing
+	//	*ClientFrame_PublishKeyPackages
+	//	*ClientFrame_ClaimKeyPackages
+	//	*ClientFrame_CountKeyPackages
+	//	*ClientFrame_MlsCommit
+	//	*ClientFrame_GetMlsState
 	Body          isClientFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1167,6 +1198,51 @@ func (x *ClientFrame) GetSetDisappearing() *SetDisappearing {
 	return nil
 }
 
+func (x *ClientFrame) GetPublishKeyPackages() *PublishKeyPackages {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_PublishKeyPackages); ok {
+			return x.PublishKeyPackages
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetClaimKeyPackages() *ClaimKeyPackages {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_ClaimKeyPackages); ok {
+			return x.ClaimKeyPackages
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetCountKeyPackages() *CountKeyPackages {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_CountKeyPackages); ok {
+			return x.CountKeyPackages
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetMlsCommit() *MlsCommit {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_MlsCommit); ok {
+			return x.MlsCommit
+		}
+	}
+	return nil
+}
+
+func (x *ClientFrame) GetGetMlsState() *GetMlsState {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_GetMlsState); ok {
+			return x.GetMlsState
+		}
+	}
+	return nil
+}
+
 type isClientFrame_Body interface {
 	isClientFrame_Body()
 }
@@ -1383,6 +1459,27 @@ type ClientFrame_SetDisappearing struct {
 	SetDisappearing *SetDisappearing `protobuf:"bytes,140,opt,name=set_disappearing,json=setDisappearing,proto3,oneof"`
 }
 
+type ClientFrame_PublishKeyPackages struct {
+	// End-to-end encryption with MLS, RFC 9420 (docs/e2ee.md)
+	PublishKeyPackages *PublishKeyPackages `protobuf:"bytes,150,opt,name=publish_key_packages,json=publishKeyPackages,proto3,oneof"`
+}
+
+type ClientFrame_ClaimKeyPackages struct {
+	ClaimKeyPackages *ClaimKeyPackages `protobuf:"bytes,151,opt,name=claim_key_packages,json=claimKeyPackages,proto3,oneof"`
+}
+
+type ClientFrame_CountKeyPackages struct {
+	CountKeyPackages *CountKeyPackages `protobuf:"bytes,152,opt,name=count_key_packages,json=countKeyPackages,proto3,oneof"`
+}
+
+type ClientFrame_MlsCommit struct {
+	MlsCommit *MlsCommit `protobuf:"bytes,153,opt,name=mls_commit,json=mlsCommit,proto3,oneof"`
+}
+
+type ClientFrame_GetMlsState struct {
+	GetMlsState *GetMlsState `protobuf:"bytes,154,opt,name=get_mls_state,json=getMlsState,proto3,oneof"`
+}
+
 func (*ClientFrame_Auth) isClientFrame_Body() {}
 
 func (*ClientFrame_Ping) isClientFrame_Body() {}
@@ -1483,6 +1580,16 @@ func (*ClientFrame_Search) isClientFrame_Body() {}
 
 func (*ClientFrame_SetDisappearing) isClientFrame_Body() {}
 
+func (*ClientFrame_PublishKeyPackages) isClientFrame_Body() {}
+
+func (*ClientFrame_ClaimKeyPackages) isClientFrame_Body() {}
+
+func (*ClientFrame_CountKeyPackages) isClientFrame_Body() {}
+
+func (*ClientFrame_MlsCommit) isClientFrame_Body() {}
+
+func (*ClientFrame_GetMlsState) isClientFrame_Body() {}
+
 // ServerFrame is everything the server can send.
 type ServerFrame struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1518,6 +1625,9 @@ type ServerFrame struct {
 	//	*ServerFrame_StreamOpened
 	//	*ServerFrame_StreamChunk
 	//	*ServerFrame_SearchResults
+	//	*ServerFrame_KeyPackageCount
+	//	*ServerFrame_ClaimedKeyPackages
+	//	*ServerFrame_MlsState
 	Body          isServerFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1819,6 +1929,33 @@ func (x *ServerFrame) GetSearchResults() *SearchResults {
 	return nil
 }
 
+func (x *ServerFrame) GetKeyPackageCount() *KeyPackageCount {
+	if x != nil {
+		if x, ok := x.Body.(*ServerFrame_KeyPackageCount); ok {
+			return x.KeyPackageCount
+		}
+	}
+	return nil
+}
+
+func (x *ServerFrame) GetClaimedKeyPackages() *ClaimedKeyPackages {
+	if x != nil {
+		if x, ok := x.Body.(*ServerFrame_ClaimedKeyPackages); ok {
+			return x.ClaimedKeyPackages
+		}
+	}
+	return nil
+}
+
+func (x *ServerFrame) GetMlsState() *MlsState {
+	if x != nil {
+		if x, ok := x.Body.(*ServerFrame_MlsState); ok {
+			return x.MlsState
+		}
+	}
+	return nil
+}
+
 type isServerFrame_Body interface {
 	isServerFrame_Body()
 }
@@ -1937,6 +2074,19 @@ type ServerFrame_SearchResults struct {
 	SearchResults *SearchResults `protobuf:"bytes,50,opt,name=search_results,json=searchResults,proto3,oneof"`
 }
 
+type ServerFrame_KeyPackageCount struct {
+	// End-to-end encryption (docs/e2ee.md)
+	KeyPackageCount *KeyPackageCount `protobuf:"bytes,60,opt,name=key_package_count,json=keyPackageCount,proto3,oneof"`
+}
+
+type ServerFrame_ClaimedKeyPackages struct {
+	ClaimedKeyPackages *ClaimedKeyPackages `protobuf:"bytes,61,opt,name=claimed_key_packages,json=claimedKeyPackages,proto3,oneof"`
+}
+
+type ServerFrame_MlsState struct {
+	MlsState *MlsState `protobuf:"bytes,62,opt,name=mls_state,json=mlsState,proto3,oneof"`
+}
+
 func (*ServerFrame_AuthOk) isServerFrame_Body() {}
 
 func (*ServerFrame_Pong) isServerFrame_Body() {}
@@ -1992,6 +2142,12 @@ func (*ServerFrame_StreamOpened) isServerFrame_Body() {}
 func (*ServerFrame_StreamChunk) isServerFrame_Body() {}
 
 func (*ServerFrame_SearchResults) isServerFrame_Body() {}
+
+func (*ServerFrame_KeyPackageCount) isServerFrame_Body() {}
+
+func (*ServerFrame_ClaimedKeyPackages) isServerFrame_Body() {}
+
+func (*ServerFrame_MlsState) isServerFrame_Body() {}
 
 // Auth must be the first frame on a connection.
 type Auth struct {
@@ -2760,7 +2916,12 @@ type Message struct {
 	// while disappearing messages were on: server_time + the timer). 0: it
 	// does not disappear (retention may still remove it). An expired message
 	// is never served.
-	ExpiresAt     int64 `protobuf:"varint,27,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	ExpiresAt int64 `protobuf:"varint,27,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// An MLS Welcome (RFC 9420 MLSMessage, wire_format mls_welcome) stored
+	// with a Commit that adds members or devices of an encrypted group
+	// (AddMembers.mls_welcome, MlsCommit.welcome): the new members' devices
+	// join the group from it. See docs/e2ee.md.
+	MlsWelcome    []byte `protobuf:"bytes,28,opt,name=mls_welcome,json=mlsWelcome,proto3" json:"mls_welcome,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2982,6 +3143,13 @@ func (x *Message) GetExpiresAt() int64 {
 		return x.ExpiresAt
 	}
 	return 0
+}
+
+func (x *Message) GetMlsWelcome() []byte {
+	if x != nil {
+		return x.MlsWelcome
+	}
+	return nil
 }
 
 // MessagePreview is a short view of a message another one answers.
@@ -4228,8 +4396,11 @@ type GroupInfo struct {
 	// Every member may mention everyone (Send.mention_all); else only the owner
 	// and admins.
 	MembersMentionAll bool `protobuf:"varint,13,opt,name=members_mention_all,json=membersMentionAll,proto3" json:"members_mention_all,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The group is end-to-end encrypted with MLS (CreateGroup.encrypted): its
+	// messages are MLS messages the server cannot read (docs/e2ee.md).
+	Encrypted     bool `protobuf:"varint,14,opt,name=encrypted,proto3" json:"encrypted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GroupInfo) Reset() {
@@ -4353,6 +4524,13 @@ func (x *GroupInfo) GetMembersMentionAll() bool {
 	return false
 }
 
+func (x *GroupInfo) GetEncrypted() bool {
+	if x != nil {
+		return x.Encrypted
+	}
+	return false
+}
+
 // CreateGroup makes a group with the sender as owner and user_ids as members.
 // Reply: group.
 type CreateGroup struct {
@@ -4367,8 +4545,15 @@ type CreateGroup struct {
 	// Unset: SINCE_JOIN.
 	HistoryVisibility HistoryVisibility `protobuf:"varint,7,opt,name=history_visibility,json=historyVisibility,proto3,enum=parley.v1.HistoryVisibility" json:"history_visibility,omitempty"`
 	MembersMentionAll bool              `protobuf:"varint,8,opt,name=members_mention_all,json=membersMentionAll,proto3" json:"members_mention_all,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Make an end-to-end encrypted group (docs/e2ee.md): its MLS group id is
+	// the conversation id, its epoch starts at 0, every message sent to it
+	// must be an MLS message (content type "message/mls"), and members are
+	// added and removed only with an MLS Commit (AddMembers.mls_commit,
+	// RemoveMember.mls_commit). user_ids must be empty: the creator adds the
+	// members with their first Commit. Cannot be changed later.
+	Encrypted     bool `protobuf:"varint,9,opt,name=encrypted,proto3" json:"encrypted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateGroup) Reset() {
@@ -4453,6 +4638,13 @@ func (x *CreateGroup) GetHistoryVisibility() HistoryVisibility {
 func (x *CreateGroup) GetMembersMentionAll() bool {
 	if x != nil {
 		return x.MembersMentionAll
+	}
+	return false
+}
+
+func (x *CreateGroup) GetEncrypted() bool {
+	if x != nil {
+		return x.Encrypted
 	}
 	return false
 }
@@ -4575,8 +4767,15 @@ type AddMembers struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
 	UserIds        []string               `protobuf:"bytes,2,rep,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Encrypted groups only, and then required: the MLS Commit (an MLSMessage,
+	// PublicMessage or PrivateMessage, of the group's current epoch) adding
+	// these users' devices, and the Welcome for them. Stored with the
+	// MEMBERS_ADDED event (as its payload, content type "message/mls", and
+	// Message.mls_welcome) in one sequenced change.
+	MlsCommit     []byte `protobuf:"bytes,3,opt,name=mls_commit,json=mlsCommit,proto3" json:"mls_commit,omitempty"`
+	MlsWelcome    []byte `protobuf:"bytes,4,opt,name=mls_welcome,json=mlsWelcome,proto3" json:"mls_welcome,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AddMembers) Reset() {
@@ -4623,13 +4822,30 @@ func (x *AddMembers) GetUserIds() []string {
 	return nil
 }
 
+func (x *AddMembers) GetMlsCommit() []byte {
+	if x != nil {
+		return x.MlsCommit
+	}
+	return nil
+}
+
+func (x *AddMembers) GetMlsWelcome() []byte {
+	if x != nil {
+		return x.MlsWelcome
+	}
+	return nil
+}
+
 // RemoveMember removes a member (owner: anyone; admin: members). Reply: ok.
 type RemoveMember struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
 	UserId         string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Encrypted groups only, and then required: the MLS Commit removing the
+	// user's devices, stored with the MEMBERS_REMOVED event.
+	MlsCommit     []byte `protobuf:"bytes,3,opt,name=mls_commit,json=mlsCommit,proto3" json:"mls_commit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RemoveMember) Reset() {
@@ -4674,6 +4890,13 @@ func (x *RemoveMember) GetUserId() string {
 		return x.UserId
 	}
 	return ""
+}
+
+func (x *RemoveMember) GetMlsCommit() []byte {
+	if x != nil {
+		return x.MlsCommit
+	}
+	return nil
 }
 
 // JoinGroup joins an open group. Reply: group.
@@ -8592,11 +8815,527 @@ func (x *TextRange) GetEnd() uint32 {
 	return 0
 }
 
+// PublishKeyPackages stores KeyPackages of the session's device (the
+// device_id of its Auth): each is an MLSMessage with wire_format
+// mls_key_package (5), TLS-encoded as RFC 9420 section 6 defines, at most
+// 16 KiB. One-time packages are handed out once each; the last-resort
+// package is handed out when a device has no one-time package left, and
+// stays. Answered with KeyPackageCount.
+type PublishKeyPackages struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One-time packages to add: at most 100 per request, the device holding
+	// at most 200 (more: QUOTA_EXCEEDED, nothing stored).
+	KeyPackages [][]byte `protobuf:"bytes,1,rep,name=key_packages,json=keyPackages,proto3" json:"key_packages,omitempty"`
+	// Replaces the device's last-resort package when set.
+	LastResort []byte `protobuf:"bytes,2,opt,name=last_resort,json=lastResort,proto3" json:"last_resort,omitempty"`
+	// Delete every package the device published before (one-time and last
+	// resort) first: a device that lost its private keys (reinstalled under
+	// the same device id) publishes with replace so that nobody adds it with
+	// a package it can no longer open.
+	Replace       bool `protobuf:"varint,3,opt,name=replace,proto3" json:"replace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishKeyPackages) Reset() {
+	*x = PublishKeyPackages{}
+	mi := &file_parley_v1_parley_proto_msgTypes[97]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishKeyPackages) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishKeyPackages) ProtoMessage() {}
+
+func (x *PublishKeyPackages) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[97]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishKeyPackages.ProtoReflect.Descriptor instead.
+func (*PublishKeyPackages) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{97}
+}
+
+func (x *PublishKeyPackages) GetKeyPackages() [][]byte {
+	if x != nil {
+		return x.KeyPackages
+	}
+	return nil
+}
+
+func (x *PublishKeyPackages) GetLastResort() []byte {
+	if x != nil {
+		return x.LastResort
+	}
+	return nil
+}
+
+func (x *PublishKeyPackages) GetReplace() bool {
+	if x != nil {
+		return x.Replace
+	}
+	return false
+}
+
+// CountKeyPackages asks how many one-time packages the session's device
+// has left, so that it can publish more before they run out.
+type CountKeyPackages struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CountKeyPackages) Reset() {
+	*x = CountKeyPackages{}
+	mi := &file_parley_v1_parley_proto_msgTypes[98]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountKeyPackages) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountKeyPackages) ProtoMessage() {}
+
+func (x *CountKeyPackages) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[98]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountKeyPackages.ProtoReflect.Descriptor instead.
+func (*CountKeyPackages) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{98}
+}
+
+type KeyPackageCount struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One-time packages not claimed yet.
+	Count uint32 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	// The device has a last-resort package.
+	LastResort    bool `protobuf:"varint,2,opt,name=last_resort,json=lastResort,proto3" json:"last_resort,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyPackageCount) Reset() {
+	*x = KeyPackageCount{}
+	mi := &file_parley_v1_parley_proto_msgTypes[99]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyPackageCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyPackageCount) ProtoMessage() {}
+
+func (x *KeyPackageCount) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[99]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyPackageCount.ProtoReflect.Descriptor instead.
+func (*KeyPackageCount) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{99}
+}
+
+func (x *KeyPackageCount) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *KeyPackageCount) GetLastResort() bool {
+	if x != nil {
+		return x.LastResort
+	}
+	return false
+}
+
+// ClaimKeyPackages takes one KeyPackage of every device of each user (to
+// add them to a group). Anyone who may send the user a 1:1 message may
+// claim; a user who may not be claimed (unknown, blocking the claimer,
+// strangers refused) simply has no packages in the answer.
+type ClaimKeyPackages struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most 100 distinct user ids.
+	UserIds       []string `protobuf:"bytes,1,rep,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimKeyPackages) Reset() {
+	*x = ClaimKeyPackages{}
+	mi := &file_parley_v1_parley_proto_msgTypes[100]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimKeyPackages) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimKeyPackages) ProtoMessage() {}
+
+func (x *ClaimKeyPackages) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[100]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimKeyPackages.ProtoReflect.Descriptor instead.
+func (*ClaimKeyPackages) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{100}
+}
+
+func (x *ClaimKeyPackages) GetUserIds() []string {
+	if x != nil {
+		return x.UserIds
+	}
+	return nil
+}
+
+type ClaimedKeyPackages struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	KeyPackages   []*ClaimedKeyPackage   `protobuf:"bytes,1,rep,name=key_packages,json=keyPackages,proto3" json:"key_packages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimedKeyPackages) Reset() {
+	*x = ClaimedKeyPackages{}
+	mi := &file_parley_v1_parley_proto_msgTypes[101]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimedKeyPackages) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimedKeyPackages) ProtoMessage() {}
+
+func (x *ClaimedKeyPackages) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[101]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimedKeyPackages.ProtoReflect.Descriptor instead.
+func (*ClaimedKeyPackages) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{101}
+}
+
+func (x *ClaimedKeyPackages) GetKeyPackages() []*ClaimedKeyPackage {
+	if x != nil {
+		return x.KeyPackages
+	}
+	return nil
+}
+
+type ClaimedKeyPackage struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	UserId   string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	DeviceId string                 `protobuf:"bytes,2,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	// The MLSMessage as published.
+	KeyPackage []byte `protobuf:"bytes,3,opt,name=key_package,json=keyPackage,proto3" json:"key_package,omitempty"`
+	// It is the device's last-resort package (it may be handed out again).
+	LastResort    bool `protobuf:"varint,4,opt,name=last_resort,json=lastResort,proto3" json:"last_resort,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimedKeyPackage) Reset() {
+	*x = ClaimedKeyPackage{}
+	mi := &file_parley_v1_parley_proto_msgTypes[102]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimedKeyPackage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimedKeyPackage) ProtoMessage() {}
+
+func (x *ClaimedKeyPackage) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[102]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimedKeyPackage.ProtoReflect.Descriptor instead.
+func (*ClaimedKeyPackage) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{102}
+}
+
+func (x *ClaimedKeyPackage) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *ClaimedKeyPackage) GetDeviceId() string {
+	if x != nil {
+		return x.DeviceId
+	}
+	return ""
+}
+
+func (x *ClaimedKeyPackage) GetKeyPackage() []byte {
+	if x != nil {
+		return x.KeyPackage
+	}
+	return nil
+}
+
+func (x *ClaimedKeyPackage) GetLastResort() bool {
+	if x != nil {
+		return x.LastResort
+	}
+	return false
+}
+
+// MlsCommit sends an MLS Commit that changes no Parley membership (a
+// device added or removed, a key update, proposals committed) to an
+// encrypted group. It is accepted only for the group's current epoch: the
+// first Commit of an epoch wins, the group moves to the next epoch, and
+// every other Commit of that epoch is refused with MLS_STALE_EPOCH. Stored
+// as a message (content type "message/mls", payload the Commit) and
+// answered with SendAck.
+type MlsCommit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As Send.client_msg_id: a retry returns the first SendAck.
+	ClientMsgId    string `protobuf:"bytes,1,opt,name=client_msg_id,json=clientMsgId,proto3" json:"client_msg_id,omitempty"`
+	ConversationId string `protobuf:"bytes,2,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// The Commit: an MLSMessage (PublicMessage or PrivateMessage, content
+	// type commit) whose group_id is the conversation id's bytes.
+	Commit []byte `protobuf:"bytes,3,opt,name=commit,proto3" json:"commit,omitempty"`
+	// The Welcome for devices the Commit adds (Message.mls_welcome).
+	Welcome       []byte `protobuf:"bytes,4,opt,name=welcome,proto3" json:"welcome,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MlsCommit) Reset() {
+	*x = MlsCommit{}
+	mi := &file_parley_v1_parley_proto_msgTypes[103]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MlsCommit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MlsCommit) ProtoMessage() {}
+
+func (x *MlsCommit) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[103]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MlsCommit.ProtoReflect.Descriptor instead.
+func (*MlsCommit) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{103}
+}
+
+func (x *MlsCommit) GetClientMsgId() string {
+	if x != nil {
+		return x.ClientMsgId
+	}
+	return ""
+}
+
+func (x *MlsCommit) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *MlsCommit) GetCommit() []byte {
+	if x != nil {
+		return x.Commit
+	}
+	return nil
+}
+
+func (x *MlsCommit) GetWelcome() []byte {
+	if x != nil {
+		return x.Welcome
+	}
+	return nil
+}
+
+// GetMlsState asks for the MLS state the server keeps of a conversation
+// the user may read.
+type GetMlsState struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GetMlsState) Reset() {
+	*x = GetMlsState{}
+	mi := &file_parley_v1_parley_proto_msgTypes[104]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMlsState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMlsState) ProtoMessage() {}
+
+func (x *GetMlsState) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[104]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMlsState.ProtoReflect.Descriptor instead.
+func (*GetMlsState) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{104}
+}
+
+func (x *GetMlsState) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+type MlsState struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// The conversation is an encrypted group.
+	Encrypted bool `protobuf:"varint,2,opt,name=encrypted,proto3" json:"encrypted,omitempty"`
+	// The epoch the next Commit must be made in (the number of Commits the
+	// server accepted).
+	Epoch         uint64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MlsState) Reset() {
+	*x = MlsState{}
+	mi := &file_parley_v1_parley_proto_msgTypes[105]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MlsState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MlsState) ProtoMessage() {}
+
+func (x *MlsState) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_parley_proto_msgTypes[105]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MlsState.ProtoReflect.Descriptor instead.
+func (*MlsState) Descriptor() ([]byte, []int) {
+	return file_parley_v1_parley_proto_rawDescGZIP(), []int{105}
+}
+
+func (x *MlsState) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *MlsState) GetEncrypted() bool {
+	if x != nil {
+		return x.Encrypted
+	}
+	return false
+}
+
+func (x *MlsState) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 var File_parley_v1_parley_proto protoreflect.FileDescriptor
 
 const file_parley_v1_parley_proto_rawDesc = "" +
 	"\n" +
-	"\x16parley/v1/parley.proto\x12\tparley.v1\"\xf4\x16\n" +
+	"\x16parley/v1/parley.proto\x12\tparley.v1\"\xdb\x19\n" +
 	"\vClientFrame\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
 	"\x04auth\x18\x02 \x01(\v2\x0f.parley.v1.AuthH\x00R\x04auth\x12%\n" +
@@ -8655,8 +9394,14 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\rstream_append\x18y \x01(\v2\x17.parley.v1.StreamAppendH\x00R\fstreamAppend\x12>\n" +
 	"\rstream_finish\x18z \x01(\v2\x17.parley.v1.StreamFinishH\x00R\fstreamFinish\x12,\n" +
 	"\x06search\x18\x82\x01 \x01(\v2\x11.parley.v1.SearchH\x00R\x06search\x12H\n" +
-	"\x10set_disappearing\x18\x8c\x01 \x01(\v2\x1a.parley.v1.SetDisappearingH\x00R\x0fsetDisappearingB\x06\n" +
-	"\x04body\"\x86\f\n" +
+	"\x10set_disappearing\x18\x8c\x01 \x01(\v2\x1a.parley.v1.SetDisappearingH\x00R\x0fsetDisappearing\x12R\n" +
+	"\x14publish_key_packages\x18\x96\x01 \x01(\v2\x1d.parley.v1.PublishKeyPackagesH\x00R\x12publishKeyPackages\x12L\n" +
+	"\x12claim_key_packages\x18\x97\x01 \x01(\v2\x1b.parley.v1.ClaimKeyPackagesH\x00R\x10claimKeyPackages\x12L\n" +
+	"\x12count_key_packages\x18\x98\x01 \x01(\v2\x1b.parley.v1.CountKeyPackagesH\x00R\x10countKeyPackages\x126\n" +
+	"\n" +
+	"mls_commit\x18\x99\x01 \x01(\v2\x14.parley.v1.MlsCommitH\x00R\tmlsCommit\x12=\n" +
+	"\rget_mls_state\x18\x9a\x01 \x01(\v2\x16.parley.v1.GetMlsStateH\x00R\vgetMlsStateB\x06\n" +
+	"\x04body\"\xd7\r\n" +
 	"\vServerFrame\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12,\n" +
 	"\aauth_ok\x18\x02 \x01(\v2\x11.parley.v1.AuthOkH\x00R\x06authOk\x12%\n" +
@@ -8690,7 +9435,10 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\treactions\x18! \x01(\v2\x17.parley.v1.ReactionPageH\x00R\treactions\x12>\n" +
 	"\rstream_opened\x18) \x01(\v2\x17.parley.v1.StreamOpenedH\x00R\fstreamOpened\x12;\n" +
 	"\fstream_chunk\x18* \x01(\v2\x16.parley.v1.StreamChunkH\x00R\vstreamChunk\x12A\n" +
-	"\x0esearch_results\x182 \x01(\v2\x18.parley.v1.SearchResultsH\x00R\rsearchResultsB\x06\n" +
+	"\x0esearch_results\x182 \x01(\v2\x18.parley.v1.SearchResultsH\x00R\rsearchResults\x12H\n" +
+	"\x11key_package_count\x18< \x01(\v2\x1a.parley.v1.KeyPackageCountH\x00R\x0fkeyPackageCount\x12Q\n" +
+	"\x14claimed_key_packages\x18= \x01(\v2\x1d.parley.v1.ClaimedKeyPackagesH\x00R\x12claimedKeyPackages\x122\n" +
+	"\tmls_state\x18> \x01(\v2\x13.parley.v1.MlsStateH\x00R\bmlsStateB\x06\n" +
 	"\x04body\"Z\n" +
 	"\x04Auth\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1b\n" +
@@ -8756,7 +9504,7 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"mutedUntil\x12*\n" +
 	"\x05group\x18\x05 \x01(\v2\x14.parley.v1.GroupInfoR\x05group\x12\x1c\n" +
 	"\tmoderated\x18\x06 \x01(\bR\tmoderated\x121\n" +
-	"\x14disappearing_seconds\x18\a \x01(\rR\x13disappearingSeconds\"\xbd\a\n" +
+	"\x14disappearing_seconds\x18\a \x01(\rR\x13disappearingSeconds\"\xde\a\n" +
 	"\aMessage\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x1d\n" +
@@ -8794,7 +9542,9 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\vsearch_text\x18\x1a \x01(\tR\n" +
 	"searchText\x12\x1d\n" +
 	"\n" +
-	"expires_at\x18\x1b \x01(\x03R\texpiresAt\"\x86\x02\n" +
+	"expires_at\x18\x1b \x01(\x03R\texpiresAt\x12\x1f\n" +
+	"\vmls_welcome\x18\x1c \x01(\fR\n" +
+	"mlsWelcome\"\x86\x02\n" +
 	"\x0eMessagePreview\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12!\n" +
@@ -8892,7 +9642,7 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"Disconnect\x12-\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x19.parley.v1.DisconnectCodeR\x04code\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12,\n" +
-	"\x12reconnect_after_ms\x18\x03 \x01(\rR\x10reconnectAfterMs\"\xf0\x03\n" +
+	"\x12reconnect_after_ms\x18\x03 \x01(\rR\x10reconnectAfterMs\"\x8e\x04\n" +
 	"\tGroupInfo\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
@@ -8910,7 +9660,8 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\n" +
 	"add_policy\x18\v \x01(\x0e2\x19.parley.v1.GroupAddPolicyR\taddPolicy\x12K\n" +
 	"\x12history_visibility\x18\f \x01(\x0e2\x1c.parley.v1.HistoryVisibilityR\x11historyVisibility\x12.\n" +
-	"\x13members_mention_all\x18\r \x01(\bR\x11membersMentionAll\"\xd3\x02\n" +
+	"\x13members_mention_all\x18\r \x01(\bR\x11membersMentionAll\x12\x1c\n" +
+	"\tencrypted\x18\x0e \x01(\bR\tencrypted\"\xf1\x02\n" +
 	"\vCreateGroup\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -8921,7 +9672,8 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\n" +
 	"add_policy\x18\x06 \x01(\x0e2\x19.parley.v1.GroupAddPolicyR\taddPolicy\x12K\n" +
 	"\x12history_visibility\x18\a \x01(\x0e2\x1c.parley.v1.HistoryVisibilityR\x11historyVisibility\x12.\n" +
-	"\x13members_mention_all\x18\b \x01(\bR\x11membersMentionAll\"\xa6\x04\n" +
+	"\x13members_mention_all\x18\b \x01(\bR\x11membersMentionAll\x12\x1c\n" +
+	"\tencrypted\x18\t \x01(\bR\tencrypted\"\xa6\x04\n" +
 	"\vUpdateGroup\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x17\n" +
 	"\x04name\x18\x02 \x01(\tH\x00R\x04name\x88\x01\x01\x12\"\n" +
@@ -8942,14 +9694,20 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\t_mute_allB\r\n" +
 	"\v_add_policyB\x15\n" +
 	"\x13_history_visibilityB\x16\n" +
-	"\x14_members_mention_all\"P\n" +
+	"\x14_members_mention_all\"\x90\x01\n" +
 	"\n" +
 	"AddMembers\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x19\n" +
-	"\buser_ids\x18\x02 \x03(\tR\auserIds\"P\n" +
+	"\buser_ids\x18\x02 \x03(\tR\auserIds\x12\x1d\n" +
+	"\n" +
+	"mls_commit\x18\x03 \x01(\fR\tmlsCommit\x12\x1f\n" +
+	"\vmls_welcome\x18\x04 \x01(\fR\n" +
+	"mlsWelcome\"o\n" +
 	"\fRemoveMember\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x17\n" +
-	"\auser_id\x18\x02 \x01(\tR\x06userId\"4\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x1d\n" +
+	"\n" +
+	"mls_commit\x18\x03 \x01(\fR\tmlsCommit\"4\n" +
 	"\tJoinGroup\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\"5\n" +
 	"\n" +
@@ -9213,7 +9971,39 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"highlights\"3\n" +
 	"\tTextRange\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\rR\x05start\x12\x10\n" +
-	"\x03end\x18\x02 \x01(\rR\x03end*\xcd\x03\n" +
+	"\x03end\x18\x02 \x01(\rR\x03end\"r\n" +
+	"\x12PublishKeyPackages\x12!\n" +
+	"\fkey_packages\x18\x01 \x03(\fR\vkeyPackages\x12\x1f\n" +
+	"\vlast_resort\x18\x02 \x01(\fR\n" +
+	"lastResort\x12\x18\n" +
+	"\areplace\x18\x03 \x01(\bR\areplace\"\x12\n" +
+	"\x10CountKeyPackages\"H\n" +
+	"\x0fKeyPackageCount\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\rR\x05count\x12\x1f\n" +
+	"\vlast_resort\x18\x02 \x01(\bR\n" +
+	"lastResort\"-\n" +
+	"\x10ClaimKeyPackages\x12\x19\n" +
+	"\buser_ids\x18\x01 \x03(\tR\auserIds\"U\n" +
+	"\x12ClaimedKeyPackages\x12?\n" +
+	"\fkey_packages\x18\x01 \x03(\v2\x1c.parley.v1.ClaimedKeyPackageR\vkeyPackages\"\x8b\x01\n" +
+	"\x11ClaimedKeyPackage\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1b\n" +
+	"\tdevice_id\x18\x02 \x01(\tR\bdeviceId\x12\x1f\n" +
+	"\vkey_package\x18\x03 \x01(\fR\n" +
+	"keyPackage\x12\x1f\n" +
+	"\vlast_resort\x18\x04 \x01(\bR\n" +
+	"lastResort\"\x8a\x01\n" +
+	"\tMlsCommit\x12\"\n" +
+	"\rclient_msg_id\x18\x01 \x01(\tR\vclientMsgId\x12'\n" +
+	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x16\n" +
+	"\x06commit\x18\x03 \x01(\fR\x06commit\x12\x18\n" +
+	"\awelcome\x18\x04 \x01(\fR\awelcome\"6\n" +
+	"\vGetMlsState\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\"g\n" +
+	"\bMlsState\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x1c\n" +
+	"\tencrypted\x18\x02 \x01(\bR\tencrypted\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch*\xea\x03\n" +
 	"\vMessageKind\x12\x1c\n" +
 	"\x18MESSAGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13MESSAGE_KIND_NORMAL\x10\x01\x12\x17\n" +
@@ -9230,11 +10020,12 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x1cMESSAGE_KIND_GROUP_DISSOLVED\x10\x11\x12\x17\n" +
 	"\x13MESSAGE_KIND_PINNED\x10\x04\x12\x19\n" +
 	"\x15MESSAGE_KIND_UNPINNED\x10\x05\x12!\n" +
-	"\x1dMESSAGE_KIND_DISAPPEARING_SET\x10\x12*p\n" +
+	"\x1dMESSAGE_KIND_DISAPPEARING_SET\x10\x12\x12\x1b\n" +
+	"\x17MESSAGE_KIND_MLS_COMMIT\x10\x13*p\n" +
 	"\x10ConversationType\x12!\n" +
 	"\x1dCONVERSATION_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONVERSATION_TYPE_DIRECT\x10\x01\x12\x1b\n" +
-	"\x17CONVERSATION_TYPE_GROUP\x10\x02*\xbf\x04\n" +
+	"\x17CONVERSATION_TYPE_GROUP\x10\x02*\x98\x05\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ERROR_CODE_BAD_REQUEST\x10\x01\x12\x1e\n" +
@@ -9255,7 +10046,10 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x19ERROR_CODE_QUOTA_EXCEEDED\x10\x0f\x12%\n" +
 	"!ERROR_CODE_UNSUPPORTED_MEDIA_TYPE\x10\x10\x12\x17\n" +
 	"\x13ERROR_CODE_REJECTED\x10\x11\x12\x1b\n" +
-	"\x17ERROR_CODE_NO_SUCH_USER\x10\x12*\x82\x03\n" +
+	"\x17ERROR_CODE_NO_SUCH_USER\x10\x12\x12\x1e\n" +
+	"\x1aERROR_CODE_MLS_STALE_EPOCH\x10\x13\x12\x1b\n" +
+	"\x17ERROR_CODE_MLS_REQUIRED\x10\x14\x12\x1a\n" +
+	"\x16ERROR_CODE_MLS_INVALID\x10\x15*\x82\x03\n" +
 	"\x0eDisconnectCode\x12\x1f\n" +
 	"\x1bDISCONNECT_CODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16DISCONNECT_CODE_KICKED\x10\x01\x12\x18\n" +
@@ -9301,7 +10095,7 @@ func file_parley_v1_parley_proto_rawDescGZIP() []byte {
 }
 
 var file_parley_v1_parley_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_parley_v1_parley_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
+var file_parley_v1_parley_proto_msgTypes = make([]protoimpl.MessageInfo, 106)
 var file_parley_v1_parley_proto_goTypes = []any{
 	(MessageKind)(0),            // 0: parley.v1.MessageKind
 	(ConversationType)(0),       // 1: parley.v1.ConversationType
@@ -9408,6 +10202,15 @@ var file_parley_v1_parley_proto_goTypes = []any{
 	(*SearchResults)(nil),       // 102: parley.v1.SearchResults
 	(*SearchHit)(nil),           // 103: parley.v1.SearchHit
 	(*TextRange)(nil),           // 104: parley.v1.TextRange
+	(*PublishKeyPackages)(nil),  // 105: parley.v1.PublishKeyPackages
+	(*CountKeyPackages)(nil),    // 106: parley.v1.CountKeyPackages
+	(*KeyPackageCount)(nil),     // 107: parley.v1.KeyPackageCount
+	(*ClaimKeyPackages)(nil),    // 108: parley.v1.ClaimKeyPackages
+	(*ClaimedKeyPackages)(nil),  // 109: parley.v1.ClaimedKeyPackages
+	(*ClaimedKeyPackage)(nil),   // 110: parley.v1.ClaimedKeyPackage
+	(*MlsCommit)(nil),           // 111: parley.v1.MlsCommit
+	(*GetMlsState)(nil),         // 112: parley.v1.GetMlsState
+	(*MlsState)(nil),            // 113: parley.v1.MlsState
 }
 var file_parley_v1_parley_proto_depIdxs = []int32{
 	10,  // 0: parley.v1.ClientFrame.auth:type_name -> parley.v1.Auth
@@ -9460,80 +10263,89 @@ var file_parley_v1_parley_proto_depIdxs = []int32{
 	98,  // 47: parley.v1.ClientFrame.stream_finish:type_name -> parley.v1.StreamFinish
 	100, // 48: parley.v1.ClientFrame.search:type_name -> parley.v1.Search
 	93,  // 49: parley.v1.ClientFrame.set_disappearing:type_name -> parley.v1.SetDisappearing
-	11,  // 50: parley.v1.ServerFrame.auth_ok:type_name -> parley.v1.AuthOk
-	13,  // 51: parley.v1.ServerFrame.pong:type_name -> parley.v1.Pong
-	17,  // 52: parley.v1.ServerFrame.send_ack:type_name -> parley.v1.SendAck
-	19,  // 53: parley.v1.ServerFrame.message:type_name -> parley.v1.Message
-	25,  // 54: parley.v1.ServerFrame.receipt:type_name -> parley.v1.Receipt
-	29,  // 55: parley.v1.ServerFrame.conversations:type_name -> parley.v1.ConversationList
-	32,  // 56: parley.v1.ServerFrame.messages:type_name -> parley.v1.MessagePage
-	33,  // 57: parley.v1.ServerFrame.error:type_name -> parley.v1.Error
-	35,  // 58: parley.v1.ServerFrame.disconnect:type_name -> parley.v1.Disconnect
-	14,  // 59: parley.v1.ServerFrame.ok:type_name -> parley.v1.Ok
-	36,  // 60: parley.v1.ServerFrame.group:type_name -> parley.v1.GroupInfo
-	50,  // 61: parley.v1.ServerFrame.members:type_name -> parley.v1.MemberPage
-	57,  // 62: parley.v1.ServerFrame.read_counts:type_name -> parley.v1.ReadCountList
-	59,  // 63: parley.v1.ServerFrame.typing:type_name -> parley.v1.TypingEvent
-	63,  // 64: parley.v1.ServerFrame.presence:type_name -> parley.v1.PresenceList
-	64,  // 65: parley.v1.ServerFrame.presence_event:type_name -> parley.v1.PresenceEvent
-	70,  // 66: parley.v1.ServerFrame.contacts:type_name -> parley.v1.ContactList
-	71,  // 67: parley.v1.ServerFrame.contact_event:type_name -> parley.v1.ContactEvent
-	54,  // 68: parley.v1.ServerFrame.hidden:type_name -> parley.v1.HiddenEvent
-	75,  // 69: parley.v1.ServerFrame.conversation_event:type_name -> parley.v1.ConversationEvent
-	76,  // 70: parley.v1.ServerFrame.push:type_name -> parley.v1.Push
-	80,  // 71: parley.v1.ServerFrame.room:type_name -> parley.v1.RoomInfo
-	87,  // 72: parley.v1.ServerFrame.file_url:type_name -> parley.v1.FileUrlResult
-	89,  // 73: parley.v1.ServerFrame.reaction:type_name -> parley.v1.ReactionUpdate
-	91,  // 74: parley.v1.ServerFrame.reactions:type_name -> parley.v1.ReactionPage
-	96,  // 75: parley.v1.ServerFrame.stream_opened:type_name -> parley.v1.StreamOpened
-	99,  // 76: parley.v1.ServerFrame.stream_chunk:type_name -> parley.v1.StreamChunk
-	102, // 77: parley.v1.ServerFrame.search_results:type_name -> parley.v1.SearchResults
-	16,  // 78: parley.v1.Send.attachments:type_name -> parley.v1.Attachment
-	4,   // 79: parley.v1.MessageEvent.role:type_name -> parley.v1.GroupRole
-	36,  // 80: parley.v1.MessageEvent.group:type_name -> parley.v1.GroupInfo
-	0,   // 81: parley.v1.Message.kind:type_name -> parley.v1.MessageKind
-	18,  // 82: parley.v1.Message.event:type_name -> parley.v1.MessageEvent
-	16,  // 83: parley.v1.Message.attachments:type_name -> parley.v1.Attachment
-	20,  // 84: parley.v1.Message.reply_preview:type_name -> parley.v1.MessagePreview
-	21,  // 85: parley.v1.Message.thread:type_name -> parley.v1.ThreadSummary
-	22,  // 86: parley.v1.Message.reactions:type_name -> parley.v1.Reaction
-	1,   // 87: parley.v1.Conversation.type:type_name -> parley.v1.ConversationType
-	19,  // 88: parley.v1.Conversation.last_message:type_name -> parley.v1.Message
-	36,  // 89: parley.v1.Conversation.group:type_name -> parley.v1.GroupInfo
-	28,  // 90: parley.v1.Conversation.pins:type_name -> parley.v1.PinnedMessage
-	27,  // 91: parley.v1.ConversationList.conversations:type_name -> parley.v1.Conversation
-	19,  // 92: parley.v1.MessagePage.messages:type_name -> parley.v1.Message
-	2,   // 93: parley.v1.Error.code:type_name -> parley.v1.ErrorCode
-	3,   // 94: parley.v1.Disconnect.code:type_name -> parley.v1.DisconnectCode
-	5,   // 95: parley.v1.GroupInfo.add_policy:type_name -> parley.v1.GroupAddPolicy
-	6,   // 96: parley.v1.GroupInfo.history_visibility:type_name -> parley.v1.HistoryVisibility
-	5,   // 97: parley.v1.CreateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
-	6,   // 98: parley.v1.CreateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
-	5,   // 99: parley.v1.UpdateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
-	6,   // 100: parley.v1.UpdateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
-	4,   // 101: parley.v1.SetRole.role:type_name -> parley.v1.GroupRole
-	4,   // 102: parley.v1.Member.role:type_name -> parley.v1.GroupRole
-	49,  // 103: parley.v1.MemberPage.members:type_name -> parley.v1.Member
-	56,  // 104: parley.v1.ReadCountList.counts:type_name -> parley.v1.ReadCount
-	62,  // 105: parley.v1.PresenceList.users:type_name -> parley.v1.Presence
-	62,  // 106: parley.v1.PresenceEvent.presence:type_name -> parley.v1.Presence
-	7,   // 107: parley.v1.Contact.state:type_name -> parley.v1.ContactState
-	65,  // 108: parley.v1.ContactList.contacts:type_name -> parley.v1.Contact
-	65,  // 109: parley.v1.ContactEvent.contact:type_name -> parley.v1.Contact
-	82,  // 110: parley.v1.RegisterPush.apns:type_name -> parley.v1.ApnsTarget
-	83,  // 111: parley.v1.RegisterPush.fcm:type_name -> parley.v1.FcmTarget
-	84,  // 112: parley.v1.RegisterPush.webpush:type_name -> parley.v1.WebPushTarget
-	22,  // 113: parley.v1.ReactionUpdate.reactions:type_name -> parley.v1.Reaction
-	89,  // 114: parley.v1.ReactionPage.updates:type_name -> parley.v1.ReactionUpdate
-	101, // 115: parley.v1.Search.before:type_name -> parley.v1.SearchCursor
-	103, // 116: parley.v1.SearchResults.hits:type_name -> parley.v1.SearchHit
-	101, // 117: parley.v1.SearchResults.next:type_name -> parley.v1.SearchCursor
-	104, // 118: parley.v1.SearchHit.highlights:type_name -> parley.v1.TextRange
-	119, // [119:119] is the sub-list for method output_type
-	119, // [119:119] is the sub-list for method input_type
-	119, // [119:119] is the sub-list for extension type_name
-	119, // [119:119] is the sub-list for extension extendee
-	0,   // [0:119] is the sub-list for field type_name
+	105, // 50: parley.v1.ClientFrame.publish_key_packages:type_name -> parley.v1.PublishKeyPackages
+	108, // 51: parley.v1.ClientFrame.claim_key_packages:type_name -> parley.v1.ClaimKeyPackages
+	106, // 52: parley.v1.ClientFrame.count_key_packages:type_name -> parley.v1.CountKeyPackages
+	111, // 53: parley.v1.ClientFrame.mls_commit:type_name -> parley.v1.MlsCommit
+	112, // 54: parley.v1.ClientFrame.get_mls_state:type_name -> parley.v1.GetMlsState
+	11,  // 55: parley.v1.ServerFrame.auth_ok:type_name -> parley.v1.AuthOk
+	13,  // 56: parley.v1.ServerFrame.pong:type_name -> parley.v1.Pong
+	17,  // 57: parley.v1.ServerFrame.send_ack:type_name -> parley.v1.SendAck
+	19,  // 58: parley.v1.ServerFrame.message:type_name -> parley.v1.Message
+	25,  // 59: parley.v1.ServerFrame.receipt:type_name -> parley.v1.Receipt
+	29,  // 60: parley.v1.ServerFrame.conversations:type_name -> parley.v1.ConversationList
+	32,  // 61: parley.v1.ServerFrame.messages:type_name -> parley.v1.MessagePage
+	33,  // 62: parley.v1.ServerFrame.error:type_name -> parley.v1.Error
+	35,  // 63: parley.v1.ServerFrame.disconnect:type_name -> parley.v1.Disconnect
+	14,  // 64: parley.v1.ServerFrame.ok:type_name -> parley.v1.Ok
+	36,  // 65: parley.v1.ServerFrame.group:type_name -> parley.v1.GroupInfo
+	50,  // 66: parley.v1.ServerFrame.members:type_name -> parley.v1.MemberPage
+	57,  // 67: parley.v1.ServerFrame.read_counts:type_name -> parley.v1.ReadCountList
+	59,  // 68: parley.v1.ServerFrame.typing:type_name -> parley.v1.TypingEvent
+	63,  // 69: parley.v1.ServerFrame.presence:type_name -> parley.v1.PresenceList
+	64,  // 70: parley.v1.ServerFrame.presence_event:type_name -> parley.v1.PresenceEvent
+	70,  // 71: parley.v1.ServerFrame.contacts:type_name -> parley.v1.ContactList
+	71,  // 72: parley.v1.ServerFrame.contact_event:type_name -> parley.v1.ContactEvent
+	54,  // 73: parley.v1.ServerFrame.hidden:type_name -> parley.v1.HiddenEvent
+	75,  // 74: parley.v1.ServerFrame.conversation_event:type_name -> parley.v1.ConversationEvent
+	76,  // 75: parley.v1.ServerFrame.push:type_name -> parley.v1.Push
+	80,  // 76: parley.v1.ServerFrame.room:type_name -> parley.v1.RoomInfo
+	87,  // 77: parley.v1.ServerFrame.file_url:type_name -> parley.v1.FileUrlResult
+	89,  // 78: parley.v1.ServerFrame.reaction:type_name -> parley.v1.ReactionUpdate
+	91,  // 79: parley.v1.ServerFrame.reactions:type_name -> parley.v1.ReactionPage
+	96,  // 80: parley.v1.ServerFrame.stream_opened:type_name -> parley.v1.StreamOpened
+	99,  // 81: parley.v1.ServerFrame.stream_chunk:type_name -> parley.v1.StreamChunk
+	102, // 82: parley.v1.ServerFrame.search_results:type_name -> parley.v1.SearchResults
+	107, // 83: parley.v1.ServerFrame.key_package_count:type_name -> parley.v1.KeyPackageCount
+	109, // 84: parley.v1.ServerFrame.claimed_key_packages:type_name -> parley.v1.ClaimedKeyPackages
+	113, // 85: parley.v1.ServerFrame.mls_state:type_name -> parley.v1.MlsState
+	16,  // 86: parley.v1.Send.attachments:type_name -> parley.v1.Attachment
+	4,   // 87: parley.v1.MessageEvent.role:type_name -> parley.v1.GroupRole
+	36,  // 88: parley.v1.MessageEvent.group:type_name -> parley.v1.GroupInfo
+	0,   // 89: parley.v1.Message.kind:type_name -> parley.v1.MessageKind
+	18,  // 90: parley.v1.Message.event:type_name -> parley.v1.MessageEvent
+	16,  // 91: parley.v1.Message.attachments:type_name -> parley.v1.Attachment
+	20,  // 92: parley.v1.Message.reply_preview:type_name -> parley.v1.MessagePreview
+	21,  // 93: parley.v1.Message.thread:type_name -> parley.v1.ThreadSummary
+	22,  // 94: parley.v1.Message.reactions:type_name -> parley.v1.Reaction
+	1,   // 95: parley.v1.Conversation.type:type_name -> parley.v1.ConversationType
+	19,  // 96: parley.v1.Conversation.last_message:type_name -> parley.v1.Message
+	36,  // 97: parley.v1.Conversation.group:type_name -> parley.v1.GroupInfo
+	28,  // 98: parley.v1.Conversation.pins:type_name -> parley.v1.PinnedMessage
+	27,  // 99: parley.v1.ConversationList.conversations:type_name -> parley.v1.Conversation
+	19,  // 100: parley.v1.MessagePage.messages:type_name -> parley.v1.Message
+	2,   // 101: parley.v1.Error.code:type_name -> parley.v1.ErrorCode
+	3,   // 102: parley.v1.Disconnect.code:type_name -> parley.v1.DisconnectCode
+	5,   // 103: parley.v1.GroupInfo.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,   // 104: parley.v1.GroupInfo.history_visibility:type_name -> parley.v1.HistoryVisibility
+	5,   // 105: parley.v1.CreateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,   // 106: parley.v1.CreateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
+	5,   // 107: parley.v1.UpdateGroup.add_policy:type_name -> parley.v1.GroupAddPolicy
+	6,   // 108: parley.v1.UpdateGroup.history_visibility:type_name -> parley.v1.HistoryVisibility
+	4,   // 109: parley.v1.SetRole.role:type_name -> parley.v1.GroupRole
+	4,   // 110: parley.v1.Member.role:type_name -> parley.v1.GroupRole
+	49,  // 111: parley.v1.MemberPage.members:type_name -> parley.v1.Member
+	56,  // 112: parley.v1.ReadCountList.counts:type_name -> parley.v1.ReadCount
+	62,  // 113: parley.v1.PresenceList.users:type_name -> parley.v1.Presence
+	62,  // 114: parley.v1.PresenceEvent.presence:type_name -> parley.v1.Presence
+	7,   // 115: parley.v1.Contact.state:type_name -> parley.v1.ContactState
+	65,  // 116: parley.v1.ContactList.contacts:type_name -> parley.v1.Contact
+	65,  // 117: parley.v1.ContactEvent.contact:type_name -> parley.v1.Contact
+	82,  // 118: parley.v1.RegisterPush.apns:type_name -> parley.v1.ApnsTarget
+	83,  // 119: parley.v1.RegisterPush.fcm:type_name -> parley.v1.FcmTarget
+	84,  // 120: parley.v1.RegisterPush.webpush:type_name -> parley.v1.WebPushTarget
+	22,  // 121: parley.v1.ReactionUpdate.reactions:type_name -> parley.v1.Reaction
+	89,  // 122: parley.v1.ReactionPage.updates:type_name -> parley.v1.ReactionUpdate
+	101, // 123: parley.v1.Search.before:type_name -> parley.v1.SearchCursor
+	103, // 124: parley.v1.SearchResults.hits:type_name -> parley.v1.SearchHit
+	101, // 125: parley.v1.SearchResults.next:type_name -> parley.v1.SearchCursor
+	104, // 126: parley.v1.SearchHit.highlights:type_name -> parley.v1.TextRange
+	110, // 127: parley.v1.ClaimedKeyPackages.key_packages:type_name -> parley.v1.ClaimedKeyPackage
+	128, // [128:128] is the sub-list for method output_type
+	128, // [128:128] is the sub-list for method input_type
+	128, // [128:128] is the sub-list for extension type_name
+	128, // [128:128] is the sub-list for extension extendee
+	0,   // [0:128] is the sub-list for field type_name
 }
 
 func init() { file_parley_v1_parley_proto_init() }
@@ -9592,6 +10404,11 @@ func file_parley_v1_parley_proto_init() {
 		(*ClientFrame_StreamFinish)(nil),
 		(*ClientFrame_Search)(nil),
 		(*ClientFrame_SetDisappearing)(nil),
+		(*ClientFrame_PublishKeyPackages)(nil),
+		(*ClientFrame_ClaimKeyPackages)(nil),
+		(*ClientFrame_CountKeyPackages)(nil),
+		(*ClientFrame_MlsCommit)(nil),
+		(*ClientFrame_GetMlsState)(nil),
 	}
 	file_parley_v1_parley_proto_msgTypes[1].OneofWrappers = []any{
 		(*ServerFrame_AuthOk)(nil),
@@ -9622,6 +10439,9 @@ func file_parley_v1_parley_proto_init() {
 		(*ServerFrame_StreamOpened)(nil),
 		(*ServerFrame_StreamChunk)(nil),
 		(*ServerFrame_SearchResults)(nil),
+		(*ServerFrame_KeyPackageCount)(nil),
+		(*ServerFrame_ClaimedKeyPackages)(nil),
+		(*ServerFrame_MlsState)(nil),
 	}
 	file_parley_v1_parley_proto_msgTypes[25].OneofWrappers = []any{}
 	file_parley_v1_parley_proto_msgTypes[30].OneofWrappers = []any{}
@@ -9637,7 +10457,7 @@ func file_parley_v1_parley_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_parley_v1_parley_proto_rawDesc), len(file_parley_v1_parley_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   97,
+			NumMessages:   106,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -166,7 +167,21 @@ func Seed(t testing.TB, s store.Store) {
 		t.Fatalf("seed: expire below 3 removed %v", removed)
 	}
 	app(msg(Direct, "bob", "alice", "b-2", "last one"))
+
+	// End-to-end encryption: key packages (one-time, in order, and a last
+	// resort) and an encrypted group's epoch.
+	_, err = s.PutKeyPackages(ctx, "bob", "phone", [][]byte{{1, 0, 0xff}, {2}, {3}}, []byte("last"), store.KeyPackageLimits{PerDevice: 200, Devices: 20})
+	must("key packages", err)
+	_, err = s.PutKeyPackages(ctx, "carol", "web", nil, []byte("carol-last"), store.KeyPackageLimits{PerDevice: 200, Devices: 20})
+	must("key packages", err)
+	_, err = s.Apply(ctx, store.Change{Event: msg(MLSGroup, "alice", "", "mls-0", "created"), MLS: &store.MLSStep{Create: true}})
+	must("mls create", err)
+	_, err = s.Apply(ctx, store.Change{Event: msg(MLSGroup, "alice", "", "mls-1", "commit"), MLS: &store.MLSStep{Epoch: 0}})
+	must("mls commit", err)
 }
+
+// MLSGroup is Seed's encrypted group.
+const MLSGroup = "g:mls"
 
 // dump is a comparable form of v (protobuf messages' exported fields
 // included, their internal state not).
@@ -256,6 +271,18 @@ func Check(t testing.TB, want, got store.Store) {
 	})
 	same("GetSetting", func(s store.Store) (any, error) { return s.GetSetting(ctx, "retention") })
 	same("ListGroups", func(s store.Store) (any, error) { return s.ListGroups(ctx, store.ListQuery{Limit: 100}) })
+	same("MLSEpoch", func(s store.Store) (any, error) {
+		e, ok, err := s.MLSEpoch(ctx, MLSGroup)
+		return []any{e, ok}, err
+	})
+	for _, u := range []string{"bob", "carol"} {
+		for _, d := range []string{"phone", "web"} {
+			same("KeyPackageCount "+u+" "+d, func(s store.Store) (any, error) {
+				n, lr, err := s.KeyPackageCount(ctx, u, d)
+				return []any{n, lr}, err
+			})
+		}
+	}
 }
 
 // CheckWritesContinue writes to both stores what a server does after the
@@ -293,6 +320,25 @@ func CheckWritesContinue(t testing.TB, want, got store.Store) {
 		}
 		if fs, err := s.OrphanedFiles(ctx, 0, 100); err != nil || len(fs) != 1 || fs[0].ID != "file-1" {
 			t.Errorf("OrphanedFiles after the carrier went = %v, %v; want file-1", fs, err)
+		}
+		// Key packages are handed out in the order published, then the
+		// last resort; the encrypted group's epoch goes on.
+		var got []string
+		for range 4 {
+			kps, err := s.ClaimKeyPackages(ctx, "bob")
+			if err != nil || len(kps) != 1 {
+				t.Fatalf("ClaimKeyPackages after migration = %v, %v", kps, err)
+			}
+			got = append(got, fmt.Sprintf("%x/%v", kps[0].Data, kps[0].LastResort))
+		}
+		if want := []string{"0100ff/false", "02/false", "03/false", "6c617374/true"}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("claims after migration: %v, want %v", got, want)
+		}
+		if _, err := s.Apply(ctx, store.Change{Event: msg(MLSGroup, "bob", "", "mls-stale", "x"), MLS: &store.MLSStep{Epoch: 0}}); !errors.Is(err, store.ErrStaleEpoch) {
+			t.Errorf("a stale Commit after migration: %v, want ErrStaleEpoch", err)
+		}
+		if _, err := s.Apply(ctx, store.Change{Event: msg(MLSGroup, "bob", "", "mls-2", "x"), MLS: &store.MLSStep{Epoch: 1}}); err != nil {
+			t.Errorf("the next Commit after migration: %v", err)
 		}
 	}
 }

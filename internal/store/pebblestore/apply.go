@@ -65,6 +65,11 @@ func (s *Store) Apply(ctx context.Context, ch store.Change) (store.AppendResult,
 			return store.AppendResult{}, store.ErrConflict
 		}
 	}
+	if ch.MLS != nil {
+		if err := s.checkMLSStep(conv, ch.MLS); err != nil {
+			return store.AppendResult{}, err
+		}
+	}
 	last, err := s.committedLastSeq(conv)
 	if err != nil {
 		return store.AppendResult{}, mapErr(err)
@@ -165,6 +170,11 @@ func (s *Store) writeChange(b *pebble.Batch, ch *store.Change, old *pb.Message) 
 			}
 			dropFileRefs(b, old) // a recalled message carries no file
 
+		}
+	}
+	if ch.MLS != nil {
+		if err := putMLSStep(b, conv, ch.MLS); err != nil {
+			return err
 		}
 	}
 	if p := ch.Pin; p != nil {

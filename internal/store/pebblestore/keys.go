@@ -124,6 +124,10 @@ const (
 	nsMention    byte = 'M'
 	nsMentionAll byte = 'X'
 	nsLog        byte = 'L'
+	// End-to-end encryption (e2ee.go)
+	nsKeyPackage byte = 'K' // lp(user) lp(device) id(8, BE) -> one-time MLS KeyPackage
+	nsLastResort byte = 'O' // lp(user) lp(device)           -> last-resort MLS KeyPackage
+	nsMLSEpoch   byte = 'H' // lp(conversation)              -> epoch(8, BE) of an encrypted group
 )
 
 var errBadKey = errors.New("malformed key")

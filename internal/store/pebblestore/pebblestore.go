@@ -185,6 +185,7 @@ type Store struct {
 	userMu      sync.Mutex           // makes CreateUser's and UpdateUser's existence check atomic with the write
 
 	pushMu    sync.Mutex // makes DeletePushTarget's token check atomic with the delete
+	e2eeMu    sync.Mutex // serializes key package writes and claims (e2ee.go): a claim is read-then-delete
 	fileMu    sync.Mutex // serializes file writes: existence checks and usage counts are read-modify-write
 	reportMu  sync.Mutex // serializes report writes: the one-report-per-message check and status moves are read-modify-write
 	settingMu sync.Mutex // serializes setting writes: SwapSetting's compare is read-modify-write

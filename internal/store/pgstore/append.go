@@ -434,6 +434,11 @@ func (s *Store) applyOnce(ctx context.Context, conn *pgx.Conn, ch *store.Change)
 			return store.AppendResult{}, store.ErrConflict // rolled back by the deferred Rollback
 		}
 	}
+	if ch.MLS != nil {
+		if err := s.applyMLSStep(ctx, tx, conv, ch.MLS); err != nil {
+			return store.AppendResult{}, err // rolled back by the deferred Rollback
+		}
+	}
 	seq := last[conv]
 
 	// Round trip 2: the event, lists, group and members; then commit.

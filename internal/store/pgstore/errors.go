@@ -42,7 +42,7 @@ func mapErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, e := range []error{store.ErrCorrupt, store.ErrNotFound, store.ErrExists, store.ErrClosed, store.ErrConflict} {
+	for _, e := range []error{store.ErrCorrupt, store.ErrNotFound, store.ErrExists, store.ErrClosed, store.ErrConflict, store.ErrStaleEpoch, store.ErrTooMany} {
 		if errors.Is(err, e) {
 			return err
 		}

@@ -93,6 +93,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Ping", testPing},
 		{"CloseThenErrClosed", testClose},
 		{"AccountDeletion", testAccountDeletion},
+		{"KeyPackages", testKeyPackages}, {"ConcurrentKeyPackageClaims", testConcurrentKeyPackageClaims},
+		{"MLSEpochs", testMLSEpochs}, {"ConcurrentMLSCommits", testConcurrentMLSCommits},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
