@@ -590,6 +590,9 @@ var apiCodes = new Map(
     unsupported_media_type: "ERROR_CODE_UNSUPPORTED_MEDIA_TYPE",
     rejected: "ERROR_CODE_REJECTED",
     no_such_user: "ERROR_CODE_NO_SUCH_USER",
+    mls_stale_epoch: "ERROR_CODE_MLS_STALE_EPOCH",
+    mls_required: "ERROR_CODE_MLS_REQUIRED",
+    mls_invalid: "ERROR_CODE_MLS_INVALID",
     // Codes of particular endpoints.
     invalid_credentials: "ERROR_CODE_UNAUTHENTICATED",
     // login, password change

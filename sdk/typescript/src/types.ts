@@ -69,7 +69,14 @@ export type ErrorCode =
   | 'ERROR_CODE_REJECTED'
   /** A 1:1 send to a user id without an account, on a server where every
    *  user has one. Not temporary. */
-  | 'ERROR_CODE_NO_SUCH_USER';
+  | 'ERROR_CODE_NO_SUCH_USER'
+  /** End-to-end encrypted groups (docs/e2ee.md): a Commit for an epoch
+   *  another Commit already ended; process the newer one first. */
+  | 'ERROR_CODE_MLS_STALE_EPOCH'
+  /** The conversation is end-to-end encrypted: only MLS messages go in. */
+  | 'ERROR_CODE_MLS_REQUIRED'
+  /** Not a valid MLS message for this conversation. */
+  | 'ERROR_CODE_MLS_INVALID';
 
 export type DisconnectCode =
   | 'DISCONNECT_CODE_UNSPECIFIED'
