@@ -47,7 +47,10 @@ func corpus(n, convs int, direct ...bool) []search.Doc {
 }
 
 func indexAll(b *testing.B, ix *Index, docs []search.Doc) {
-	const batch = 4096 // the follower's default batch
+	indexBatches(b, ix, docs, 4096) // the follower's default batch
+}
+
+func indexBatches(b *testing.B, ix *Index, docs []search.Doc, batch int) {
 	for i := 0; i < len(docs); i += batch {
 		var cs []search.Change
 		for j := i; j < min(i+batch, len(docs)); j++ {
@@ -59,19 +62,24 @@ func indexAll(b *testing.B, ix *Index, docs []search.Doc) {
 	}
 }
 
-// BenchmarkIndex: messages indexed per second in batches of 4,096, as the
-// follower applies them.
+// BenchmarkIndex: messages indexed per second in batches, as the follower
+// applies them, into a new index.
 func BenchmarkIndex(b *testing.B) {
-	docs := corpus(100_000, 1000)
-	b.ResetTimer()
-	for range b.N {
-		ix := openTemp(b)
-		indexAll(b, ix, docs)
-		b.StopTimer()
-		_ = ix.Close()
-		b.StartTimer()
+	docs := corpus(100_000, 1000, true)
+	for _, batch := range []int{1024, 4096, 16384} {
+		b.Run(fmt.Sprint(batch), func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				ix := openTemp(b)
+				b.StartTimer()
+				indexBatches(b, ix, docs, batch)
+				b.StopTimer()
+				_ = ix.Close()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(len(docs)*b.N)/b.Elapsed().Seconds(), "msgs/s")
+		})
 	}
-	b.ReportMetric(float64(len(docs)*b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
 
 // BenchmarkSearch: one query's latency on 100,000 messages in 1,000

@@ -55,15 +55,15 @@ import (
 
 // Field names and values.
 const (
-	fText  = "text"
-	fKey   = "key"
+	fText   = "text"
+	fKey    = "key"
 	fConv   = "conv"
 	fMember = "member"
 	fSeq    = "seq"
 	fFrom   = "from"
-	fCType = "ctype"
-	fAtt   = "att"
-	fVis   = "vis"
+	fCType  = "ctype"
+	fAtt    = "att"
+	fVis    = "vis"
 
 	// memberAny is a member term of every document with members (no user
 	// id holds a NUL): such documents have no seq field.
