@@ -320,13 +320,16 @@ func (f *Follower) step(ctx context.Context) (st stepInfo, err error) {
 		return st, fmt.Errorf("search: read edited messages: %w", err)
 	}
 	next := entries[len(entries)-1].Pos
+	// The store publishes its position a moment after its log entries are
+	// readable: what was read counts as stored, so a failing Apply shows
+	// as lag.
+	if next > f.storePos.Load() {
+		f.storePos.Store(next)
+	}
 	if err := f.cfg.Index.Apply(ctx, changes, next); err != nil {
 		return st, fmt.Errorf("search: index: %w", err)
 	}
 	f.pos.Store(next)
-	if next > f.storePos.Load() {
-		f.storePos.Store(next)
-	}
 	f.applied.Add(uint64(len(entries) - skipped))
 	f.skipped.Add(uint64(skipped))
 	f.signal()
