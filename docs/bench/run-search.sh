@@ -15,7 +15,8 @@
 # ROUNDS=N sets the rounds (default 3); ONLY=rounds or ONLY=phases runs one
 # part (ONLY=phases appends to the report); ARGS="..." adds bench flags
 # (e.g. ARGS="-c 100000 --convs 1000" for a quick look).
-# Usage: docs/bench/run-search.sh   (from the repository root; ~8 minutes a round, ~6 more for the phases)
+# Usage: docs/bench/run-search.sh   (from the repository root; 8-13 minutes a round, 6-10 more for the
+# phases, depending on how busy the machine is)
 set -u
 out=$(cd "$(dirname "$0")" && pwd)/search.txt
 tmp=$(mktemp -d)

@@ -202,7 +202,10 @@ func (s *Service) searchRanges(ctx context.Context, uid, conv string) ([]search.
 		if err != nil {
 			return nil, err
 		}
-		ranges = append(ranges, search.Range{ConversationID: id, From: since + 1, To: upTo})
+		// A 1:1 conversation's messages list both sides (search.DocOf, from
+		// the message's from and to): the index may find all of uid's at
+		// once.
+		ranges = append(ranges, search.Range{ConversationID: id, From: since + 1, To: upTo, Member: !isGroup(id)})
 	}
 	return ranges, nil
 }

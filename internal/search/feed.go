@@ -38,7 +38,12 @@ func DocOf(m *pb.Message) *Doc {
 	if strings.TrimSpace(text) == "" {
 		return nil
 	}
+	var members []string
+	if m.To != "" { // a 1:1 message: its conversation is From and To's alone
+		members = []string{m.From, m.To}
+	}
 	return &Doc{
+		Members:        members,
 		ConversationID: m.ConversationId,
 		Seq:            m.Seq,
 		From:           m.From,

@@ -33,6 +33,15 @@ type FollowerConfig struct {
 	// MaxBackoff caps the wait after a failing store or index (doubling
 	// from Poll). 0 means 30 s.
 	MaxBackoff time.Duration
+	// YieldFor bounds how far behind the follower lets itself fall to
+	// leave the cores to sends: while the store grows (messages are being
+	// sent) and the newest message it indexed is younger than YieldFor, it
+	// rests after each batch for as long as the batch took, so indexing
+	// takes about half the CPU it would and its lag grows during a burst;
+	// once sends stop, or its newest indexed message is older than
+	// YieldFor, it indexes at full speed. Sends never wait for the
+	// follower either way. 0 means 30 s; negative: never rest.
+	YieldFor time.Duration
 	// Logger gets one line per failure streak. nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -46,6 +55,9 @@ type FollowerStats struct {
 	// Applied counts log entries applied; Skipped those whose message
 	// could not be read (corrupt); Errors failed steps (each retried).
 	Applied, Skipped, Errors uint64
+	// Rested is the time the follower rested behind the store to leave
+	// the cores to sends (FollowerConfig.YieldFor).
+	Rested time.Duration
 	// LastError is the newest failure ("" after a step succeeds).
 	LastError string
 }
@@ -75,6 +87,7 @@ type Follower struct {
 	// Written by the goroutine, read by Stats and WaitFor.
 	pos, storePos           atomic.Uint64
 	applied, skipped, errsN atomic.Uint64
+	rested                  atomic.Int64 // nanoseconds
 	lastErr                 atomic.Pointer[string]
 	progress                chan struct{} // closed and replaced on every step; guarded by progMu
 	progMu                  sync.Mutex
@@ -96,6 +109,9 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 	}
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 30 * time.Second
+	}
+	if cfg.YieldFor == 0 {
+		cfg.YieldFor = 30 * time.Second
 	}
 	l := cfg.Logger
 	if l == nil {
@@ -124,7 +140,8 @@ func (f *Follower) Stop() {
 // Stats returns the follower's figures.
 func (f *Follower) Stats() FollowerStats {
 	s := FollowerStats{Position: f.pos.Load(), StorePosition: f.storePos.Load(),
-		Applied: f.applied.Load(), Skipped: f.skipped.Load(), Errors: f.errsN.Load()}
+		Applied: f.applied.Load(), Skipped: f.skipped.Load(), Errors: f.errsN.Load(),
+		Rested: time.Duration(f.rested.Load())}
 	if p := f.lastErr.Load(); p != nil {
 		s.LastError = *p
 	}
@@ -189,8 +206,10 @@ func (f *Follower) run() {
 			err = f.start(ctx)
 			started = err == nil
 		}
+		var st stepInfo
 		if err == nil {
-			caughtUp, err = f.step(ctx)
+			st, err = f.step(ctx)
+			caughtUp = st.caughtUp
 		}
 		switch {
 		case ctx.Err() != nil:
@@ -213,6 +232,9 @@ func (f *Follower) run() {
 			wait = 0
 			if caughtUp {
 				wait = f.cfg.Poll
+			} else if rest := f.rest(st); rest > 0 {
+				f.rested.Add(int64(rest))
+				wait = rest
 			}
 		}
 	}
@@ -245,20 +267,43 @@ func (f *Follower) start(ctx context.Context) error {
 	return nil
 }
 
-// step applies one batch of the log after the follower's position and
-// reports whether it had caught up (nothing left to read). Called by the
-// follower's goroutine, or by CatchUp on a follower never started.
-func (f *Follower) step(ctx context.Context) (caughtUp bool, err error) {
+// stepInfo is what one step did.
+type stepInfo struct {
+	caughtUp bool          // nothing was left to read
+	took     time.Duration // reading and applying the batch
+	grew     bool          // the store's position moved since the step before
+	newest   int64         // server time (unix ms) of the batch's newest message; 0: none
+}
+
+// rest is how long the follower rests after step st (FollowerConfig.YieldFor):
+// as long as the step took, while messages are being sent and the index is
+// less than YieldFor behind them.
+func (f *Follower) rest(st stepInfo) time.Duration {
+	if f.cfg.YieldFor < 0 || st.caughtUp || !st.grew || st.newest == 0 {
+		return 0
+	}
+	if time.Since(time.UnixMilli(st.newest)) >= f.cfg.YieldFor {
+		return 0
+	}
+	return st.took
+}
+
+// step applies one batch of the log after the follower's position. Called
+// by the follower's goroutine, or by CatchUp on a follower never started.
+func (f *Follower) step(ctx context.Context) (st stepInfo, err error) {
+	start := time.Now()
 	if last, err := f.cfg.Log.LastLogPos(ctx); err == nil {
+		st.grew = last > f.storePos.Load()
 		f.storePos.Store(last)
 	}
 	pos := f.pos.Load()
 	entries, err := f.cfg.Log.LogAfter(ctx, pos, f.cfg.BatchMessages, f.cfg.BatchBytes)
 	if err != nil {
-		return false, fmt.Errorf("search: read store log: %w", err)
+		return st, fmt.Errorf("search: read store log: %w", err)
 	}
 	if len(entries) == 0 {
-		return true, nil
+		st.caughtUp = true
+		return st, nil
 	}
 	msgs := make([]*pb.Message, 0, len(entries))
 	skipped := 0
@@ -268,23 +313,28 @@ func (f *Follower) step(ctx context.Context) (caughtUp bool, err error) {
 			continue
 		}
 		msgs = append(msgs, e.Msg)
+		st.newest = max(st.newest, e.Msg.ServerTime)
 	}
 	changes, err := Changes(ctx, f.cfg.Messages, msgs)
 	if err != nil {
-		return false, fmt.Errorf("search: read edited messages: %w", err)
+		return st, fmt.Errorf("search: read edited messages: %w", err)
 	}
 	next := entries[len(entries)-1].Pos
-	if err := f.cfg.Index.Apply(ctx, changes, next); err != nil {
-		return false, fmt.Errorf("search: index: %w", err)
-	}
-	f.pos.Store(next)
+	// The store publishes its position a moment after its log entries are
+	// readable: what was read counts as stored, so a failing Apply shows
+	// as lag.
 	if next > f.storePos.Load() {
 		f.storePos.Store(next)
 	}
+	if err := f.cfg.Index.Apply(ctx, changes, next); err != nil {
+		return st, fmt.Errorf("search: index: %w", err)
+	}
+	f.pos.Store(next)
 	f.applied.Add(uint64(len(entries) - skipped))
 	f.skipped.Add(uint64(skipped))
 	f.signal()
-	return false, nil
+	st.took = time.Since(start)
+	return st, nil
 }
 
 // CatchUp initializes a follower that was not Started and applies the log
@@ -295,14 +345,14 @@ func (f *Follower) CatchUp(ctx context.Context, progress func(FollowerStats)) er
 		return err
 	}
 	for {
-		done, err := f.step(ctx)
+		st, err := f.step(ctx)
 		if err != nil {
 			return err
 		}
 		if progress != nil {
 			progress(f.Stats())
 		}
-		if done {
+		if st.caughtUp {
 			return nil
 		}
 	}

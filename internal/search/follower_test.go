@@ -359,3 +359,52 @@ func TestFollowerStopWithoutStart(t *testing.T) {
 		t.Fatal("Stop of a follower never started hangs")
 	}
 }
+
+// TestFollowerYieldsToSendsAndCatchesUp: while messages keep coming and the
+// index is behind, the follower rests between batches (leaving the cores
+// to sends); once they stop it indexes everything. Messages older than
+// YieldFor get no rest: the follower never lets itself fall further behind.
+func TestFollowerYieldsToSendsAndCatchesUp(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		age   time.Duration
+		rests bool
+	}{{"fresh", 0, true}, {"old", time.Hour, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			st := openStore(t, filepath.Join(dir, "store"))
+			defer st.Close()
+			ix := openIndex(t, filepath.Join(dir, "search"))
+			defer ix.Close()
+			f, err := search.NewFollower(search.FollowerConfig{Log: st, Messages: st, Index: ix,
+				BatchMessages: 20, Poll: 5 * time.Millisecond, Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Start()
+			defer f.Stop()
+			// Appends of 100 keep the follower (20 a step) behind while they
+			// come; send until it has rested (fresh: at most 200 appends), or
+			// 5 appends (old: each one a chance to rest, and few enough for
+			// the follower to catch up fast on a busy machine).
+			n := 0
+			for b := 0; (c.rests && b < 200 && f.Stats().Rested == 0) || (!c.rests && b < 5); b++ {
+				var msgs []*pb.Message
+				for range 100 {
+					m := text("g:y", "u1", fmt.Sprintf("c%d", n), fmt.Sprintf("plum %d", n))
+					m.ServerTime = time.Now().Add(-c.age).UnixMilli()
+					msgs = append(msgs, m)
+					n++
+				}
+				appendAll(t, st, msgs...)
+			}
+			caughtUp(t, st, f)
+			if rested := f.Stats().Rested > 0; rested != c.rests {
+				t.Fatalf("rested %v after %d messages, want %v", f.Stats().Rested, n, c.rests)
+			}
+			if got := len(find(t, ix, "plum", "g:y")); got != n {
+				t.Fatalf("%d of %d messages found", got, n)
+			}
+		})
+	}
+}

@@ -43,6 +43,12 @@ type Doc struct {
 	// SenderOnly: only the sender may find it (a shadow-muted user's
 	// message).
 	SenderOnly bool
+	// Members are the users who read the whole conversation for as long
+	// as it exists, when that set never changes: the two sides of a 1:1
+	// conversation. Empty for a group (members come and go). An index may
+	// use it to find all of a user's such conversations with one lookup
+	// (Range.Member).
+	Members []string
 }
 
 // Change is one change to the index.
@@ -62,6 +68,11 @@ type Range struct {
 	From, To       uint64
 	// Hidden lists seqs in the range the user deleted for themselves.
 	Hidden []uint64
+	// Member: every document of the conversation lists Query.UserID in
+	// Doc.Members (a 1:1 conversation of the user). An index may then look
+	// for the user's member conversations all at once instead of one by
+	// one; it still returns only hits inside the Ranges.
+	Member bool
 }
 
 // Query is one search, already narrowed to what the user may read.

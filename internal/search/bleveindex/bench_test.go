@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,7 +13,10 @@ import (
 
 // corpus makes n messages in convs conversations: words from a Zipf-like
 // vocabulary of 5,000, every tenth message in Chinese, a minute apart.
-func corpus(n, convs int) []search.Doc {
+// Conversations g:NNNN are groups; with direct set they are 1:1 instead,
+// p:uK:vNNNN between user uK (K = NNNN/200 mod 5) and a peer, so each uK is in
+// convs/5 of them, as a sender of the search benchmark is.
+func corpus(n, convs int, direct ...bool) []search.Doc {
 	r := rand.New(rand.NewPCG(1, 2))
 	zipf := rand.NewZipf(r, 1.1, 1, 4999)
 	han := []rune("我们明天在北京西站见面东京塔行上海大学生活工作时间问题朋友电话地址")
@@ -34,12 +38,19 @@ func corpus(n, convs int) []search.Doc {
 		c := i % convs
 		docs[i] = search.Doc{ConversationID: fmt.Sprintf("g:%04d", c), Seq: uint64(i/convs + 1),
 			From: fmt.Sprintf("u%d", r.IntN(200)), Text: b.String(), Time: 1_700_000_000_000 + int64(i)*60_000}
+		if len(direct) > 0 && direct[0] {
+			u, v := fmt.Sprintf("u%d", c/200%5), fmt.Sprintf("v%04d", c)
+			docs[i].ConversationID, docs[i].From, docs[i].Members = "p:"+u+":"+v, u, []string{u, v}
+		}
 	}
 	return docs
 }
 
 func indexAll(b *testing.B, ix *Index, docs []search.Doc) {
-	const batch = 4096 // the follower's default batch
+	indexBatches(b, ix, docs, 4096) // the follower's default batch
+}
+
+func indexBatches(b *testing.B, ix *Index, docs []search.Doc, batch int) {
 	for i := 0; i < len(docs); i += batch {
 		var cs []search.Change
 		for j := i; j < min(i+batch, len(docs)); j++ {
@@ -51,19 +62,24 @@ func indexAll(b *testing.B, ix *Index, docs []search.Doc) {
 	}
 }
 
-// BenchmarkIndex: messages indexed per second in batches of 4,096, as the
-// follower applies them.
+// BenchmarkIndex: messages indexed per second in batches, as the follower
+// applies them, into a new index.
 func BenchmarkIndex(b *testing.B) {
-	docs := corpus(100_000, 1000)
-	b.ResetTimer()
-	for range b.N {
-		ix := openTemp(b)
-		indexAll(b, ix, docs)
-		b.StopTimer()
-		_ = ix.Close()
-		b.StartTimer()
+	docs := corpus(100_000, 1000, true)
+	for _, batch := range []int{1024, 4096, 16384} {
+		b.Run(fmt.Sprint(batch), func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				ix := openTemp(b)
+				b.StartTimer()
+				indexBatches(b, ix, docs, batch)
+				b.StopTimer()
+				_ = ix.Close()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(len(docs)*b.N)/b.Elapsed().Seconds(), "msgs/s")
+		})
 	}
-	b.ReportMetric(float64(len(docs)*b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
 
 // BenchmarkSearch: one query's latency on 100,000 messages in 1,000
@@ -97,18 +113,53 @@ func BenchmarkSearch(b *testing.B) {
 		{"chinese-1/1000-convs", search.Query{Text: "京", Ranges: ranges(1000, false), Limit: 20}},
 		{"common-word/1-conv", search.Query{Text: "w1", Ranges: ranges(1, false), Limit: 20}},
 	} {
-		b.Run(c.name, func(b *testing.B) {
-			hits := 0
-			for range b.N {
-				r, err := ix.Search(context.Background(), c.q)
-				if err != nil {
-					b.Fatal(err)
-				}
-				hits = len(r.Hits)
-			}
-			if hits == 0 {
-				b.Fatalf("%q found nothing", c.q.Text)
-			}
-		})
+		b.Run(c.name, func(b *testing.B) { benchQuery(b, ix, c.q) })
+	}
+}
+
+// BenchmarkSearchDirect: one query's latency on 100,000 messages in 1,000
+// 1:1 conversations, as a user in 200 of them (the search benchmark's
+// shape).
+func BenchmarkSearchDirect(b *testing.B) {
+	docs := corpus(100_000, 1000, true)
+	ix := openTemp(b)
+	defer ix.Close()
+	indexAll(b, ix, docs)
+	var rs []search.Range
+	for c := range 200 { // u0's
+		rs = append(rs, search.Range{ConversationID: fmt.Sprintf("p:u0:v%04d", c), From: 1, Member: true})
+	}
+	// The same ranges looked up one conversation at a time.
+	byConv := slices.Clone(rs)
+	for i := range byConv {
+		byConv[i].Member = false
+	}
+	for _, c := range []struct {
+		name string
+		q    search.Query
+	}{
+		{"common-word/200-convs", search.Query{Text: "w1", UserID: "u0", Ranges: rs, Limit: 20}},
+		{"common-word/200-convs-by-conv", search.Query{Text: "w1", UserID: "u0", Ranges: byConv, Limit: 20}},
+		{"rare-word/200-convs-by-conv", search.Query{Text: "w3000", UserID: "u0", Ranges: byConv, Limit: 20}},
+		{"rare-word/200-convs", search.Query{Text: "w3000", UserID: "u0", Ranges: rs, Limit: 20}},
+		{"phrase/200-convs", search.Query{Text: "w1 w2", Phrase: true, UserID: "u0", Ranges: rs, Limit: 20}},
+		{"chinese-2/200-convs", search.Query{Text: "北京", UserID: "u0", Ranges: rs, Limit: 20}},
+		{"common-word/1-conv", search.Query{Text: "w1", UserID: "u0", Ranges: rs[:1], Limit: 20}},
+	} {
+		b.Run(c.name, func(b *testing.B) { benchQuery(b, ix, c.q) })
+	}
+}
+
+func benchQuery(b *testing.B, ix *Index, q search.Query) {
+	hits := 0
+	for range b.N {
+		r, err := ix.Search(context.Background(), q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		hits = len(r.Hits)
+	}
+	if hits == 0 {
+		b.Fatalf("%q found nothing", q.Text)
 	}
 }

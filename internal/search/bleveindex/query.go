@@ -18,23 +18,35 @@ import (
 
 // How a Search restricts itself to the query's Ranges, and bounds its work.
 //
-// A range over a whole conversation (from seq 1, no end) is a term of the
-// conversation; Bleve ORs such terms' posting bitmaps (no scoring is asked
-// for), so thousands of conversations cost one bitmap union. Up to
-// maxExactRanges ranges with seq bounds are each (conversation AND seq
-// range); past that their conversations are plain terms too. Every hit is
-// then checked against the ranges (seq bounds, Hidden seqs) before it is
-// returned, so the index never returns what the query does not allow.
+// The user's member conversations (Range.Member: their 1:1 conversations,
+// whose documents list them in the member field) are one term, the user's
+// member term, when there are at least minMemberRanges of them: one
+// dictionary lookup per index segment however many 1:1 conversations the
+// user has, where a term per conversation cost a lookup per conversation
+// per segment. The other ranges (groups) each add a term of their
+// conversation; Bleve ORs the terms' posting bitmaps (no scoring is asked
+// for). Up to maxExactRanges ranges with seq bounds are each (conversation
+// AND seq range); past that their conversations are plain terms too. The
+// member term also finds the user's 1:1 conversations that are not in the
+// Ranges: every hit is checked against the ranges (conversation, seq
+// bounds, Hidden seqs) before it is returned, so the index never returns
+// what the query does not allow.
 //
-// Bleve sorts all the documents that match (text, visibility, filters,
-// cursor) to find the newest; the checked hits are read from it in pages of
+// The date filters and paging need no query clause: hits come newest first
+// by the sort key, which begins with the time, so Until and Before are
+// where the sorted hits start (Bleve's SearchAfter) and Since is where
+// reading them stops.
+//
+// Bleve sorts all the documents that match (text, visibility, filters) to
+// find the newest; the checked hits are read from it in pages of
 // 2×Limit+1, and one Search reads at most maxExamined of them: when that
 // runs out before Limit+1 hits passed the checks (a user who hid many of
 // the matches, or many bounded ranges), the page ends early with Next at
 // the last hit read, and the next call goes on from there.
 const (
-	maxExactRanges = 64
-	maxExamined    = 1000
+	maxExactRanges  = 64
+	maxExamined     = 1000
+	minMemberRanges = 4
 )
 
 // newSortOrder is the order of hits. A new one for each request: Bleve's
@@ -73,7 +85,11 @@ func (x *Index) Search(ctx context.Context, q search.Query) (_ search.Result, er
 	vis := newVisibility(q.Ranges)
 	clauses := []query.Query{textQ}
 	if !everywhere {
-		clauses = append(clauses, vis.query())
+		member := ""
+		if !q.Operator {
+			member = q.UserID
+		}
+		clauses = append(clauses, vis.query(member))
 	}
 	if !q.Operator {
 		senderOnly := []query.Query{term(fVis, visAll)}
@@ -97,14 +113,16 @@ func (x *Index) Search(ctx context.Context, q search.Query) (_ search.Result, er
 	if q.Before != nil && (until == 0 || q.Before.Time < until) {
 		until = q.Before.Time
 	}
-	if q.Since != 0 || until != 0 {
-		clauses = append(clauses, numberRange(fTime, q.Since, until, q.Since != 0, until != 0))
-	}
 	all := bleve.NewConjunctionQuery(clauses...)
 
+	// Where the sorted hits start: after the cursor, or after the last key
+	// of Until's time.
 	var after []string
-	if q.Before != nil {
+	switch {
+	case q.Before != nil && q.Before.Time <= until:
 		after = sortValues(*q.Before)
+	case until != 0:
+		after = []string{timeKey(until)}
 	}
 	var res search.Result
 	examined := 0
@@ -114,7 +132,6 @@ func (x *Index) Search(ctx context.Context, q search.Query) (_ search.Result, er
 		req.Score = "none"
 		req.SortByCustom(newSortOrder())
 		req.SearchAfter = after
-		req.Fields = []string{fTime, fFrom}
 		sr, err := x.idx.SearchInContext(ctx, req)
 		if err != nil {
 			return search.Result{}, fmt.Errorf("bleveindex: %w", err)
@@ -122,6 +139,9 @@ func (x *Index) Search(ctx context.Context, q search.Query) (_ search.Result, er
 		for _, h := range sr.Hits {
 			examined++
 			hit, ok := hitOf(h)
+			if ok && q.Since != 0 && hit.Time < q.Since {
+				return x.withSnippets(res, words) // older ones are older still
+			}
 			if ok && (everywhere || vis.allows(hit.ConversationID, hit.Seq)) {
 				res.Hits = append(res.Hits, hit)
 				if len(res.Hits) > limit {
@@ -145,18 +165,17 @@ func (x *Index) Search(ctx context.Context, q search.Query) (_ search.Result, er
 	}
 }
 
-// hitOf reads a Bleve hit's id and stored fields.
+// hitOf reads a Bleve hit's id and sort key.
 func hitOf(h *bsearch.DocumentMatch) (search.Hit, bool) {
 	conv, seq, ok := parseDocID(h.ID)
+	if !ok || len(h.Sort) != 1 {
+		return search.Hit{}, false
+	}
+	t, from, ok := keyFields(h.Sort[0])
 	if !ok {
 		return search.Hit{}, false
 	}
-	hit := search.Hit{ConversationID: conv, Seq: seq}
-	if t, ok := h.Fields[fTime].(float64); ok {
-		hit.Time = int64(t)
-	}
-	hit.From, _ = h.Fields[fFrom].(string)
-	return hit, true
+	return search.Hit{ConversationID: conv, Seq: seq, From: from, Time: t}, true
 }
 
 // withSnippets fills in the hits' snippets from their stored text; a hit
@@ -288,22 +307,44 @@ func newVisibility(ranges []search.Range) visibility {
 	return v
 }
 
+// memberConv: the conversation's ranges all say it is a member one.
+func memberConv(rs []search.Range) bool {
+	return !slices.ContainsFunc(rs, func(r search.Range) bool { return !r.Member })
+}
+
 func whole(r search.Range) bool { return r.From <= 1 && r.To == 0 }
 
 // query restricts a search to the ranges' conversations, and to their seq
-// bounds when there are few bounded ranges.
-func (v visibility) query() query.Query {
+// bounds when there are few bounded ranges. member, when not "", is the
+// user whose member ranges one member term may stand for.
+func (v visibility) query(member string) query.Query {
+	byMember := false
+	if member != "" {
+		n := 0
+		for _, rs := range v {
+			if memberConv(rs) {
+				n++
+			}
+		}
+		byMember = n >= minMemberRanges
+	}
 	bounded := 0
 	for _, rs := range v {
 		for _, r := range rs {
-			if !whole(r) {
+			if !whole(r) && !(byMember && memberConv(rs)) {
 				bounded++
 			}
 		}
 	}
 	exact := bounded <= maxExactRanges
 	var clauses []query.Query
+	if byMember {
+		clauses = append(clauses, term(fMember, member))
+	}
 	for conv, rs := range v {
+		if byMember && memberConv(rs) {
+			continue
+		}
 		if !exact || slices.ContainsFunc(rs, whole) {
 			clauses = append(clauses, term(fConv, conv))
 			continue
@@ -311,7 +352,10 @@ func (v visibility) query() query.Query {
 		for _, r := range rs {
 			to := int64(r.To)
 			seqs := numberRange(fSeq, int64(r.From), to, true, r.To != 0)
-			clauses = append(clauses, bleve.NewConjunctionQuery(term(fConv, conv), seqs))
+			// Documents with members have no seq: their bounds are
+			// checked on the hits.
+			clauses = append(clauses, bleve.NewConjunctionQuery(term(fConv, conv),
+				bleve.NewDisjunctionQuery(seqs, term(fMember, memberAny))))
 		}
 	}
 	return bleve.NewDisjunctionQuery(clauses...)

@@ -36,6 +36,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	}
 	s("Visibility", testVisibility)
 	s("ManyRanges", testManyRanges)
+	s("MemberRanges", testMemberRanges)
 	s("SenderOnly", testSenderOnly)
 	s("Operator", testOperator)
 	s("EditReplacesText", testEdit)
@@ -170,6 +171,63 @@ func testManyRanges(t *testing.T, h *suite) {
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
 		t.Fatalf("300 bounded ranges: %d hits, want %d (first got %v)", len(got), len(want), got[:min(5, len(got))])
+	}
+}
+
+// testMemberRanges: 1:1 conversations whose documents list their two
+// sides (Doc.Members) and whose ranges say so (Range.Member) are found
+// exactly as other ranges are: only those in the Ranges, within their
+// bounds, not what the user hid, whatever the index makes of Member.
+func testMemberRanges(t *testing.T, h *suite) {
+	direct := func(a, b string, seq uint64, text string) search.Doc {
+		d := doc("p:"+a+":"+b, seq, text)
+		d.From, d.Members = a, []string{a, b}
+		return d
+	}
+	var docs []search.Doc
+	for _, peer := range []string{"v1", "v2", "v3", "v4", "v5", "v6"} {
+		for seq := uint64(1); seq <= 3; seq++ {
+			docs = append(docs, direct("u", peer, seq, "kiwi and melon"))
+		}
+	}
+	docs = append(docs, direct("v1", "v2", 1, "kiwi between others"),
+		doc("g:1", 1, "kiwi in a group"), doc("g:1", 2, "kiwi later in a group"))
+	h.put(t, docs...)
+	member := func(peer string, from, to uint64, hidden ...uint64) search.Range {
+		return search.Range{ConversationID: "p:u:" + peer, From: from, To: to, Hidden: hidden, Member: true}
+	}
+	rs := []search.Range{
+		member("v1", 1, 0), member("v2", 1, 0), member("v3", 1, 0, 2),
+		member("v4", 3, 0), // from a retention floor on
+		// v5's conversation is not in the ranges (no longer readable)
+		member("v6", 1, 2),
+		{ConversationID: "g:1", From: 2},
+	}
+	want := []string{"p:u:v1/1", "p:u:v1/2", "p:u:v1/3", "p:u:v2/1", "p:u:v2/2", "p:u:v2/3",
+		"p:u:v3/1", "p:u:v3/3", "p:u:v4/3", "p:u:v6/1", "p:u:v6/2", "g:1/2"}
+	h.expect(t, search.Query{Text: "kiwi", UserID: "u", Ranges: rs, Limit: 100}, want...)
+	// The same ranges not marked Member, and one bounded 1:1 range alone.
+	plain := slices.Clone(rs)
+	for i := range plain {
+		plain[i].Member = false
+	}
+	h.expect(t, search.Query{Text: "kiwi", UserID: "u", Ranges: plain, Limit: 100}, want...)
+	h.expect(t, search.Query{Text: "kiwi", UserID: "u", Ranges: []search.Range{member("v4", 2, 2)}}, "p:u:v4/2")
+	// Paged two at a time, newest first, it is the same set.
+	var got []string
+	q := search.Query{Text: "kiwi", UserID: "u", Ranges: rs, Limit: 2}
+	for range 20 {
+		r := h.search(t, q)
+		got = append(got, ids(r.Hits)...)
+		if r.Next == nil {
+			break
+		}
+		q.Before = r.Next
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("paged: %v, want %v", got, want)
 	}
 }
 
