@@ -211,13 +211,11 @@ func (s *Service) firstSince(ctx context.Context, conv string, cutoff int64, las
 	return lo, nil
 }
 
-// rest pauses between two batches for three times as long as the last one
-// took (at most 3 s): a long sweep takes about a quarter of a core at
-// most, and sends keep the rest of the machine meanwhile (resting only as
-// long as a batch took cost a busy 2-core server 30 % of its send rate
-// during a 10 M-message sweep).
+// rest pauses between two batches for as long as the last one took (at
+// most a second): a long sweep takes about half of a core at most, and
+// sends keep most of the machine meanwhile.
 func rest(ctx context.Context, took time.Duration) error {
-	t := time.NewTimer(min(3*took, 3*time.Second))
+	t := time.NewTimer(min(took, time.Second))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
