@@ -407,6 +407,9 @@ func TestUnattachedFilesAreCollected(t *testing.T) {
 // and arrives whole; the file is then sent and downloaded byte for byte.
 // Another user cannot see or continue the upload.
 func TestResumableUploadAcrossDroppedConnections(t *testing.T) {
+	if raceDetector {
+		t.Skip("cuts resumable uploads short, which races inside tusd v2.9.1 (.ci/run); run without -race")
+	}
 	ts := startServer(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -660,6 +663,12 @@ func TestFileURLExpires(t *testing.T) {
 // TestAbandonedUploadsAreCollected: a resumable upload started and never
 // finished is removed with the unattached files; a finished one is not.
 func TestAbandonedUploadsAreCollected(t *testing.T) {
+	if raceDetector {
+		// tusd v2.9.1 has a data race of its own on a request cut short
+		// (.ci/run says where), and this test cuts one on purpose; it runs
+		// in the pass without the race detector.
+		t.Skip("cuts a resumable upload short, which races inside tusd v2.9.1; run without -race")
+	}
 	ts := startServer(t, nil)
 	ctx := ctx10(t)
 	tok := ts.mint(t, "alice")
