@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 )
 
 // End-to-end encryption (internal/e2ee, docs/e2ee.md): the MLS KeyPackages
@@ -31,6 +33,12 @@ type KeyPackage struct {
 	Data             []byte
 	// LastResort: the device had no one-time package left; this one stays.
 	LastResort bool
+}
+
+// SortKeyPackages orders a claim's answer by device id, keeping the order
+// of one device's packages (both stores answer in this order).
+func SortKeyPackages(kps []KeyPackage) {
+	slices.SortStableFunc(kps, func(a, b KeyPackage) int { return strings.Compare(a.DeviceID, b.DeviceID) })
 }
 
 // KeyPackageLimits bound what PutKeyPackages stores.

@@ -156,16 +156,8 @@ func (s *Store) ClaimKeyPackages(ctx context.Context, userID string) ([]store.Ke
 			return nil, mapErr(err)
 		}
 	}
-	sortKeyPackages(out)
+	store.SortKeyPackages(out)
 	return out, nil
-}
-
-func sortKeyPackages(out []store.KeyPackage) {
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j].DeviceID < out[j-1].DeviceID; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
 }
 
 // KeyPackageCount implements store.E2EE.
