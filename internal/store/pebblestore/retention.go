@@ -162,29 +162,41 @@ func (s *Store) ExpireBefore(ctx context.Context, conv string, floor uint64, lim
 		return nil, false, err
 	}
 	s.appendMu.Lock()
-	defer s.appendMu.Unlock()
 	// Under the lock: another sweeper (node) may have deleted some of the
 	// batch meanwhile (they are not reported twice), or raised the floor
 	// further (it never goes down).
 	// One scan, not a point read per message: the lock holds appends up.
 	if removed, err = s.stillStored(conv, removed, upTo); err != nil {
+		s.appendMu.Unlock()
 		return nil, false, err
 	}
 	if now, err := s.readFloor(s.db, conv); err != nil {
+		s.appendMu.Unlock()
 		return nil, false, err
 	} else if floor > now {
 		fk := floorKey(nil, conv)
-		if err := b.Set(fk, frame(fk, binary.BigEndian.AppendUint64(nil, floor)), nil); err != nil {
-			return nil, false, mapErr(err)
-		}
+		_ = b.Set(fk, frame(fk, binary.BigEndian.AppendUint64(nil, floor)), nil) // fails only for indexed batches
 	}
 	// Deleting frees space: admitted like the small writes that must go
-	// through when the disk is nearly full.
-	if err := s.commitBatch(b, s.wo, small); err != nil {
+	// through when the disk is nearly full. Not synced under the lock:
+	// appends wait for appendMu, and a sweep commits thousands of batches,
+	// so each fsync held there was one that every send waited behind. The
+	// sync below, once the lock is released, makes the deletion durable
+	// (the WAL is sequential: it syncs this batch and every earlier one)
+	// before the caller hears of it; a crash before it can only bring the
+	// batch's messages back until the next sweep deletes them again.
+	if err := s.commitBatch(b, pebble.NoSync, small); err != nil {
+		s.appendMu.Unlock()
 		return nil, false, mapErr(err)
 	}
 	for _, dk := range dups {
 		s.dedup.del(dk)
+	}
+	s.appendMu.Unlock()
+	if s.wo.Sync {
+		if err := s.write(small, 0, func() error { return s.db.LogData(nil, s.wo) }); err != nil {
+			return nil, false, mapErr(err)
+		}
 	}
 	return removed, more, nil
 }
@@ -246,22 +258,57 @@ func deleteLogEntry(b *pebble.Batch, wk, v []byte) {
 }
 
 // deleteLogEntries adds to b the deletions of the log entries of conv's
-// messages in [from, upTo): one scan of their 'W' entries.
+// messages in [from, upTo): one scan of their 'W' entries. A conversation's
+// log positions grow with its seqs, and a run of consecutive positions
+// (messages of conv stored one after another, with no other write between
+// them) goes as one range deletion: a point tombstone per message is what
+// compactions spent their time on while a long sweep ran.
 func (s *Store) deleteLogEntries(b *pebble.Batch, conv string, from, upTo uint64) error {
 	it, err := s.db.NewIter(&pebble.IterOptions{
 		LowerBound: convSeqKey(nil, nsLogRef, conv, from), UpperBound: convSeqKey(nil, nsLogRef, conv, upTo)})
 	if err != nil {
 		return mapErr(err)
 	}
+	var run logRun
 	for valid := it.First(); valid; valid = it.Next() {
 		v, err := it.ValueAndErr()
 		if err != nil {
 			it.Close()
 			return mapErr(err)
 		}
-		deleteLogEntry(b, it.Key(), v)
+		body, err := unframe(it.Key(), v)
+		if err != nil || len(body) != 8 {
+			continue // a corrupt reference: its entry stays (LogAfter skips what it cannot read)
+		}
+		run.add(b, binary.BigEndian.Uint64(body))
 	}
+	run.flush(b)
 	return mapErr(it.Close())
+}
+
+// logRun collects ascending log positions into runs of consecutive ones
+// and deletes each run with one range deletion (a single position with a
+// point deletion).
+type logRun struct{ first, next uint64 } // [first, next); empty when next == 0
+
+func (r *logRun) add(b *pebble.Batch, pos uint64) {
+	if r.next != 0 && pos == r.next {
+		r.next++
+		return
+	}
+	r.flush(b)
+	r.first, r.next = pos, pos+1
+}
+
+func (r *logRun) flush(b *pebble.Batch) {
+	switch {
+	case r.next == 0:
+	case r.next-r.first == 1:
+		_ = b.Delete(logKey(nil, r.first), nil)
+	default:
+		_ = b.DeleteRange(logKey(nil, r.first), logKey(nil, r.next), nil)
+	}
+	r.first, r.next = 0, 0
 }
 
 // deleteDerived adds to b the deletions of message seq's keys other than

@@ -90,3 +90,51 @@ func mustMessages(t *testing.T, s store.Store, conv string) []*pb.Message {
 	}
 	return m
 }
+
+// TestExpireDeletesOnlyItsLogEntries interleaves two conversations' log
+// positions (runs of one conversation broken by the other's messages, and
+// by batches) and expires one of them in small batches: the log keeps
+// exactly the other's entries and the survivor's, each still readable.
+// Runs of consecutive positions go as range deletions; one reaching a
+// neighbour's position would delete a message's log entry that stays.
+func TestExpireDeletesOnlyItsLogEntries(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	m := func(conv, id string) *pb.Message {
+		return &pb.Message{ConversationId: conv, From: "a", To: "b", ClientMsgId: id, ContentType: "text/plain",
+			Payload: []byte(id), ServerTime: 1, Kind: pb.MessageKind_MESSAGE_KIND_NORMAL}
+	}
+	// Positions: A1 A2 B1 A3 A4 A5 B2 A6 | A7 | B3 | A8 A9 | A10
+	for _, batch := range [][]string{{"A1", "A2", "B1", "A3", "A4", "A5", "B2", "A6"}, {"A7"}, {"B3"}, {"A8", "A9"}, {"A10"}} {
+		var msgs []*pb.Message
+		for _, id := range batch {
+			msgs = append(msgs, m("c"+id[:1], id))
+		}
+		if _, err := s.Append(ctx, msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		_, more, err := s.ExpireBefore(ctx, "cA", 10, 3) // keeps A10
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !more {
+			break
+		}
+	}
+	entries, err := s.LogAfter(ctx, 0, 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		if e.Msg == nil {
+			t.Fatalf("log entry %d of a deleted message", e.Pos)
+		}
+		got = append(got, e.Msg.ClientMsgId)
+	}
+	if fmt.Sprint(got) != "[B1 B2 B3 A10]" {
+		t.Fatalf("log after expiring cA below 10 = %v, want [B1 B2 B3 A10]", got)
+	}
+}
