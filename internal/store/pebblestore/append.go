@@ -88,7 +88,7 @@ func (s *Store) Append(ctx context.Context, msgs []*pb.Message) ([]store.AppendR
 		}
 		s.putLog(b, m)
 		if m.ClientMsgId != "" {
-			putDedup(b, s.keyBuf, conv, m.Seq)
+			s.putDedup(b, s.keyBuf, conv, m.Seq)
 		}
 		s.addToConversationList(b, m.From, conv)
 		if m.To != "" && m.To != m.From {
@@ -179,6 +179,9 @@ func (s *Store) commit(b *pebble.Batch, msgs []*pb.Message) error {
 func (s *Store) findDuplicate(dk []byte) (*pb.Message, error) {
 	e, ok := s.dedup.get(string(dk))
 	if !ok {
+		if s.dedupFilter.absent(dk) {
+			return nil, nil
+		}
 		v, closer, err := s.db.Get(dk)
 		if errors.Is(err, pebble.ErrNotFound) {
 			return nil, nil
@@ -293,8 +296,10 @@ func putMessage(b *pebble.Batch, m *pb.Message) error {
 	return op.Finish()
 }
 
-// putDedup records that dk was stored at (conv, seq).
-func putDedup(b *pebble.Batch, dk []byte, conv string, seq uint64) {
+// putDedup records that dk was stored at (conv, seq), and adds dk to the
+// de-dup filter (before the commit: see dedupFilter).
+func (s *Store) putDedup(b *pebble.Batch, dk []byte, conv string, seq uint64) {
+	s.dedupFilter.add(dk)
 	vlen := lpLen(conv) + 8
 	op := b.SetDeferred(len(dk), vlen+frameExtra)
 	copy(op.Key, dk)

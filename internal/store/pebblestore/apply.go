@@ -121,7 +121,7 @@ func (s *Store) writeChange(b *pebble.Batch, ch *store.Change, old *pb.Message) 
 	s.putLog(b, ev)
 	s.countUsage(ev)
 	if ev.ClientMsgId != "" {
-		putDedup(b, s.keyBuf, conv, ev.Seq)
+		s.putDedup(b, s.keyBuf, conv, ev.Seq)
 	}
 	s.addToConversationList(b, ev.From, conv)
 	if ev.To != "" && ev.To != ev.From {

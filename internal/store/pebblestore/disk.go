@@ -408,6 +408,7 @@ func (s *Store) reopen(readOnly bool) {
 	s.db = db
 	// What the caches hold may include writes that did not reach the disk.
 	s.resetCaches()
+	go s.scanDedupKeys(s.dedupFilter) // starts once the reopen releases closeMu
 	if readOnly {
 		s.mode.Store(modeReadOnly)
 		s.log.Error("pebblestore: store reopened read-only until disk space is freed", "dir", s.disk.dir)

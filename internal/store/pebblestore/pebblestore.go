@@ -50,6 +50,14 @@ type Options struct {
 	// bound affects speed, never correctness. 0 means 1<<20. Negative is invalid.
 	DedupCacheEntries int
 
+	// DedupFilterBytes bounds the Bloom filter over the stored de-dup keys
+	// (dedupfilter.go) that spares a new client message id its disk
+	// lookup: about 1.4 bytes per stored message with a client id. Past it
+	// the filter is off until the store is opened again (lookups as
+	// without it). 0 means 64 MiB (~55 M messages). Negative turns the
+	// filter off.
+	DedupFilterBytes int64
+
 	// ConversationCacheEntries bounds the in-memory maps of each
 	// conversation's newest seq and of the (user, conversation) pairs known to
 	// be in a conversation list. A miss costs one seek (seq) or one small
@@ -111,6 +119,9 @@ func (o *Options) validate() error {
 	if o.DedupCacheEntries == 0 {
 		o.DedupCacheEntries = defaultCacheSize
 	}
+	if o.DedupFilterBytes == 0 {
+		o.DedupFilterBytes = defaultDedupFilterBytes
+	}
 	if o.ConversationCacheEntries == 0 {
 		o.ConversationCacheEntries = defaultCacheSize
 	}
@@ -156,6 +167,8 @@ type Store struct {
 	// fields below, and is held around every write to seqs.
 	appendMu sync.Mutex
 	dedup    *genMap[dedupEntry] // committed (sender, client id) → location
+	// dedupFilter: every de-dup key that may be stored (dedupfilter.go).
+	dedupFilter *dedupFilter
 	convs    *genMap[struct{}]   // conversation-list keys known to be stored
 	// Scratch state of one Append, reused to avoid allocations.
 	pendingDup  map[string]int      // de-dup key → index of its first message in the batch
@@ -308,6 +321,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 	}
 	go s.watch()
+	go s.scanDedupKeys(s.dedupFilter)
 	return s, nil
 }
 
@@ -356,6 +370,7 @@ func (s *Store) openDB(readOnly bool) (*pebble.DB, error) {
 func (s *Store) resetCaches() {
 	o := s.opts
 	s.dedup = newGenMap[dedupEntry](o.DedupCacheEntries)
+	s.dedupFilter = newDedupFilter(o.DedupFilterBytes)
 	s.convs = newGenMap[struct{}](o.ConversationCacheEntries)
 	s.seqs = newGenMap[uint64](o.ConversationCacheEntries)
 	s.cursorCache = newGenMap[cursorValue](o.ConversationCacheEntries)
