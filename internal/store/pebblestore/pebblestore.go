@@ -169,7 +169,7 @@ type Store struct {
 	dedup    *genMap[dedupEntry] // committed (sender, client id) → location
 	// dedupFilter: every de-dup key that may be stored (dedupfilter.go).
 	dedupFilter *dedupFilter
-	convs    *genMap[struct{}]   // conversation-list keys known to be stored
+	convs       *genMap[struct{}] // conversation-list keys known to be stored
 	// Scratch state of one Append, reused to avoid allocations.
 	pendingDup  map[string]int      // de-dup key → index of its first message in the batch
 	pendingConv map[string]struct{} // conversation-list keys written by the batch
