@@ -472,8 +472,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.running, s.closed = false, true
 	s.mu.Unlock()
 	defer s.hooks.Close()
-	defer s.mod.Close() // after the chat service: nothing is decided any more
 	if !wasStarted {
+		s.mod.Close()
 		s.router.Close()
 		s.search.close()
 		return s.store.Close()
@@ -495,6 +495,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.accounts.Close() // after the chat service, before the media and the store
 	s.notify.Close()   // after the chat service: nothing is stored any more
+	s.mod.Close()      // after the chat service (nothing is decided any more), before the store its reloads read
 	s.sweep.stop()     // before the store closes
 	if err := s.search.close(); err != nil {
 		errs = append(errs, err)
