@@ -45,9 +45,12 @@ version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 created=$(git log -1 --format=%cI 2>/dev/null || echo 1970-01-01T00:00:00Z)
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$work/parley" ./cmd/parley
+# The machine's CA roots, as a release build would carry them.
+ca=/etc/ssl/certs/ca-certificates.crt
+[ -f "$ca" ] || ca=
 image() { # layout-dir [tarball]
   (cd deploy/tools && go run ./cmd/parley-image --binary "$work/parley" --version "$version" \
-    --revision "$revision" --created "$created" --layout "$1" ${2:+--tarball "$2"})
+    --revision "$revision" --created "$created" ${ca:+--ca-bundle "$ca"} --layout "$1" ${2:+--tarball "$2"})
 }
 d1=$(image "$work/oci-1" "$work/parley-image.tar")
 d2=$(image "$work/oci-2")

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,8 +96,8 @@ func TestImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := Spec{Binary: buildParley(t), Config: cfgYAML, Version: "v0.0.0-test", Revision: "abc123",
-		Created: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	spec := Spec{Binary: buildParley(t), Config: cfgYAML, CABundle: []byte("-----BEGIN CERTIFICATE-----\n"), Version: "v0.0.0-test", Revision: "abc123",
+		Created: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Arch: runtime.GOARCH}
 	img, err := Build(spec)
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +141,7 @@ func TestImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := cfg.Config
-	if cfg.OS != "linux" || cfg.Architecture != "amd64" {
+	if cfg.OS != "linux" || cfg.Architecture != runtime.GOARCH {
 		t.Errorf("platform %s/%s", cfg.OS, cfg.Architecture)
 	}
 	if uid, _, _ := strings.Cut(c.User, ":"); uid == "" || uid == "0" || uid == "root" {
@@ -177,6 +178,9 @@ func TestImage(t *testing.T) {
 	uid, _, _ := strings.Cut(c.User, ":")
 	if !regexp.MustCompile(`(?m)^\w+:x:` + uid + `:`).Match(must(os.ReadFile(filepath.Join(root, "etc/passwd")))) {
 		t.Errorf("/etc/passwd has no entry for the image's user %s", uid)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "etc/ssl/certs/ca-certificates.crt")); err != nil || !bytes.Equal(b, spec.CABundle) {
+		t.Errorf("the CA roots are not at /etc/ssl/certs/ca-certificates.crt (Go's default path): %v", err)
 	}
 	if owners["data/"] != uid {
 		t.Errorf("/data is owned by %q, want the image's user %s (a new volume takes its owner)", owners["data/"], uid)

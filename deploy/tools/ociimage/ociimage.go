@@ -78,7 +78,7 @@ func Build(s Spec) (v1.Image, error) {
 		return nil, fmt.Errorf("ociimage: no binary")
 	}
 	if s.Arch == "" {
-		s.Arch = "amd64"
+		return nil, fmt.Errorf("ociimage: no architecture")
 	}
 	created := s.Created.UTC().Truncate(time.Second)
 	layerTar, err := rootfs(s, created)

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -36,7 +37,7 @@ func run() error {
 	version := flag.String("version", "dev", "image version label")
 	revision := flag.String("revision", "", "source commit label")
 	created := flag.String("created", "1970-01-01T00:00:00Z", "creation time (RFC 3339; the commit's time keeps the build reproducible)")
-	arch := flag.String("arch", "amd64", "GOARCH of --binary")
+	arch := flag.String("arch", runtime.GOARCH, "GOARCH of --binary")
 	layoutDir := flag.String("layout", "", "write an OCI image layout here")
 	tarPath := flag.String("tarball", "", "write a `docker load` tarball here")
 	tag := flag.String("tag", "parley:dev", "the tarball's image name")
