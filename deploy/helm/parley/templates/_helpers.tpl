@@ -45,7 +45,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* The headless Service's DNS domain: <pod>.<this> reaches one pod. */}}
 {{- define "parley.peerDomain" -}}
-{{- printf "%s.%s.svc.cluster.local" (include "parley.headless" .) .Release.Namespace }}
+{{- printf "%s.%s.svc.%s" (include "parley.headless" .) .Release.Namespace .Values.clusterDomain }}
 {{- end }}
 
 {{/* The server configuration without secrets and per-pod keys (those the
