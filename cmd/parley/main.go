@@ -8,6 +8,7 @@
 //	parley migrate --from DIR --to postgres://...  move to PostgreSQL (node stopped)
 //	parley backup --out FILE     archive the data directory (docs/backup.md)
 //	parley restore --in FILE --data DIR  a data directory from an archive
+//	parley healthcheck [--url URL]  exit 0 if a server's /healthz answers 200
 //	parley version
 package main
 
@@ -46,6 +47,8 @@ func main() {
 		err = backupCmd(os.Args[2:])
 	case "restore":
 		err = restoreCmd(os.Args[2:])
+	case "healthcheck":
+		err = healthcheckCmd(os.Args[2:])
 	case "version":
 		fmt.Println("parley", version)
 	case "-h", "--help", "help":
@@ -80,6 +83,9 @@ commands:
   backup    archive the data directory: 'backup --out FILE [--server URL]'
             while it serves, or '--data DIR' stopped
   restore   a data directory from a backup: 'restore --in FILE --data DIR'
+  healthcheck
+            exit 0 if a server's /healthz answers 200 (a container's
+            HEALTHCHECK): 'healthcheck [--url URL]'
   version   print the version
 
 Run 'parley <command> -h' for a command's flags.
