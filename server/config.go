@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -469,8 +470,30 @@ type Config struct {
 	// NodeID distinguishes message ids of different nodes, 0-1023. Default 0.
 	NodeID uint16 `yaml:"node_id"`
 
-	// Logger receives the server's logs. Default slog.Default(). Not in YAML.
+	// Logger receives the server's logs, instead of the standard error in
+	// LogFormat. Not in YAML: a program embedding the server sets it.
+	// Default: a handler on os.Stderr (LogOutput) in LogFormat.
 	Logger *slog.Logger `yaml:"-"`
+	// ConfigSource reads the configuration again for a reload (SIGHUP in
+	// parley serve, POST /v1/admin/reload); `parley serve --config` sets
+	// it. Not in YAML. Default nil: the admin endpoint answers 409.
+	ConfigSource func() (Config, error) `yaml:"-"`
+	// LogOutput is where the server writes its logs when Logger is not
+	// set. Not in YAML. Default os.Stderr.
+	LogOutput io.Writer `yaml:"-"`
+	// LogFormat is "text" (key=value) or "json" (one object a line).
+	// Default "text". Ignored when Logger is set.
+	LogFormat string `yaml:"log_format"`
+	// LogLevel: debug, info, warn or error; reloadable. Default info (with
+	// Logger set and no LogLevel: whatever Logger's handler passes).
+	LogLevel string `yaml:"log_level"`
+	// LogSampleFirst: of the records with the same message and level, only
+	// the first this many per LogSampleInterval are logged; the rest are
+	// counted, and one record at the interval's end says how many were
+	// dropped. Default 100; -1: no sampling.
+	LogSampleFirst int `yaml:"log_sample_first"`
+	// LogSampleInterval is the sampling window. Default 1s.
+	LogSampleInterval time.Duration `yaml:"log_sample_interval"`
 
 	// The two fields below are decisions an operator takes for one start
 	// (the serve flags --new-secrets and --accept-data-loss), never kept in
@@ -691,8 +714,17 @@ func (c Config) withDefaults() Config {
 	if c.AppIssuer == "" {
 		c.AppIssuer = "app"
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
+	if c.LogFormat == "" {
+		c.LogFormat = "text"
+	}
+	if c.LogLevel == "" && c.Logger == nil {
+		c.LogLevel = "info"
+	}
+	if c.LogSampleFirst == 0 {
+		c.LogSampleFirst = 100
+	}
+	if c.LogSampleInterval == 0 {
+		c.LogSampleInterval = time.Second
 	}
 	return c
 }
@@ -858,5 +890,10 @@ func (c Config) validate() error {
 		}
 	}
 	check(c.DrainWindow >= 0, "drain_window must not be negative")
+	check(c.LogFormat == "text" || c.LogFormat == "json", `log_format must be "text" or "json", got %q`, c.LogFormat)
+	_, err = parseLevel(c.LogLevel)
+	check(err == nil, "log_level must be debug, info, warn or error, got %q", c.LogLevel)
+	check(c.LogSampleFirst > 0 || c.LogSampleFirst == unlimited, "log_sample_first must be positive or -1 (no sampling), got %d", c.LogSampleFirst)
+	check(c.LogSampleInterval > 0, "log_sample_interval must be positive")
 	return errors.Join(errs...)
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/parleyim/parley/internal/moderation"
 	"github.com/parleyim/parley/internal/moderation/hook"
-	"github.com/parleyim/parley/internal/moderation/wordfilter"
 	"github.com/parleyim/parley/internal/store"
 )
 
@@ -38,18 +37,7 @@ func (h ModerationHook) config() (hook.HookConfig, error) {
 // newModeration builds the word filter and the hooks of cfg.
 func newModeration(cfg Config, st store.Store) (*moderation.Service, error) {
 	mc := moderation.Config{Store: st, FilterContentTypes: cfg.WordFilterContentTypes, Logger: cfg.Logger}
-	for _, h := range cfg.ModerationHooks {
-		hc, err := h.config() // validated
-		if err != nil {
-			return nil, err
-		}
-		mc.Hooks = append(mc.Hooks, hc)
-	}
-	for _, l := range cfg.WordFilterLists {
-		a, _ := moderation.ParseAction(l.Action) // validated
-		mc.FilterLists = append(mc.FilterLists, moderation.ConfigList{WordsFile: l.WordsFile, List: wordfilter.List{
-			Name: l.Name, Action: a, Words: l.Words, Leet: l.Leet, IgnoreSeparators: l.IgnoreSeparators, WholeWords: l.WholeWords}})
-	}
+	mc.Hooks, mc.FilterLists = hookConfigs(cfg), configLists(cfg) // reload.go
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return moderation.New(ctx, mc)

@@ -20,8 +20,9 @@ import (
 
 // newNotifier builds the push notifier and the platforms configured: APNs
 // and FCM with their keys, Web Push unless turned off. It returns the VAPID
-// public key browsers subscribe with ("" when Web Push is off).
-func newNotifier(cfg Config, st store.Store, secrets auth.Secrets, offline func(chat.Event)) (*notify.Notifier, string, error) {
+// public key browsers subscribe with ("" when Web Push is off). APNs and
+// FCM go into live, whose credentials a reload replaces.
+func newNotifier(cfg Config, st store.Store, secrets auth.Secrets, offline func(chat.Event), live *liveConfig) (*notify.Notifier, string, error) {
 	var providers []provider.Provider
 	client := func(kind string) *http.Client { return cfg.pushClients[kind] }
 	var roots *x509.CertPool
@@ -35,28 +36,22 @@ func newNotifier(cfg Config, st store.Store, secrets auth.Secrets, offline func(
 			return nil, "", fmt.Errorf("push_ca_file %s: no PEM certificate in it", cfg.PushCAFile)
 		}
 	}
+	live.pushCAs = roots
 	if cfg.APNsKeyFile != "" {
-		key, err := os.ReadFile(cfg.APNsKeyFile)
-		if err != nil {
-			return nil, "", fmt.Errorf("apns_key_file: %w", err)
-		}
-		c, err := apns.New(apns.Config{KeyPEM: key, KeyID: cfg.APNsKeyID, TeamID: cfg.APNsTeamID,
-			Endpoint: cfg.APNsEndpoint, SandboxEndpoint: cfg.APNsSandboxEndpoint, Client: client(provider.APNs), RootCAs: roots})
+		c, err := apnsProvider(cfg, roots)
 		if err != nil {
 			return nil, "", err
 		}
-		providers = append(providers, c)
+		live.apns = newSwapProvider(c)
+		providers = append(providers, live.apns)
 	}
 	if cfg.FCMCredentialsFile != "" {
-		creds, err := os.ReadFile(cfg.FCMCredentialsFile)
-		if err != nil {
-			return nil, "", fmt.Errorf("fcm_credentials_file: %w", err)
-		}
-		c, err := fcm.New(fcm.Config{CredentialsJSON: creds, Endpoint: cfg.FCMEndpoint, Client: client(provider.FCM), RootCAs: roots})
+		c, err := fcmProvider(cfg, roots)
 		if err != nil {
 			return nil, "", err
 		}
-		providers = append(providers, c)
+		live.fcm = newSwapProvider(c)
+		providers = append(providers, live.fcm)
 	}
 	webPushKey := ""
 	pub, priv := cfg.WebPushVAPIDPublicKey, cfg.WebPushVAPIDPrivateKey
@@ -90,6 +85,25 @@ func newNotifier(cfg Config, st store.Store, secrets auth.Secrets, offline func(
 		Workers: cfg.PushWorkers, NoBadge: cfg.PushBadgeOff, Offline: offline, Logger: cfg.Logger}
 	n, err := notify.New(ncfg)
 	return n, webPushKey, err
+}
+
+// apnsProvider reads cfg's APNs key and makes the APNs client.
+func apnsProvider(cfg Config, roots *x509.CertPool) (provider.Provider, error) {
+	key, err := os.ReadFile(cfg.APNsKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("apns_key_file: %w", err)
+	}
+	return apns.New(apns.Config{KeyPEM: key, KeyID: cfg.APNsKeyID, TeamID: cfg.APNsTeamID,
+		Endpoint: cfg.APNsEndpoint, SandboxEndpoint: cfg.APNsSandboxEndpoint, Client: cfg.pushClients[provider.APNs], RootCAs: roots})
+}
+
+// fcmProvider reads cfg's FCM credentials and makes the FCM client.
+func fcmProvider(cfg Config, roots *x509.CertPool) (provider.Provider, error) {
+	creds, err := os.ReadFile(cfg.FCMCredentialsFile)
+	if err != nil {
+		return nil, fmt.Errorf("fcm_credentials_file: %w", err)
+	}
+	return fcm.New(fcm.Config{CredentialsJSON: creds, Endpoint: cfg.FCMEndpoint, Client: cfg.pushClients[provider.FCM], RootCAs: roots})
 }
 
 // writePushMetrics writes the push notifier's figures.

@@ -61,6 +61,7 @@ type Server struct {
 	// accounts exports and deletes accounts (account.go).
 	accounts *account.Service
 	backup   *backupPart // POST /v1/admin/backup (backup.go)
+	live     liveConfig  // what reloads (reload.go)
 
 	httpSrv *http.Server
 	tlsCfg  *tls.Config // nil: plaintext
@@ -79,6 +80,9 @@ func New(cfg Config) (_ *Server, err error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("parley: invalid config: %w", err)
 	}
+	embedded := cfg.Logger != nil
+	var logLevel *slog.LevelVar
+	cfg.Logger, logLevel = newLogger(cfg)
 	if _, err := os.Stat(cfg.DataDir); errors.Is(err, fs.ErrNotExist) {
 		// A first start that cannot listen (a port taken) must not leave a
 		// fresh data directory with new secrets behind: check first.
@@ -129,6 +133,7 @@ func New(cfg Config) (_ *Server, err error) {
 		st = cfg.storeWrap(st)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, store: st, started: time.Now()}
+	s.live.logLevel, s.live.cfg, s.live.embedded = logLevel, cfg, embedded
 	if s.search, err = newSearch(cfg, raw, st); err != nil {
 		return nil, fmt.Errorf("parley: %w", err)
 	}
@@ -148,7 +153,7 @@ func New(cfg Config) (_ *Server, err error) {
 		offline = s.hooks.Publish
 	}
 	var webPushKey string
-	s.notify, webPushKey, err = newNotifier(cfg, st, secrets, offline)
+	s.notify, webPushKey, err = newNotifier(cfg, st, secrets, offline, &s.live)
 	if err != nil {
 		return nil, fmt.Errorf("parley: push notifications: %w", err)
 	}
@@ -173,8 +178,9 @@ func New(cfg Config) (_ *Server, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("parley: tls: %w", err)
 		}
-		s.tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
-			NextProtos: []string{"http/1.1"}} // WebSocket upgrades need HTTP/1.1
+		s.live.cert.Store(&cert) // a reload swaps it (reload.go)
+		s.tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}, // WebSocket upgrades need HTTP/1.1
+			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.live.cert.Load(), nil }}
 	}
 
 	policy, _ := session.ParseKickPolicy(cfg.KickPolicy)
@@ -264,7 +270,7 @@ func New(cfg Config) (_ *Server, err error) {
 		WebPushKey:          webPushKey,
 		Media:               s.media,
 		Moderation:          s.mod,
-		Extra:               s.accountRoutes(),
+		Extra:               append(s.accountRoutes(), s.reloadRoutes()...),
 		Deleted:             s.accounts.Deleted,
 		Retention:           s.retention,
 		Logger:              cfg.Logger,
@@ -281,7 +287,7 @@ func New(cfg Config) (_ *Server, err error) {
 	}
 	mux.Handle("/", web.Handler())
 	s.httpSrv = &http.Server{
-		Handler:           mux,
+		Handler:           withRequestIDs(mux),
 		ReadHeaderTimeout: cfg.HTTPHeaderTimeout,
 		ReadTimeout:       cfg.HTTPReadTimeout,
 		IdleTimeout:       120 * time.Second,

@@ -29,50 +29,61 @@ func serve(args []string) error {
 	httpAddr := fs.String("http", "", "HTTP and WebSocket listen address (default 127.0.0.1:8080)")
 	tcpAddr := fs.String("tcp", "", `TCP listen address (default 127.0.0.1:7070; "off" disables)`)
 	public := fs.Bool("public", false, "listen on all interfaces instead of loopback (same ports)")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logLevel := fs.String("log-level", "", "debug, info, warn or error (default: the config's log_level, else info)")
+	logFormat := fs.String("log-format", "", "text or json (default: the config's log_format, else text)")
 	newSecrets := fs.Bool("new-secrets", false, "start a data directory whose secrets.json is lost with new secrets (every token and admin key issued before stops working)")
 	acceptLoss := fs.Bool("accept-data-loss", false, "open a store whose write-ahead logs lost synced writes with what survives (logged)")
 	pprofAddr := fs.String("pprof", "", "serve Go's /debug/pprof on this address (e.g. 127.0.0.1:6060; keep it private)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var cfg server.Config
-	if *configPath != "" {
-		var err error
-		if cfg, err = loadConfig(*configPath); err != nil {
-			return err
+	// readConfig reads the file and lays the flags over it, at start and
+	// at each reload (SIGHUP, POST /v1/admin/reload): a flag keeps its
+	// value over a reload, so it is never taken for a change.
+	readConfig := func() (server.Config, error) {
+		var cfg server.Config
+		if *configPath != "" {
+			var err error
+			if cfg, err = loadConfig(*configPath); err != nil {
+				return cfg, err
+			}
 		}
-	}
-	set := func(dst *string, v string) {
-		if v != "" {
-			*dst = v
+		set := func(dst *string, v string) {
+			if v != "" {
+				*dst = v
+			}
 		}
+		set(&cfg.DataDir, *dataDir)
+		set(&cfg.HTTPAddr, *httpAddr)
+		set(&cfg.TCPAddr, *tcpAddr)
+		set(&cfg.LogLevel, *logLevel)
+		set(&cfg.LogFormat, *logFormat)
+		if *public {
+			cfg.HTTPAddr = anyHost(cfg.HTTPAddr, "8080")
+			if cfg.TCPAddr != "off" {
+				cfg.TCPAddr = anyHost(cfg.TCPAddr, "7070")
+			}
+		}
+		return cfg, nil
 	}
-	set(&cfg.DataDir, *dataDir)
+	cfg, err := readConfig()
+	if err != nil {
+		return err
+	}
 	cfg.NewSecrets, cfg.AcceptDataLoss = *newSecrets, *acceptLoss
-	set(&cfg.HTTPAddr, *httpAddr)
-	set(&cfg.TCPAddr, *tcpAddr)
-	if *public {
-		cfg.HTTPAddr = anyHost(cfg.HTTPAddr, "8080")
-		if cfg.TCPAddr != "off" {
-			cfg.TCPAddr = anyHost(cfg.TCPAddr, "7070")
-		}
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("log-level: %w", err)
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	cfg.Logger = log
-
-	if *pprofAddr != "" {
-		if err := servePprof(*pprofAddr, log); err != nil {
-			return err
-		}
+	if *configPath != "" {
+		cfg.ConfigSource = readConfig
 	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err
+	}
+	log := srv.Logger()
+	if *pprofAddr != "" {
+		if err := servePprof(*pprofAddr, log); err != nil {
+			srv.Shutdown(context.Background())
+			return err
+		}
 	}
 	if err := srv.Start(); err != nil {
 		srv.Shutdown(context.Background())
@@ -100,8 +111,14 @@ func serve(args []string) error {
 	}
 
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	<-sig
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	for s := <-sig; s == syscall.SIGHUP; s = <-sig {
+		// The server logs what a reload applied; a refusal or a bad file
+		// is logged here, and the server goes on as it was.
+		if _, err := srv.ReloadConfig(); err != nil {
+			log.Error("configuration not reloaded", "err", err)
+		}
+	}
 	log.Info("shutting down")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

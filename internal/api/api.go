@@ -92,7 +92,7 @@ type API struct {
 	mux      *http.ServeMux
 	log      *slog.Logger
 	hashes   chan struct{} // bounds concurrent password hashing (CPU-heavy by design)
-	keyLimit *limit.Keyed  // per API key; nil: unlimited
+	keyLimit *limit.Keyed  // per API key; SetKeyRate changes it
 	uploads  http.Handler  // resumable uploads (tusd); nil without Media
 	limited  atomic.Uint64 // admin requests refused by keyLimit
 	keys     []adminKey    // Config.AdminAPIKeys, parsed
@@ -114,7 +114,7 @@ func New(cfg Config) (*API, error) {
 		return nil, err
 	}
 	a := &API{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger,
-		hashes: make(chan struct{}, runtime.GOMAXPROCS(0)), dummyHash: dummy, keyLimit: limit.NewKeyed(cfg.KeyRate)}
+		hashes: make(chan struct{}, runtime.GOMAXPROCS(0)), dummyHash: dummy, keyLimit: limit.NewVar(cfg.KeyRate)}
 	if cfg.Media != nil {
 		if a.uploads, err = cfg.Media.TusHandler(a.authenticate); err != nil {
 			return nil, err
@@ -127,6 +127,9 @@ func New(cfg Config) (*API, error) {
 	a.routes()
 	return a, nil
 }
+
+// SetKeyRate changes KeyRate from the next request on.
+func (a *API) SetKeyRate(r limit.Rate) { a.keyLimit.SetRate(r) }
 
 // routes registers every route; docs/openapi.json must list the same set
 // (TestOpenAPIMatchesRoutes).

@@ -288,7 +288,7 @@ type Service struct {
 	nextSession atomic.Uint64 // starts at the boot time in µs, so ids stay unique across restarts
 	ids         idGen         // used by the committer goroutine only
 
-	sendLimit, requestLimit *limit.Keyed // per user; nil: unlimited
+	sendLimit, requestLimit *limit.Keyed // per user; SetRates changes them
 	ackLatency              *metrics.Histogram
 	commitLatency           *metrics.Histogram
 	reads                   *semaphore.Weighted // Config.ReadMemoryBytes, shared by page reads
@@ -367,7 +367,7 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 	s.ids.node = uint64(cfg.NodeID & 1023)
 	s.nodeID = strconv.Itoa(int(cfg.NodeID))
 	s.nextSession.Store(uint64(time.Now().UnixMicro()))
-	s.sendLimit, s.requestLimit = limit.NewKeyed(cfg.SendRate), limit.NewKeyed(cfg.RequestRate)
+	s.sendLimit, s.requestLimit = limit.NewVar(cfg.SendRate), limit.NewVar(cfg.RequestRate)
 	s.ackLatency = metrics.NewHistogram(metrics.LatencyBuckets)
 	s.commitLatency = metrics.NewHistogram(metrics.LatencyBuckets)
 	s.groups.m = make(map[string]*groupState)
@@ -648,6 +648,14 @@ func (s *Service) dispatch(ctx context.Context, c Replier, sess *session.Session
 
 // allow applies the per-user rates to one request. Pings and cursor ACKs are
 // never limited: refusing them would only make clients resend more.
+//
+// SetRates (below) changes SendRate and RequestRate while the service runs,
+// for every session, connected or not.
+func (s *Service) SetRates(send, request limit.Rate) {
+	s.sendLimit.SetRate(send)
+	s.requestLimit.SetRate(request)
+}
+
 func (s *Service) allow(sess *session.Session, f *pb.ClientFrame) bool {
 	if sess.System {
 		return true // the admin API, limited per API key instead

@@ -48,7 +48,7 @@ type Gateway struct {
 	linger      time.Duration // how long a closing connection may take to flush
 	stats       counters
 	nextID      atomic.Uint64
-	connLimit   *limit.Keyed // new connections per client IP; nil: unlimited
+	connLimit   *limit.Keyed // new connections per client IP; SetConnRate changes it
 	clock       atomic.Int64 // unix ns, refreshed by the sweeper; a cheap "now" for touch
 	unauth      unauthCount  // connections not yet authenticated
 	fdBase      atomic.Int64 // open descriptors less Len, sampled by the sweeper; -1: unknown
@@ -91,7 +91,7 @@ func New(cfg Config, h Handler) (*Gateway, error) {
 		stop:      make(chan struct{}),
 		pollDone:  make(chan struct{}),
 	}
-	g.connLimit = limit.NewKeyed(cfg.ConnRate)
+	g.connLimit = limit.NewVar(cfg.ConnRate)
 	g.unauth.perIP = make(map[netip.Addr]int32)
 	g.sampleFDs()
 	g.clock.Store(time.Now().UnixNano())
@@ -167,7 +167,7 @@ func (g *Gateway) ServeTCP(ln net.Listener) error {
 
 // admit applies the per-IP connection rate to a new connection from addr.
 func (g *Gateway) admit(addr net.Addr) bool {
-	if g.connLimit == nil {
+	if g.connLimit.Unlimited() {
 		return true
 	}
 	ta, ok := addr.(*net.TCPAddr)
@@ -178,8 +178,11 @@ func (g *Gateway) admit(addr net.Addr) bool {
 	return g.admitIP(ip)
 }
 
+// SetConnRate changes ConnRate from the next connection on.
+func (g *Gateway) SetConnRate(r limit.Rate) { g.connLimit.SetRate(r) }
+
 func (g *Gateway) admitIP(ip netip.Addr) bool {
-	if g.connLimit == nil {
+	if g.connLimit.Unlimited() {
 		return true
 	}
 	ip = ip.Unmap()

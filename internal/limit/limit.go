@@ -6,6 +6,7 @@ package limit
 import (
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -48,11 +49,17 @@ type shard struct {
 
 // Keyed is a token bucket per key. Safe for concurrent use.
 type Keyed struct {
-	rate   Rate
-	burst  float64
+	// p is the rate in force: swapped whole by SetRate, so a check reads
+	// one pointer and takes no lock beyond its shard's.
+	p      atomic.Pointer[params]
 	seed   maphash.Seed
 	now    func() int64
 	shards [shards]shard
+}
+
+type params struct {
+	rate  Rate
+	burst float64
 }
 
 // NewKeyed returns the limiter for rate; nil when rate is unlimited (Allow on
@@ -61,20 +68,33 @@ func NewKeyed(rate Rate) *Keyed {
 	if rate.Unlimited() {
 		return nil
 	}
-	k := &Keyed{rate: rate, burst: rate.burst(), seed: maphash.MakeSeed(),
-		now: func() int64 { return time.Now().UnixNano() }}
+	return NewVar(rate)
+}
+
+// NewVar returns a limiter whose rate SetRate may change later; never nil
+// (while unlimited, Allow costs one atomic load).
+func NewVar(rate Rate) *Keyed {
+	k := &Keyed{seed: maphash.MakeSeed(), now: func() int64 { return time.Now().UnixNano() }}
+	k.SetRate(rate)
 	for i := range k.shards {
 		k.shards[i].m = make(map[string]*bucket)
 	}
 	return k
 }
 
+// SetRate changes the rate from now on, keeping every key's bucket: a
+// lower burst caps the tokens a bucket holds at its next refill.
+func (k *Keyed) SetRate(rate Rate) { k.p.Store(&params{rate: rate, burst: rate.burst()}) }
+
+// Unlimited reports whether k allows everything now (nil does).
+func (k *Keyed) Unlimited() bool { return k == nil || k.p.Load().rate.Unlimited() }
+
 // Allow takes one token from key's bucket; false when it is empty.
 func (k *Keyed) Allow(key string) bool {
-	if k == nil {
+	if k.Unlimited() {
 		return true
 	}
-	sh, b := k.refilled(key)
+	sh, b, _ := k.refilled(key)
 	defer sh.mu.Unlock()
 	if b.tokens < 1 {
 		return false
@@ -84,9 +104,11 @@ func (k *Keyed) Allow(key string) bool {
 }
 
 // refilled locks key's shard and returns key's bucket refilled to now (a
-// new key's is full). The caller unlocks the shard.
-func (k *Keyed) refilled(key string) (*shard, *bucket) {
+// new key's is full), with the rate it was refilled at. The caller
+// unlocks the shard.
+func (k *Keyed) refilled(key string) (*shard, *bucket, *params) {
 	sh := &k.shards[maphash.String(k.seed, key)%shards]
+	p := k.p.Load()
 	now := k.now()
 	sh.mu.Lock()
 	b := sh.m[key]
@@ -94,15 +116,15 @@ func (k *Keyed) refilled(key string) (*shard, *bucket) {
 		// Keys past the shard's share of maxKeys are first swept of idle
 		// (full) buckets, which hold no information.
 		if len(sh.m) >= maxKeysPerShard {
-			k.sweep(sh, now)
+			k.sweep(sh, now, p)
 		}
-		b = &bucket{tokens: k.burst, last: now}
+		b = &bucket{tokens: p.burst, last: now}
 		sh.m[key] = b
-		return sh, b
+		return sh, b, p
 	}
-	b.tokens = min(b.tokens+float64(now-b.last)/1e9*k.rate.PerSecond, k.burst)
+	b.tokens = min(b.tokens+float64(now-b.last)/1e9*p.rate.PerSecond, p.burst)
 	b.last = now
-	return sh, b
+	return sh, b, p
 }
 
 // maxKeysPerShard bounds a shard before it sweeps. Past it, with every key
@@ -111,9 +133,9 @@ func (k *Keyed) refilled(key string) (*shard, *bucket) {
 const maxKeysPerShard = 4096
 
 // sweep drops buckets that have refilled completely: forgetting them changes nothing.
-func (k *Keyed) sweep(sh *shard, now int64) {
+func (k *Keyed) sweep(sh *shard, now int64, p *params) {
 	for key, b := range sh.m {
-		if b.tokens+float64(now-b.last)/1e9*k.rate.PerSecond >= k.burst {
+		if b.tokens+float64(now-b.last)/1e9*p.rate.PerSecond >= p.burst {
 			delete(sh.m, key)
 		}
 	}
@@ -139,14 +161,17 @@ func (k *Keyed) Len() int {
 // bytes just read; the caller sleeps the answer, so every stream of one key
 // together keeps to the rate.
 func (k *Keyed) Take(key string, n float64) time.Duration {
-	if k == nil || n <= 0 {
+	if n <= 0 || k.Unlimited() {
 		return 0
 	}
-	sh, b := k.refilled(key)
+	sh, b, p := k.refilled(key)
 	defer sh.mu.Unlock()
+	if p.rate.Unlimited() {
+		return 0 // changed to unlimited since the check above
+	}
 	b.tokens -= n
 	if b.tokens >= 0 {
 		return 0
 	}
-	return time.Duration(-b.tokens / k.rate.PerSecond * 1e9)
+	return time.Duration(-b.tokens / p.rate.PerSecond * 1e9)
 }

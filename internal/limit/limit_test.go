@@ -91,3 +91,29 @@ func TestTakeBytes(t *testing.T) {
 		t.Fatalf("nil limiter waited %v", d)
 	}
 }
+
+// A rate changed with SetRate applies to keys already tracked: a limiter
+// that allowed everything starts refusing, a lower burst caps a full
+// bucket, and unlimited allows again.
+func TestSetRate(t *testing.T) {
+	k := NewVar(Rate{})
+	now := int64(0)
+	k.now = func() int64 { return now }
+	for range 100 {
+		if !k.Allow("a") {
+			t.Fatal("unlimited limiter refused")
+		}
+	}
+	k.SetRate(Rate{PerSecond: 1, Burst: 2})
+	if !k.Allow("a") || !k.Allow("a") || k.Allow("a") {
+		t.Fatal("a burst of 2 did not allow exactly 2")
+	}
+	now += 10e9 // refills past the burst: capped at 2
+	if !k.Allow("a") || !k.Allow("a") || k.Allow("a") {
+		t.Fatal("refill was not capped at the burst")
+	}
+	k.SetRate(Rate{})
+	if !k.Allow("a") || k.Take("a", 100) != 0 {
+		t.Fatal("unlimited again still refuses")
+	}
+}

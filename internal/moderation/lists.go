@@ -291,6 +291,47 @@ func (s *Service) reload(ctx context.Context, first bool) error {
 	return nil
 }
 
+// SetFilterLists replaces the configuration's lists (a configuration
+// reload), reading their word files; on an error the lists in use stay.
+func (s *Service) SetFilterLists(lists []ConfigList) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lists = append([]ConfigList(nil), lists...)
+	times := make([]time.Time, len(lists))
+	for i := range lists {
+		cl := &lists[i]
+		if cl.WordsFile == "" {
+			continue
+		}
+		fi, err := os.Stat(cl.WordsFile)
+		if err != nil {
+			return fmt.Errorf("moderation: word list %q: %w", cl.Name, err)
+		}
+		b, err := os.ReadFile(cl.WordsFile)
+		if err != nil {
+			return fmt.Errorf("moderation: word list %q: %w", cl.Name, err)
+		}
+		cl.Words, times[i] = trimLines(b), fi.ModTime()
+	}
+	var admin []FilterList
+	if len(s.stored) > 0 {
+		if err := json.Unmarshal(s.stored, &admin); err != nil {
+			return fmt.Errorf("moderation: stored word lists: %w", err)
+		}
+	}
+	config := make([]wordfilter.List, 0, len(lists))
+	for _, cl := range lists {
+		config = append(config, cl.List)
+	}
+	f, err := s.build(config, admin)
+	if err != nil {
+		return fmt.Errorf("moderation: %w", err)
+	}
+	s.cfg.FilterLists, s.fileTimes = lists, times
+	s.filter.Store(f)
+	return nil
+}
+
 func (s *Service) reloadFailed(first bool, err error) error {
 	if first {
 		return fmt.Errorf("moderation: %w", err)

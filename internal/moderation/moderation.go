@@ -65,7 +65,7 @@ type Service struct {
 	cfg    Config
 	store  store.Store
 	log    *slog.Logger
-	hooks  *hook.Hooks
+	hooks  atomic.Pointer[hook.Hooks] // swapped by SetHooks
 	cache  *hook.DecisionCache
 	filter wordfilter.Holder
 	text   map[string]bool // FilterContentTypes
@@ -104,14 +104,15 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	for _, t := range cfg.FilterContentTypes {
 		s.text[t] = true
 	}
-	var err error
-	if s.hooks, err = hook.New(hook.Config{Hooks: cfg.Hooks, Client: cfg.HookClient, RootCAs: cfg.HookRootCAs, Logger: cfg.Logger}); err != nil {
+	hooks, err := hook.New(hook.Config{Hooks: cfg.Hooks, Client: cfg.HookClient, RootCAs: cfg.HookRootCAs, Logger: cfg.Logger})
+	if err != nil {
 		return nil, err
 	}
+	s.hooks.Store(hooks)
 	s.cache = hook.NewDecisionCache(cfg.Cache)
 	s.fileTimes = make([]time.Time, len(cfg.FilterLists))
 	if err := s.reload(ctx, true); err != nil {
-		s.hooks.Close()
+		hooks.Close()
 		return nil, err
 	}
 	return s, nil
@@ -134,8 +135,20 @@ func (s *Service) Close() {
 			<-s.done
 		}
 	}
-	s.hooks.Close()
+	s.hooks.Load().Close()
 }
+
+// NewHooks builds hooks as New does, for SwapHooks (a configuration
+// reload prepares everything before it applies anything).
+func (s *Service) NewHooks(hooks []hook.HookConfig) (*hook.Hooks, error) {
+	return hook.New(hook.Config{Hooks: hooks, Client: s.cfg.HookClient, RootCAs: s.cfg.HookRootCAs, Logger: s.cfg.Logger})
+}
+
+// SwapHooks puts h in place of the hooks in use: sends decided from now on
+// use h; calls in flight finish on the old hooks, which are then closed. A
+// send that picked the old hooks just before the swap may be answered
+// UNAVAILABLE, which clients retry.
+func (s *Service) SwapHooks(h *hook.Hooks) { go s.hooks.Swap(h).Close() }
 
 // Filter implements chat.Moderator: the word filter on a text payload.
 func (s *Service) Filter(contentType string, payload []byte) ([]byte, error) {
@@ -162,7 +175,7 @@ func (s *Service) Filter(contentType string, payload []byte) ([]byte, error) {
 const RejectWordFilter = "word_filter"
 
 // Hooked implements chat.Moderator.
-func (s *Service) Hooked(t hook.EventType) bool { return s.hooks.Wants(t) }
+func (s *Service) Hooked(t hook.EventType) bool { return s.hooks.Load().Wants(t) }
 
 // Decide implements chat.Moderator: the hooks' decision, or the first one
 // for a retried send (the decision cache). done gets nil to allow (with
@@ -170,7 +183,7 @@ func (s *Service) Hooked(t hook.EventType) bool { return s.hooks.Wants(t) }
 // sender, exactly once, on this goroutine or on one sending the hook's
 // requests.
 func (s *Service) Decide(ev *hook.Event, done func(error)) {
-	s.cache.DecideAsync(*ev, s.hooks.DecideAsync, func(d hook.Decision, err error) {
+	s.cache.DecideAsync(*ev, s.hooks.Load().DecideAsync, func(d hook.Decision, err error) {
 		switch {
 		case err != nil:
 			done(reqerr.Unavail) // the server is stopping
@@ -202,7 +215,7 @@ type Stats struct {
 func (s *Service) Stats() Stats {
 	// Masked and rejected first: each is counted after filtered, so
 	// filtered read last is never below their sum.
-	st := Stats{Hooks: s.hooks.Stats(), Cache: s.cache.Stats(),
+	st := Stats{Hooks: s.hooks.Load().Stats(), Cache: s.cache.Stats(),
 		Masked: s.masked.Load(), Rejected: s.rejected.Load(), ReloadFailures: s.reloadFailures.Load()}
 	st.Filtered = s.filtered.Load()
 	if f := s.filter.Load(); f != nil {

@@ -17,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -75,11 +76,15 @@ type Dispatcher struct {
 }
 
 type sink struct {
-	url    string
-	logURL string          // url without credentials, for logs
+	addr   atomic.Pointer[sinkURL] // swapped by SetURLs
 	queue  chan chat.Event // encoded by the sender, off the delivery path
 
 	delivered, dropped, failures atomic.Uint64
+}
+
+type sinkURL struct {
+	url    string
+	logURL string // url without credentials, for logs
 }
 
 // New validates cfg and starts one sender per URL.
@@ -115,12 +120,26 @@ func New(cfg Config) (*Dispatcher, error) {
 		}
 	}
 	for _, u := range cfg.URLs {
-		s := &sink{url: u, logURL: redactURL(u), queue: make(chan chat.Event, cfg.QueueSize)}
+		s := &sink{queue: make(chan chat.Event, cfg.QueueSize)}
+		s.addr.Store(&sinkURL{url: u, logURL: redactURL(u)})
 		d.sinks = append(d.sinks, s)
 		d.wg.Add(1)
 		go d.run(s)
 	}
 	return d, nil
+}
+
+// SetURLs changes the URLs events are sent to, each in the place of the
+// one at its position: the events queued for a URL go to its replacement.
+// The number of URLs is fixed at New (each has its queue and sender).
+func (d *Dispatcher) SetURLs(urls []string) error {
+	if len(urls) != len(d.sinks) {
+		return fmt.Errorf("webhook: %d URLs configured, %d given: the number of URLs changes only with a restart", len(d.sinks), len(urls))
+	}
+	for i, u := range urls {
+		d.sinks[i].addr.Store(&sinkURL{url: u, logURL: redactURL(u)})
+	}
+	return nil
 }
 
 // Enabled reports whether any URL is configured.
@@ -194,7 +213,7 @@ func (d *Dispatcher) run(s *sink) {
 		body := encodeBatch(batch)
 		if !d.sendWithRetry(s, body) {
 			s.dropped.Add(uint64(len(batch)))
-			d.cfg.Logger.Warn("webhook: batch dropped after retries", "url", s.logURL, "events", len(batch))
+			d.cfg.Logger.Warn("webhook: batch dropped after retries", "url", s.addr.Load().logURL, "events", len(batch))
 			continue
 		}
 		s.delivered.Add(uint64(len(batch)))
@@ -235,7 +254,7 @@ func encodeBatch(events []chat.Event) []byte {
 func (d *Dispatcher) sendWithRetry(s *sink, body []byte) bool {
 	backoff := 100 * time.Millisecond
 	for attempt := 0; ; attempt++ {
-		if d.post(s.url, body) {
+		if d.post(s.addr.Load().url, body) {
 			return true
 		}
 		s.failures.Add(1)
