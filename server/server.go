@@ -178,8 +178,10 @@ func New(cfg Config) (_ *Server, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("parley: tls: %w", err)
 		}
-		s.live.cert.Store(&cert) // a reload swaps it (reload.go)
-		s.tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}, // WebSocket upgrades need HTTP/1.1
+		// The certificate is looked up per handshake, so a reload can swap
+		// it (reload.go); WebSocket upgrades need HTTP/1.1.
+		s.live.cert.Store(&cert)
+		s.tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"},
 			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.live.cert.Load(), nil }}
 	}
 

@@ -76,8 +76,8 @@ type Dispatcher struct {
 }
 
 type sink struct {
-	addr   atomic.Pointer[sinkURL] // swapped by SetURLs
-	queue  chan chat.Event // encoded by the sender, off the delivery path
+	addr  atomic.Pointer[sinkURL] // swapped by SetURLs
+	queue chan chat.Event         // encoded by the sender, off the delivery path
 
 	delivered, dropped, failures atomic.Uint64
 }
