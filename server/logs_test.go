@@ -102,24 +102,46 @@ func randomSecret(t *testing.T, prefix string) string {
 // revoked tokens), the admin API (right and wrong keys), token minting,
 // password changes and logout; then every secret it saw is looked for in
 // everything it logged. Run once with configured secrets and once with the
-// ones a server generates at first start.
+// ones a server generates at first start, and in both log formats: text
+// through a Logger handed in, JSON through log_format.
 func TestLogsHoldNoSecrets(t *testing.T) {
 	t.Parallel()
-	for _, generated := range []bool{false, true} {
+	for _, tc := range []struct {
+		generated bool
+		format    string
+	}{{false, "text"}, {true, "text"}, {false, "json"}, {true, "json"}} {
+		generated := tc.generated
 		name := "configured secrets"
 		if generated {
 			name = "generated secrets"
 		}
-		t.Run(name, func(t *testing.T) {
+		t.Run(name+" "+tc.format, func(t *testing.T) {
 			logs := &logBuffer{}
 			secrets := secretSet{}
+			var nextMu sync.Mutex
+			var next func(*server.Config)
 			hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				io.Copy(io.Discard, r.Body)
 			}))
 			defer hook.Close()
 			ts := startServer(t, func(c *server.Config) {
-				c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+				if tc.format == "json" {
+					c.Logger, c.LogOutput, c.LogFormat, c.LogLevel = nil, logs, "json", "debug"
+				} else {
+					c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+				}
 				c.WebhookURLs = []string{hook.URL}
+				// Reloads (below) read this configuration again, with
+				// next's changes.
+				c.ConfigSource = func() (server.Config, error) {
+					nextMu.Lock()
+					defer nextMu.Unlock()
+					n := *c
+					if next != nil {
+						next(&n)
+					}
+					return n, nil
+				}
 				if generated {
 					c.AdminAPIKeys, c.AppSecret = nil, ""
 					return
@@ -155,14 +177,52 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 
 			exerciseSecrets(t, ts, adminKey, appSecret, secrets)
 
+			// Reloads: one refused for changing secrets (its message names
+			// the keys, never their values), one applied; each logged with
+			// the admin request's id.
+			newKey, newHookSecret := randomSecret(t, "tokenkey2-"), randomSecret(t, "hooksecret2-")
+			secrets.add("token key in a reload", newKey)
+			secrets.add("webhook secret in a reload", newHookSecret)
+			nextMu.Lock()
+			next = func(c *server.Config) { c.TokenKey, c.WebhookSecret, c.UserSendRate = newKey, newHookSecret, 7 }
+			nextMu.Unlock()
+			hdr := map[string]string{"X-Api-Key": adminKey, "X-Request-Id": "reload-refused-1"}
+			code, body := httpDo(t, http.MethodPost, ts.httpBase+"/v1/admin/reload", hdr, nil)
+			if code != http.StatusConflict || !strings.Contains(string(body), "token_key") || !strings.Contains(string(body), "webhook_secret") {
+				t.Fatalf("a reload changing secrets: %d %s", code, body)
+			}
+			nextMu.Lock()
+			next = func(c *server.Config) { c.UserSendRate, c.LogLevel = 7, "debug" }
+			nextMu.Unlock()
+			hdr["X-Request-Id"] = "reload-applied-1"
+			req, _ := http.NewRequest(http.MethodPost, ts.httpBase+"/v1/admin/reload", nil)
+			for k, v := range hdr {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Request-Id") != "reload-applied-1" {
+				t.Fatalf("reload: %d, request id %q", resp.StatusCode, resp.Header.Get("X-Request-Id"))
+			}
+
 			// Everything is logged once the server has stopped.
 			shutdown(t, ts)
 			out := logs.String()
-			if !strings.Contains(out, "level=DEBUG") {
+			if !strings.Contains(out, "level=DEBUG") && !strings.Contains(out, `"level":"DEBUG"`) {
 				t.Fatalf("the server logged nothing at Debug: the logger is not wired, so no leak could be seen: %q", out)
 			}
 			if leaked := secrets.leaks(out); len(leaked) > 0 {
 				t.Fatalf("secrets in the logs:\n%s", strings.Join(leaked, "\n"))
+			}
+			reloaded := false
+			for _, l := range strings.Split(out, "\n") {
+				reloaded = reloaded || strings.Contains(l, "configuration reloaded") && strings.Contains(l, "reload-applied-1")
+			}
+			if !reloaded {
+				t.Fatalf("no reload line with the request's id in the log:\n%s", out)
 			}
 			t.Logf("%d secrets checked against %d bytes (%d lines) of Debug logs", len(secrets), len(out), strings.Count(out, "\n"))
 

@@ -86,6 +86,11 @@ func (e *RestartRequiredError) Error() string {
 // unreadable file (certificate, credentials, word list) with its error;
 // in both cases nothing is applied. It returns the keys that changed.
 func (s *Server) Reload(next Config) ([]string, error) {
+	return s.reload(context.Background(), next)
+}
+
+// reload is Reload logging with ctx's attributes (an admin request's id).
+func (s *Server) reload(ctx context.Context, next Config) ([]string, error) {
 	s.live.mu.Lock()
 	defer s.live.mu.Unlock()
 	cur := s.live.cfg
@@ -170,13 +175,15 @@ func (s *Server) Reload(next Config) ([]string, error) {
 		s.mod.SwapHooks(hooks)
 	}
 	s.live.cfg = next
-	s.log.Info("configuration reloaded", "changed", strings.Join(changed, ","))
+	s.log.InfoContext(ctx, "configuration reloaded", "changed", strings.Join(changed, ","))
 	return changed, nil
 }
 
 // ReloadConfig reads the configuration again through Config.ConfigSource
 // and applies it (Reload).
-func (s *Server) ReloadConfig() ([]string, error) {
+func (s *Server) ReloadConfig() ([]string, error) { return s.reloadConfig(context.Background()) }
+
+func (s *Server) reloadConfig(ctx context.Context) ([]string, error) {
 	if s.cfg.ConfigSource == nil {
 		return nil, errNoConfigSource
 	}
@@ -184,7 +191,7 @@ func (s *Server) ReloadConfig() ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parley: reload: %w", err)
 	}
-	return s.Reload(next)
+	return s.reload(ctx, next)
 }
 
 var errNoConfigSource = errors.New("parley: reload: this server was started without a configuration file to read again")
@@ -241,7 +248,7 @@ func (s *Server) reloadRoutes() []api.Route {
 // and applies it; 200 {"changed": [keys]}, 409 when a key needs a restart
 // (the message names it) or no file is known, 400 when the file is invalid.
 func (s *Server) adminReload(w http.ResponseWriter, r *http.Request) {
-	changed, err := s.ReloadConfig()
+	changed, err := s.reloadConfig(r.Context())
 	var restart *RestartRequiredError
 	switch {
 	case errors.As(err, &restart), errors.Is(err, errNoConfigSource):
