@@ -326,6 +326,17 @@ func (c *Client) authenticate(ctx context.Context) error {
 // AuthOk is the server's answer to this connection's Auth frame.
 func (c *Client) AuthOk() *pb.AuthOk { return c.authOk }
 
+// ProtocolVersion is the protocol version the server said it speaks in
+// AuthOk, "MAJOR.MINOR"; "1.0" from a server too old to say. Compare it with
+// wire.ProtocolVersion, what this SDK speaks, to know which features the
+// server has (docs/protocol.md, "Versions").
+func (c *Client) ProtocolVersion() string {
+	if v := c.authOk.GetProtocolVersion(); v != "" {
+		return v
+	}
+	return "1.0"
+}
+
 // UserID is the authenticated user.
 func (c *Client) UserID() string { return c.authOk.GetUserId() }
 

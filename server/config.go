@@ -474,6 +474,10 @@ type Config struct {
 	// LogFormat. Not in YAML: a program embedding the server sets it.
 	// Default: a handler on os.Stderr (LogOutput) in LogFormat.
 	Logger *slog.Logger `yaml:"-"`
+	// Version is the version this server reports (/metrics
+	// parley_build_info); parley serve sets its own. Not in YAML. Default:
+	// the module's version from the build info, else "dev".
+	Version string `yaml:"-"`
 	// ConfigSource reads the configuration again for a reload (SIGHUP in
 	// parley serve, POST /v1/admin/reload); `parley serve --config` sets
 	// it. Not in YAML. Default nil: the admin endpoint answers 409.

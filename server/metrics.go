@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/parleyim/parley/internal/buildinfo"
 	"github.com/parleyim/parley/internal/gateway"
 	"github.com/parleyim/parley/internal/metrics"
 	"github.com/parleyim/parley/internal/moderation"
@@ -22,6 +23,11 @@ func (s *Server) writeMetrics(out io.Writer) error {
 	runtime.ReadMemStats(&ms)
 
 	w := metrics.NewWriter(out)
+	bi := buildinfo.Read(s.cfg.Version)
+	w.Family("parley_build_info", "Always 1; the labels say what this server is: its version, commit, Go release and client protocol version.", "gauge", []metrics.Sample{
+		{Labels: []metrics.Label{{Name: "version", Value: bi.Version}, {Name: "commit", Value: bi.Commit},
+			{Name: "go_version", Value: bi.GoVersion}, {Name: "protocol", Value: bi.Protocol}}, Value: 1},
+	})
 	w.Family("parley_connections", "Open client connections, by transport.", "gauge", []metrics.Sample{
 		{Labels: []metrics.Label{{Name: "transport", Value: "ws"}}, Value: float64(gs.OpenWS)},
 		{Labels: []metrics.Label{{Name: "transport", Value: "tcp"}}, Value: float64(gs.OpenTCP)},

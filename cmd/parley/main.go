@@ -19,9 +19,11 @@ import (
 	"strings"
 
 	"github.com/parleyim/parley/internal/bench"
+	"github.com/parleyim/parley/internal/buildinfo"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
+// version is set at build time with -ldflags "-X main.version=..."; left
+// "dev", the module's version from the build info is shown instead.
 var version = "dev"
 
 func main() {
@@ -50,7 +52,7 @@ func main() {
 	case "healthcheck":
 		err = healthcheckCmd(os.Args[2:])
 	case "version":
-		fmt.Println("parley", version)
+		writeVersion(os.Stdout, buildinfo.Read(version))
 	case "-h", "--help", "help":
 		usage()
 	default:
@@ -65,6 +67,20 @@ func main() {
 }
 
 func usage() { writeUsage(os.Stderr) }
+
+// writeVersion prints what `parley version` says: the version on the
+// first line (scripts read that), then how the binary was built.
+func writeVersion(w io.Writer, i buildinfo.Info) {
+	commit := i.Commit
+	if i.Modified {
+		commit += " (modified)"
+	}
+	fmt.Fprintf(w, "parley %s\n  commit    %s\n", i.Version, commit)
+	if i.Time != "" {
+		fmt.Fprintf(w, "  committed %s\n", i.Time)
+	}
+	fmt.Fprintf(w, "  go        %s\n  protocol  %s\n", i.GoVersion, i.Protocol)
+}
 
 func writeUsage(w io.Writer) {
 	fmt.Fprintf(w, `usage: parley <command> [flags]
@@ -86,7 +102,7 @@ commands:
   healthcheck
             exit 0 if a server's /healthz answers 200 (a container's
             HEALTHCHECK): 'healthcheck [--url URL]'
-  version   print the version
+  version   print the version, commit, Go and protocol versions
 
 Run 'parley <command> -h' for a command's flags.
 `, wrapList(bench.Scenarios(), "            ", 78))

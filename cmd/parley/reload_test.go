@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/parleyim/parley/client"
 	pb "github.com/parleyim/parley/proto/parleyv1"
+	"github.com/parleyim/parley/wire"
 )
 
 // mainArgsEnv makes the test binary run main with these arguments (JSON)
@@ -191,5 +193,26 @@ func TestServeReloadsOnSIGHUP(t *testing.T) {
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("parley serve after SIGTERM: %v", err)
+	}
+}
+
+// `parley version` says the version first, then the commit, the Go release
+// and the protocol version a client sees in AuthOk.
+func TestVersionCommand(t *testing.T) {
+	a, _ := json.Marshal([]string{"version"})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), mainArgsEnv+"="+string(a))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("parley version: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if !strings.HasPrefix(lines[0], "parley ") {
+		t.Fatalf("first line %q", lines[0])
+	}
+	for _, want := range []string{"commit", "go        " + runtime.Version(), "protocol  " + wire.ProtocolVersion} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("parley version says %q, without %q", out, want)
+		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/parleyim/parley/internal/auth"
+	"github.com/parleyim/parley/internal/buildinfo"
 	"github.com/parleyim/parley/server"
 )
 
@@ -71,6 +72,7 @@ func serve(args []string) error {
 		return err
 	}
 	cfg.NewSecrets, cfg.AcceptDataLoss = *newSecrets, *acceptLoss
+	cfg.Version = buildinfo.Read(version).Version
 	if *configPath != "" {
 		cfg.ConfigSource = readConfig
 	}
@@ -93,7 +95,7 @@ func serve(args []string) error {
 	if data == "" {
 		data = "./data"
 	}
-	fmt.Printf("parley %s serving\n", version)
+	fmt.Printf("parley %s serving\n", cfg.Version)
 	httpS, wsS, tcpS := "http", "ws", "tcp"
 	if cfg.TLSCertFile != "" {
 		httpS, wsS, tcpS = "https", "wss", "tls"

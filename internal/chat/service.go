@@ -772,6 +772,7 @@ func (s *Service) handleAuth(c *gateway.Conn, id uint64, a *pb.Auth) {
 	c.SendHeld(wire.NewOutbound(&pb.ServerFrame{Id: id, Body: &pb.ServerFrame_AuthOk{AuthOk: &pb.AuthOk{
 		UserId: sess.UserID, SessionId: sess.ID, ServerTime: time.Now().UnixMilli(),
 		HeartbeatSeconds: s.cfg.HeartbeatSeconds, MaxFrameBytes: s.cfg.MaxFrameBytes,
+		ProtocolVersion: wire.ProtocolVersion,
 	}}}), hold)
 	kicked := s.sessions.Add(sess)
 	hold.Release()

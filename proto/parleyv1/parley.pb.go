@@ -2225,8 +2225,14 @@ type AuthOk struct {
 	HeartbeatSeconds uint32 `protobuf:"varint,4,opt,name=heartbeat_seconds,json=heartbeatSeconds,proto3" json:"heartbeat_seconds,omitempty"`
 	// The largest frame the server accepts, in bytes.
 	MaxFrameBytes uint32 `protobuf:"varint,5,opt,name=max_frame_bytes,json=maxFrameBytes,proto3" json:"max_frame_bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The protocol version the server speaks, "MAJOR.MINOR" ("1.1"): the
+	// major is the incompatible generation (this schema is 1), the minor
+	// counts additive changes within it. Absent: a server from before this
+	// field, that is 1.0. docs/protocol.md, "Versions", says what a client
+	// may rely on.
+	ProtocolVersion string `protobuf:"bytes,6,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AuthOk) Reset() {
@@ -2292,6 +2298,13 @@ func (x *AuthOk) GetMaxFrameBytes() uint32 {
 		return x.MaxFrameBytes
 	}
 	return 0
+}
+
+func (x *AuthOk) GetProtocolVersion() string {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return ""
 }
 
 type Ping struct {
@@ -9444,7 +9457,7 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1b\n" +
 	"\tdevice_id\x18\x02 \x01(\tR\bdeviceId\x12\x1f\n" +
 	"\vdevice_type\x18\x03 \x01(\tR\n" +
-	"deviceType\"\xb6\x01\n" +
+	"deviceType\"\xe1\x01\n" +
 	"\x06AuthOk\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
 	"\n" +
@@ -9452,7 +9465,8 @@ const file_parley_v1_parley_proto_rawDesc = "" +
 	"\vserver_time\x18\x03 \x01(\x03R\n" +
 	"serverTime\x12+\n" +
 	"\x11heartbeat_seconds\x18\x04 \x01(\rR\x10heartbeatSeconds\x12&\n" +
-	"\x0fmax_frame_bytes\x18\x05 \x01(\rR\rmaxFrameBytes\"\x06\n" +
+	"\x0fmax_frame_bytes\x18\x05 \x01(\rR\rmaxFrameBytes\x12)\n" +
+	"\x10protocol_version\x18\x06 \x01(\tR\x0fprotocolVersion\"\x06\n" +
 	"\x04Ping\"'\n" +
 	"\x04Pong\x12\x1f\n" +
 	"\vserver_time\x18\x01 \x01(\x03R\n" +

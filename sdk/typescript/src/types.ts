@@ -97,6 +97,7 @@ export interface AuthOk {
   serverTime?: number;
   heartbeatSeconds?: number;
   maxFrameBytes?: number;
+  protocolVersion?: string; // "MAJOR.MINOR"; absent: 1.0 (docs/protocol.md, Versions)
 }
 
 export interface SendAck {
