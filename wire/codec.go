@@ -34,8 +34,11 @@ func (c Codec) String() string {
 var ErrMalformed = errors.New("wire: malformed frame")
 
 var (
-	jsonIn  = protojson.UnmarshalOptions{DiscardUnknown: false}
-	jsonOut = protojson.MarshalOptions{UseProtoNames: false, EmitUnpopulated: false}
+	jsonIn = protojson.UnmarshalOptions{DiscardUnknown: false}
+	// A client ignores what a newer server adds (docs/protocol.md,
+	// Versions): within a major version every addition is one it may skip.
+	jsonInServer = protojson.UnmarshalOptions{DiscardUnknown: true}
+	jsonOut      = protojson.MarshalOptions{UseProtoNames: false, EmitUnpopulated: false}
 )
 
 // DecodeClient decodes one client frame. Unknown JSON fields are an error;
@@ -45,8 +48,15 @@ func DecodeClient(c Codec, b []byte, f *pb.ClientFrame) error {
 	return decode(c, b, f)
 }
 
-// DecodeServer decodes one server frame (used by clients).
+// DecodeServer decodes one server frame (used by clients). Unknown fields,
+// JSON or protobuf, are ignored: a newer server's additions.
 func DecodeServer(c Codec, b []byte, f *pb.ServerFrame) error {
+	if c == JSON {
+		if jsonInServer.Unmarshal(b, f) != nil {
+			return ErrMalformed
+		}
+		return nil
+	}
 	return decode(c, b, f)
 }
 

@@ -120,7 +120,7 @@ func (s *sampler) summarize(h *Handler, sl *slot, msg string, level slog.Level) 
 		return
 	}
 	r := slog.NewRecord(time.Now(), max(level, slog.LevelWarn), "log records dropped by sampling", 0)
-	r.AddAttrs(slog.String("message", msg), slog.String("level", level.String()), slog.Uint64("dropped", n),
+	r.AddAttrs(slog.String("sampled_msg", msg), slog.String("sampled_level", level.String()), slog.Uint64("dropped", n),
 		slog.Duration("interval", time.Duration(s.interval)), slog.Uint64("kept", s.first))
 	_ = h.inner.Handle(context.Background(), r)
 }

@@ -89,7 +89,7 @@ func TestSamplingSummarizesDropped(t *testing.T) {
 			case "disk full":
 				kept++
 			case "log records dropped by sampling":
-				if r["message"] != "disk full" || r["level"] != "ERROR" {
+				if r["sampled_msg"] != "disk full" || r["sampled_level"] != "ERROR" || r["level"] != "ERROR" {
 					t.Fatalf("summary names the wrong message: %v", r)
 				}
 				dropped += r["dropped"].(float64)
