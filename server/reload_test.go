@@ -9,12 +9,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/parleyim/parley/client"
+	"github.com/parleyim/parley/internal/notify/standin"
 	pb "github.com/parleyim/parley/proto/parleyv1"
 	"github.com/parleyim/parley/server"
 )
@@ -338,5 +341,66 @@ func TestReloadWebhooksWordsAndLogLevel(t *testing.T) {
 	file.edit(func(c *server.Config) { c.WebhookURLs = append(c.WebhookURLs, a.URL) })
 	if code, body := reload(t, ts); code != http.StatusConflict || !strings.Contains(body["error"].(map[string]any)["message"].(string), "webhook_urls") {
 		t.Fatalf("a webhook URL added: %d %v", code, body)
+	}
+}
+
+// Push credentials replaced in place apply after a reload: with the wrong
+// APNs key Apple (a local stand-in) refuses every notification; the right
+// key written over the file and a reload, and the next one is delivered.
+func TestReloadPushCredentials(t *testing.T) {
+	goodP8, pub, err := standin.NewP8()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongP8, _, err := standin.NewP8()
+	if err != nil {
+		t.Fatal(err)
+	}
+	apns := standin.NewAPNs(standin.APNsConfig{KeyID: "KEY1234567", TeamID: "TEAM123456", PublicKey: pub, Topic: pushTopic})
+	t.Cleanup(apns.Close)
+	keyFile := filepath.Join(t.TempDir(), "AuthKey.p8")
+	if err := os.WriteFile(keyFile, wrongP8, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ts, _ := startReloadable(t, func(c *server.Config) {
+		c.APNsKeyFile, c.APNsKeyID, c.APNsTeamID = keyFile, "KEY1234567", "TEAM123456"
+		c.APNsEndpoint, c.APNsSandboxEndpoint = apns.URL(), apns.URL()
+		server.SetPushClientForTest(c, "apns", apns.Client())
+		c.PushDelay, c.PushCoalesce = 100*time.Millisecond, 100*time.Millisecond
+	})
+	ctx := ctx10(t)
+	bob, _, err := dialRecorded(t, client.Options{Addr: ts.wsURL, Token: ts.mint(t, "bob"), DeviceID: "phone", DeviceType: "phone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bob.RegisterAPNs(ctx, apnsToken(1), pushTopic, false); err != nil {
+		t.Fatal(err)
+	}
+	bob.Close()
+	alice := ts.dialOnly(t, "alice", "a1", "web")
+	if _, err := alice.SendText(ctx, "bob", "with the wrong key"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "APNs refusing the wrong key", func() bool { return len(apns.Violations()) > 0 })
+	if n := len(apns.Notifications()); n != 0 {
+		t.Fatalf("%d notifications delivered with the wrong key", n)
+	}
+
+	if err := os.WriteFile(keyFile, goodP8, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := reload(t, ts); code != http.StatusOK {
+		t.Fatalf("reload: %d %v", code, body)
+	}
+	refused := len(apns.Violations())
+	if _, err := alice.SendText(ctx, "bob", "with the right key"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a notification with the new key", func() bool { return len(apns.Notifications()) > 0 })
+	if got := apns.Notifications()[0].Payload.Aps.Alert.Body; !strings.Contains(got, "right key") {
+		t.Fatalf("delivered %q", got)
+	}
+	if v := apns.Violations(); len(v) != refused {
+		t.Fatalf("APNs refused requests after the reload: %q", v[refused:])
 	}
 }
