@@ -404,3 +404,32 @@ func TestReloadPushCredentials(t *testing.T) {
 		t.Fatalf("APNs refused requests after the reload: %q", v[refused:])
 	}
 }
+
+// Before-send hooks reload: none at first, then a hook added by a reload
+// decides the next send (a rejection the sender sees), then removed again.
+func TestReloadModerationHooks(t *testing.T) {
+	h := newAppHook(t)
+	ts, file := startReloadable(t, nil)
+	alice := ts.dialOnly(t, "alice", "a1", "phone")
+	ctx := ctx10(t)
+	if _, err := sendTo(ctx, alice, "bob", "bad but no hook yet"); err != nil {
+		t.Fatal(err)
+	}
+	file.edit(withHook(h.srv.URL+"/hook", "fail_closed", 2*time.Second, "message.direct"))
+	if code, body := reload(t, ts); code != http.StatusOK || !strings.Contains(body["changed"].([]any)[0].(string), "moderation_hooks") {
+		t.Fatalf("reload: %d %v", code, body)
+	}
+	if _, err := sendTo(ctx, alice, "bob", "bad, now hooked"); !client.IsCode(err, pb.ErrorCode_ERROR_CODE_REJECTED) {
+		t.Fatalf("a send the new hook rejects: %v", err)
+	}
+	file.edit(func(c *server.Config) { c.ModerationHooks = nil })
+	if code, body := reload(t, ts); code != http.StatusOK {
+		t.Fatalf("reload: %d %v", code, body)
+	}
+	if _, err := sendTo(ctx, alice, "bob", "bad, hook gone"); err != nil {
+		t.Fatalf("after the hook was removed: %v", err)
+	}
+	if n := len(h.events()); n != 1 {
+		t.Fatalf("the hook saw %d events, want the 1 sent while it was configured", n)
+	}
+}
