@@ -777,6 +777,9 @@ func (s *Service) handleAuth(c *gateway.Conn, id uint64, a *pb.Auth) {
 	kicked := s.sessions.Add(sess)
 	hold.Release()
 	admitted()
+	if s.log.Enabled(context.Background(), slog.LevelDebug) { // no arguments built at info
+		s.log.Debug("session opened", "session", sess.ID, "user", sess.UserID, "device", sess.DeviceID, "device_type", sess.DeviceType)
+	}
 	for _, old := range kicked {
 		s.stats.kicked.Add(1)
 		old.Conn.Close(pb.DisconnectCode_DISCONNECT_CODE_KICKED, "signed in on another device of the same type")
@@ -847,8 +850,11 @@ func (s *Service) recordAppUser(ctx context.Context, id string) {
 }
 
 // HandleClose implements gateway.Handler.
-func (s *Service) HandleClose(c *gateway.Conn, _ pb.DisconnectCode) {
+func (s *Service) HandleClose(c *gateway.Conn, code pb.DisconnectCode) {
 	if st, _ := c.Value().(*connState); st != nil && st.sess != nil {
+		if s.log.Enabled(context.Background(), slog.LevelDebug) {
+			s.log.Debug("session closed", "session", st.sess.ID, "user", st.sess.UserID, "device", st.sess.DeviceID, "code", code.String())
+		}
 		s.sessions.Remove(st.sess)
 		s.rooms.leaveAll(st.sess)
 		s.online.onClose(st.sess.UserID, s.isOnline)
