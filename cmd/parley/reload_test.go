@@ -18,31 +18,12 @@ import (
 	"github.com/parleyim/parley/wire"
 )
 
-// mainArgsEnv makes the test binary run main with these arguments (JSON)
-// instead of the tests: a child process that is `parley` itself.
-const mainArgsEnv = "PARLEY_TEST_MAIN_ARGS"
-
-func TestMain(m *testing.M) {
-	if a := os.Getenv(mainArgsEnv); a != "" {
-		var args []string
-		if err := json.Unmarshal([]byte(a), &args); err != nil {
-			panic(err)
-		}
-		os.Args = append([]string{"parley"}, args...)
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
-
-// startParley runs `parley args...` in a child process; it returns the
-// process, its standard output's lines and its log records (standard
+// startParley runs the real binary (buildParley) with args; it returns
+// the process, its standard output's lines and its log records (standard
 // error, JSON).
 func startParley(t *testing.T, args ...string) (*exec.Cmd, <-chan string, <-chan map[string]any) {
 	t.Helper()
-	a, _ := json.Marshal(args)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), mainArgsEnv+"="+string(a))
+	cmd := exec.Command(buildParley(t), args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -199,10 +180,7 @@ func TestServeReloadsOnSIGHUP(t *testing.T) {
 // `parley version` says the version first, then the commit, the Go release
 // and the protocol version a client sees in AuthOk.
 func TestVersionCommand(t *testing.T) {
-	a, _ := json.Marshal([]string{"version"})
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), mainArgsEnv+"="+string(a))
-	out, err := cmd.Output()
+	out, err := exec.Command(buildParley(t), "version").Output()
 	if err != nil {
 		t.Fatalf("parley version: %v", err)
 	}
