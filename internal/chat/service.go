@@ -646,16 +646,15 @@ func (s *Service) dispatch(ctx context.Context, c Replier, sess *session.Session
 	return errUnknownFrame
 }
 
-// allow applies the per-user rates to one request. Pings and cursor ACKs are
-// never limited: refusing them would only make clients resend more.
-//
-// SetRates (below) changes SendRate and RequestRate while the service runs,
-// for every session, connected or not.
+// SetRates changes SendRate and RequestRate while the service runs, for
+// every session, connected or not (a configuration reload).
 func (s *Service) SetRates(send, request limit.Rate) {
 	s.sendLimit.SetRate(send)
 	s.requestLimit.SetRate(request)
 }
 
+// allow applies the per-user rates to one request. Pings and cursor ACKs are
+// never limited: refusing them would only make clients resend more.
 func (s *Service) allow(sess *session.Session, f *pb.ClientFrame) bool {
 	if sess.System {
 		return true // the admin API, limited per API key instead
