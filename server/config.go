@@ -469,6 +469,10 @@ type Config struct {
 	// NodeID distinguishes message ids of different nodes, 0-1023. Default 0.
 	NodeID uint16 `yaml:"node_id"`
 
+	// Tracing sends OpenTelemetry traces to an OTLP receiver (tracing.go).
+	// Default: off.
+	Tracing TracingConfig `yaml:"tracing"`
+
 	// Logger receives the server's logs. Default slog.Default(). Not in YAML.
 	Logger *slog.Logger `yaml:"-"`
 
@@ -858,5 +862,8 @@ func (c Config) validate() error {
 		}
 	}
 	check(c.DrainWindow >= 0, "drain_window must not be negative")
+	if err := c.Tracing.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
