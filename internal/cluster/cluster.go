@@ -35,9 +35,9 @@ var ErrMalformed = errors.New("cluster: malformed envelope")
 const (
 	fieldEnvelopeFrame = 1  // Envelope.frame
 	fieldTraceparent   = 16 // Envelope.traceparent
-	fieldFrameExcept   = 1 // Frame.except_session
-	fieldFrameSkip     = 2 // Frame.skip_users
-	fieldFrameBytes    = 3 // Frame.frame
+	fieldFrameExcept   = 1  // Frame.except_session
+	fieldFrameSkip     = 2  // Frame.skip_users
+	fieldFrameBytes    = 3  // Frame.frame
 )
 
 // Append appends m, encoded, to dst.
