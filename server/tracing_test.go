@@ -220,7 +220,8 @@ func TestTracingSpans(t *testing.T) {
 			api = &s
 		}
 	}
-	if api == nil || hex.EncodeToString(api.ParentSpanId) != callerSpan || api.Kind != tracepb.Span_SPAN_KIND_SERVER ||
+	if api == nil || hex.EncodeToString(api.ParentSpanId) != callerSpan || api.Name != "GET /v1/admin/users/{id}/sessions" ||
+		api.attr("http.route").GetStringValue() != "/v1/admin/users/{id}/sessions" || api.Kind != tracepb.Span_SPAN_KIND_SERVER ||
 		api.attr("http.response.status_code").GetIntValue() != 200 || !strings.Contains(api.attr("url.path").GetStringValue(), "/sessions") {
 		t.Fatalf("no server span continuing the caller's trace: %v", api)
 	}

@@ -13,6 +13,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -129,10 +130,15 @@ func (t *Tracer) Handler(h http.Handler, skip func(*http.Request) bool) http.Han
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		r = r.WithContext(ctx)
 		h.ServeHTTP(sw, r)
-		// ServeMux records the pattern it matched in the request it was given.
-		if r.Pattern != "" {
-			sp.SetName(r.Pattern)
-			sp.SetAttributes(attribute.String("http.route", r.Pattern))
+		// ServeMux records the pattern it matched in the request it was
+		// given ("GET /v1/users/{id}", or a path alone).
+		if p := r.Pattern; p != "" {
+			route := p
+			if _, path, ok := strings.Cut(p, " "); ok {
+				route = path
+			}
+			sp.SetName(r.Method + " " + route)
+			sp.SetAttributes(attribute.String("http.route", route))
 		}
 		sp.SetAttributes(attribute.Int("http.response.status_code", sw.status))
 		if sw.status >= 500 {
