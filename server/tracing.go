@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -17,13 +18,18 @@ import (
 	"github.com/parleyim/parley/internal/tracing"
 )
 
-// TracingConfig sends OpenTelemetry traces to an OTLP/HTTP receiver (the
+// TracingConfig sends OpenTelemetry traces to an OTLP receiver (the
 // OpenTelemetry Collector, Jaeger, Tempo, ...). Off unless Endpoint is set;
 // see docs/operations.md, "Tracing".
 type TracingConfig struct {
-	// Endpoint is the receiver's URL, e.g. "http://collector:4318" (the
-	// path /v1/traces is added when the URL has none). Default "": off.
+	// Endpoint is the receiver's URL, e.g. "http://collector:4318" (with
+	// http/protobuf the path /v1/traces is added when the URL has none;
+	// https: TLS). Default "": off.
 	Endpoint string `yaml:"endpoint"`
+	// Protocol is "http/protobuf" (OTLP over HTTP, usually port 4318) or
+	// "grpc" (usually port 4317), as OTEL_EXPORTER_OTLP_PROTOCOL names
+	// them. Default "http/protobuf".
+	Protocol string `yaml:"protocol"`
 	// SampleRatio is the share of new traces recorded, 0 < r <= 1; -1
 	// records only the traces an incoming HTTP request's sampled
 	// traceparent continues. Either way a span whose parent was sampled is
@@ -42,6 +48,9 @@ func (c TracingConfig) validate() error {
 	u, err := url.Parse(c.Endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("tracing.endpoint %q: want an http:// or https:// URL", c.Endpoint)
+	}
+	if c.Protocol != "" && c.Protocol != "http/protobuf" && c.Protocol != "grpc" {
+		return fmt.Errorf("tracing.protocol %q: want http/protobuf or grpc", c.Protocol)
 	}
 	if c.SampleRatio != -1 && (c.SampleRatio < 0 || c.SampleRatio > 1) {
 		return fmt.Errorf("tracing.sample_ratio %v: want 0 < ratio <= 1, or -1", c.SampleRatio)
@@ -66,12 +75,21 @@ func newTracer(c TracingConfig) (tracer, error) {
 	if err := c.validate(); err != nil {
 		return tracer{}, err
 	}
-	u, _ := url.Parse(c.Endpoint) // validated
-	if u.Path == "" || u.Path == "/" {
-		u.Path = "/v1/traces"
+	var exp sdktrace.SpanExporter
+	var err error
+	if c.Protocol == "grpc" {
+		// The connection is made lazily: a receiver that is down fails
+		// exports (retried, then dropped), never the start.
+		exp, err = otlptracegrpc.New(context.Background(), otlptracegrpc.WithEndpointURL(c.Endpoint),
+			otlptracegrpc.WithHeaders(c.Headers), otlptracegrpc.WithTimeout(10*time.Second))
+	} else {
+		u, _ := url.Parse(c.Endpoint) // validated
+		if u.Path == "" || u.Path == "/" {
+			u.Path = "/v1/traces"
+		}
+		exp, err = otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(u.String()),
+			otlptracehttp.WithHeaders(c.Headers), otlptracehttp.WithTimeout(10*time.Second))
 	}
-	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(u.String()),
-		otlptracehttp.WithHeaders(c.Headers), otlptracehttp.WithTimeout(10*time.Second))
 	if err != nil {
 		return tracer{}, fmt.Errorf("tracing: %w", err)
 	}

@@ -3,8 +3,10 @@ package server_test
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/hex"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +16,8 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/parleyim/parley/proto/parleyv1"
@@ -62,32 +66,70 @@ func startOTLP(t *testing.T) *otlpReceiver {
 		if err == nil {
 			err = proto.Unmarshal(b, &ex)
 		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
 		if err != nil || req.URL.Path != "/v1/traces" || req.Header.Get("Content-Type") != "application/x-protobuf" {
+			r.mu.Lock()
 			r.bad = append(r.bad, req.Method+" "+req.URL.Path+" "+req.Header.Get("Content-Type"))
+			r.mu.Unlock()
 			http.Error(w, "not an OTLP export", 400)
 			return
 		}
-		for _, rs := range ex.ResourceSpans {
-			service := ""
-			for _, kv := range rs.GetResource().GetAttributes() {
-				if kv.Key == "service.name" {
-					service = kv.Value.GetStringValue()
-				}
-			}
-			for _, ss := range rs.ScopeSpans {
-				for _, sp := range ss.Spans {
-					r.spans = append(r.spans, gotSpan{Span: sp, service: service})
-				}
-			}
-		}
+		r.keep(&ex)
 		out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
 		w.Header().Set("Content-Type", "application/x-protobuf")
 		w.Write(out)
 	}))
 	t.Cleanup(r.Close)
 	return r
+}
+
+// keep records the spans of one export.
+func (r *otlpReceiver) keep(ex *coltracepb.ExportTraceServiceRequest) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rs := range ex.ResourceSpans {
+		service := ""
+		for _, kv := range rs.GetResource().GetAttributes() {
+			if kv.Key == "service.name" {
+				service = kv.Value.GetStringValue()
+			}
+		}
+		for _, ss := range rs.ScopeSpans {
+			for _, sp := range ss.Spans {
+				r.spans = append(r.spans, gotSpan{Span: sp, service: service})
+			}
+		}
+	}
+}
+
+// otlpGRPC is the same receiver over OTLP/gRPC: the proto module's own
+// service definition on a real gRPC server.
+type otlpGRPC struct {
+	coltracepb.UnimplementedTraceServiceServer
+	otlpReceiver
+	addr    string
+	apiKeys []string // the x-api-key metadata of each export
+}
+
+func (g *otlpGRPC) Export(ctx context.Context, ex *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	g.mu.Lock()
+	g.apiKeys = append(g.apiKeys, md.Get("x-api-key")...)
+	g.mu.Unlock()
+	g.keep(ex)
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+func startOTLPGRPC(t *testing.T) *otlpGRPC {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &otlpGRPC{addr: ln.Addr().String()}
+	srv := grpc.NewServer()
+	coltracepb.RegisterTraceServiceServer(srv, g)
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	return g
 }
 
 func (r *otlpReceiver) all(t *testing.T) []gotSpan {
@@ -272,6 +314,7 @@ func TestTracingConfigRefused(t *testing.T) {
 		{Endpoint: "ftp://collector"},
 		{Endpoint: "http://collector:4318", SampleRatio: 2},
 		{Endpoint: "http://collector:4318", SampleRatio: -0.5},
+		{Endpoint: "http://collector:4318", Protocol: "thrift"},
 	} {
 		_, err := server.New(server.Config{DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", TCPAddr: "127.0.0.1:0", Tracing: tc})
 		if err == nil || !strings.Contains(err.Error(), "tracing.") {
@@ -304,5 +347,30 @@ func TestTracingAcrossNodes(t *testing.T) {
 	hop := only(t, spans, "parley.cluster.receive", &deliver)
 	if send.service != "node-a" || hop.service != "node-b" || hop.Kind != tracepb.Span_SPAN_KIND_CONSUMER {
 		t.Fatalf("send from %q, cluster receive from %q (%v); want node-a then node-b", send.service, hop.service, hop.Kind)
+	}
+}
+
+// protocol: grpc exports the same spans over OTLP/gRPC, with the headers
+// as metadata.
+func TestTracingGRPC(t *testing.T) {
+	t.Parallel()
+	otlp := startOTLPGRPC(t)
+	ts := startServer(t, func(c *server.Config) {
+		c.Tracing = server.TracingConfig{Endpoint: "http://" + otlp.addr, Protocol: "grpc", Headers: map[string]string{"x-api-key": "k1"}}
+	})
+	alice, _ := ts.connect(t, "alice", "a1", "phone", transports[2])
+	if _, err := alice.Send(ctx10(t), &pb.Send{ClientMsgId: "m1", To: "bob", ContentType: "text", Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	shutdown(t, ts)
+	spans := otlp.all(t)
+	send := only(t, spans, "parley.send", nil)
+	commit := only(t, spans, "parley.commit", &send)
+	only(t, spans, "parley.ack", &commit)
+	only(t, spans, "parley.login", nil)
+	otlp.mu.Lock()
+	defer otlp.mu.Unlock()
+	if len(otlp.apiKeys) == 0 || otlp.apiKeys[0] != "k1" {
+		t.Fatalf("exports carried x-api-key %v, want k1", otlp.apiKeys)
 	}
 }
