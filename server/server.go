@@ -130,7 +130,7 @@ func New(cfg Config) (_ *Server, err error) {
 		st = cfg.storeWrap(st)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, store: st, started: time.Now()}
-	if s.tracer, err = newTracer(cfg.Tracing); err != nil {
+	if s.tracer, err = newTracer(cfg.Tracing, cfg.Logger); err != nil {
 		return nil, fmt.Errorf("parley: %w", err)
 	}
 	cleanups = append(cleanups, func() { s.tracer.shutdown(context.Background()) })

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -68,7 +70,7 @@ type tracer struct {
 // newTracer builds the span pipeline of c; an empty endpoint gives the
 // zero tracer (off). Nothing is global: the provider goes to each part
 // through its config, so several servers in one process trace apart.
-func newTracer(c TracingConfig) (tracer, error) {
+func newTracer(c TracingConfig, log *slog.Logger) (tracer, error) {
 	if c.Endpoint == "" {
 		return tracer{}, nil
 	}
@@ -107,7 +109,7 @@ func newTracer(c TracingConfig) (tracer, error) {
 		root = sdktrace.TraceIDRatioBased(ratio)
 	}
 	tp := sdktrace.NewTracerProvider(
-		sdktrace.WithBatcher(exp),
+		sdktrace.WithBatcher(&loggedExporter{SpanExporter: exp, log: log, endpoint: c.Endpoint}),
 		sdktrace.WithSampler(sdktrace.ParentBased(root)),
 		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", name))),
 	)
@@ -122,13 +124,43 @@ func (t tracer) handler(h http.Handler) http.Handler {
 	})
 }
 
-// shutdown exports the spans still batched, within ctx.
+// shutdownWait bounds the last export at shutdown: a receiver that does
+// not answer must not hold up a node that is stopping.
+const shutdownWait = 3 * time.Second
+
+// shutdown exports the spans still batched, within ctx and shutdownWait.
 func (t tracer) shutdown(ctx context.Context) error {
 	if t.provider == nil {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, shutdownWait)
+	defer cancel()
 	if err := t.provider.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("tracing: %w", err)
+	}
+	return nil
+}
+
+// loggedExporter reports failed exports in the server's log, once when
+// they start failing and once when they recover, instead of leaving them
+// to OpenTelemetry's process-wide error handler (the standard logger, once
+// per batch).
+type loggedExporter struct {
+	sdktrace.SpanExporter
+	log      *slog.Logger
+	endpoint string
+	failing  atomic.Bool
+}
+
+func (e *loggedExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	if err := e.SpanExporter.ExportSpans(ctx, spans); err != nil {
+		if !e.failing.Swap(true) {
+			e.log.Warn("tracing: spans not exported, dropped until the receiver answers", "endpoint", e.endpoint, "err", err)
+		}
+		return nil // reported: the batch is dropped either way
+	}
+	if e.failing.Swap(false) {
+		e.log.Info("tracing: the receiver answers again", "endpoint", e.endpoint)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/hex"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -373,4 +374,44 @@ func TestTracingGRPC(t *testing.T) {
 	if len(otlp.apiKeys) == 0 || otlp.apiKeys[0] != "k1" {
 		t.Fatalf("exports carried x-api-key %v, want k1", otlp.apiKeys)
 	}
+}
+
+// A receiver that does not answer fails no request and stops no node: the
+// node says once, in its own log, that spans are being dropped.
+func TestTracingReceiverDown(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now: connections are refused
+	var logMu sync.Mutex
+	var logBuf bytes.Buffer
+	ts := startServer(t, func(c *server.Config) {
+		c.Tracing = server.TracingConfig{Endpoint: down}
+		c.Logger = slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logBuf}, nil))
+	})
+	for range 3 {
+		if code, _ := httpDo(t, "GET", ts.httpBase+"/healthz", nil, nil); code != 200 {
+			t.Fatalf("healthz with the receiver down: %d", code)
+		}
+	}
+	shutdown(t, ts)
+	logMu.Lock()
+	defer logMu.Unlock()
+	if n := strings.Count(logBuf.String(), "spans not exported"); n != 1 || !strings.Contains(logBuf.String(), down) {
+		t.Fatalf("%d warnings about dropped spans, want 1 naming %s; log:\n%s", n, down, logBuf.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
