@@ -470,6 +470,10 @@ type Config struct {
 	// NodeID distinguishes message ids of different nodes, 0-1023. Default 0.
 	NodeID uint16 `yaml:"node_id"`
 
+	// Tracing sends OpenTelemetry traces to an OTLP receiver (tracing.go).
+	// Default: off.
+	Tracing TracingConfig `yaml:"tracing"`
+
 	// Logger receives the server's logs, instead of the standard error in
 	// LogFormat. Not in YAML: a program embedding the server sets it.
 	// Default: a handler on os.Stderr (LogOutput) in LogFormat.
@@ -899,5 +903,8 @@ func (c Config) validate() error {
 	check(err == nil, "log_level must be debug, info, warn or error, got %q", c.LogLevel)
 	check(c.LogSampleFirst > 0 || c.LogSampleFirst == unlimited, "log_sample_first must be positive or -1 (no sampling), got %d", c.LogSampleFirst)
 	check(c.LogSampleInterval > 0, "log_sample_interval must be positive")
+	if err := c.Tracing.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }

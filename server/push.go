@@ -16,13 +16,14 @@ import (
 	"github.com/parleyim/parley/internal/notify/provider"
 	"github.com/parleyim/parley/internal/notify/webpush"
 	"github.com/parleyim/parley/internal/store"
+	"github.com/parleyim/parley/internal/tracing"
 )
 
 // newNotifier builds the push notifier and the platforms configured: APNs
 // and FCM with their keys, Web Push unless turned off. It returns the VAPID
 // public key browsers subscribe with ("" when Web Push is off). APNs and
 // FCM go into live, whose credentials a reload replaces.
-func newNotifier(cfg Config, st store.Store, secrets auth.Secrets, offline func(chat.Event), live *liveConfig) (*notify.Notifier, string, error) {
+func newNotifier(cfg Config, st store.Store, secrets auth.Secrets, offline func(chat.Event), live *liveConfig, tr *tracing.Tracer) (*notify.Notifier, string, error) {
 	var providers []provider.Provider
 	client := func(kind string) *http.Client { return cfg.pushClients[kind] }
 	var roots *x509.CertPool
@@ -82,7 +83,7 @@ func newNotifier(cfg Config, st store.Store, secrets auth.Secrets, offline func(
 	}
 	ncfg := notify.Config{Store: st, Providers: providers, Delay: cfg.PushDelay, Coalesce: cfg.PushCoalesce,
 		TTL: cfg.PushTTL, Preview: cfg.PushPreview, Templates: templates, QueueSize: cfg.PushQueue,
-		Workers: cfg.PushWorkers, NoBadge: cfg.PushBadgeOff, Offline: offline, Logger: cfg.Logger}
+		Workers: cfg.PushWorkers, NoBadge: cfg.PushBadgeOff, Offline: offline, Logger: cfg.Logger, Tracer: tr}
 	n, err := notify.New(ncfg)
 	return n, webPushKey, err
 }

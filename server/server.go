@@ -62,6 +62,7 @@ type Server struct {
 	accounts *account.Service
 	backup   *backupPart // POST /v1/admin/backup (backup.go)
 	live     liveConfig  // what reloads (reload.go)
+	tracer   tracer      // OpenTelemetry traces (tracing.go); zero: off
 
 	httpSrv *http.Server
 	tlsCfg  *tls.Config // nil: plaintext
@@ -134,12 +135,16 @@ func New(cfg Config) (_ *Server, err error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, store: st, started: time.Now()}
 	s.live.logLevel, s.live.cfg, s.live.embedded = logLevel, cfg, embedded
+	if s.tracer, err = newTracer(cfg.Tracing, cfg.Logger); err != nil {
+		return nil, fmt.Errorf("parley: %w", err)
+	}
+	cleanups = append(cleanups, func() { s.tracer.shutdown(context.Background()) })
 	if s.search, err = newSearch(cfg, raw, st); err != nil {
 		return nil, fmt.Errorf("parley: %w", err)
 	}
 	cleanups = append(cleanups, func() { s.search.close() })
 	s.hooks, err = webhook.New(webhook.Config{URLs: cfg.WebhookURLs, Secret: secrets.WebhookSecret,
-		Events: cfg.WebhookEvents, QueueSize: cfg.WebhookQueue, Logger: cfg.Logger})
+		Events: cfg.WebhookEvents, QueueSize: cfg.WebhookQueue, Logger: cfg.Logger, Tracer: s.tracer.t})
 	if err != nil {
 		return nil, fmt.Errorf("parley: webhooks: %w", err)
 	}
@@ -153,7 +158,7 @@ func New(cfg Config) (_ *Server, err error) {
 		offline = s.hooks.Publish
 	}
 	var webPushKey string
-	s.notify, webPushKey, err = newNotifier(cfg, st, secrets, offline, &s.live)
+	s.notify, webPushKey, err = newNotifier(cfg, st, secrets, offline, &s.live, s.tracer.t)
 	if err != nil {
 		return nil, fmt.Errorf("parley: push notifications: %w", err)
 	}
@@ -193,6 +198,7 @@ func New(cfg Config) (_ *Server, err error) {
 			URLs: cfg.NATSURLs, ClusterListen: cfg.NATSClusterListen, ClusterAdvertise: cfg.NATSClusterAdvertise, Routes: cfg.NATSRoutes,
 			ClusterName: cfg.NATSClusterName, ClusterSecret: cfg.NATSClusterSecret, ClientListen: cfg.NATSListen,
 			Prefix: cfg.NATSSubjectPrefix, NodeID: strconv.Itoa(int(cfg.NodeID)), Logger: cfg.Logger,
+			Tracer: s.tracer.t,
 		}, reg)
 		if err != nil {
 			return nil, fmt.Errorf("parley: %w", err)
@@ -228,6 +234,7 @@ func New(cfg Config) (_ *Server, err error) {
 		Media:            chatMedia(s.media),
 		Moderator:        s.mod,
 		Logger:           cfg.Logger,
+		Tracer:           s.tracer.t,
 	}, st, s.router, reg, tokens)
 	s.notify.Start(s.chat)
 	node := clusterNode{Service: s.chat, s: s, ready: new(atomic.Bool)}
@@ -289,7 +296,7 @@ func New(cfg Config) (_ *Server, err error) {
 	}
 	mux.Handle("/", web.Handler())
 	s.httpSrv = &http.Server{
-		Handler:           withRequestIDs(mux),
+		Handler:           s.tracer.handler(withRequestIDs(mux)),
 		ReadHeaderTimeout: cfg.HTTPHeaderTimeout,
 		ReadTimeout:       cfg.HTTPReadTimeout,
 		IdleTimeout:       120 * time.Second,
@@ -479,6 +486,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	wasStarted := s.running
 	s.running, s.closed = false, true
 	s.mu.Unlock()
+	// Deferred first, so it runs last: the spans of the work below go out too.
+	defer func() {
+		if err := s.tracer.shutdown(ctx); err != nil {
+			s.log.Warn("spans not exported at shutdown", "err", err)
+		}
+	}()
 	defer s.hooks.Close()
 	if !wasStarted {
 		s.mod.Close()

@@ -50,10 +50,12 @@ func (s *Service) moderateSend(ctx context.Context, sess *session.Session, p *pe
 			ev := &hook.Event{Type: t, ClientMsgID: msg.ClientMsgId, Sender: msg.From,
 				ConversationID: msg.ConversationId, Recipient: msg.To,
 				ContentType: msg.ContentType, Payload: msg.Payload, Attachments: hookAttachments(msg.Attachments)}
+			hs := s.traceHook(ctx, p.trace, string(t))
 			mod.Decide(ev, func(err error) {
 				if err == nil {
 					err = s.replaced(msg, ev)
 				}
+				endSpan(hs, err)
 				done(err)
 			})
 		}
@@ -246,6 +248,9 @@ func (s *Service) decided(h *heldWrites, w *heldWrite, err error) {
 				err = errUnavail
 			}
 			if err != nil {
+				if w.p.trace != nil {
+					w.p.trace.refused(err)
+				}
 				s.replyErr(w.p.conn, w.p.reqID, err)
 			}
 			s.moderatingBytes.Release(w.weight)

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/parleyim/parley/internal/auth"
@@ -26,6 +27,7 @@ import (
 	"github.com/parleyim/parley/internal/route"
 	"github.com/parleyim/parley/internal/session"
 	"github.com/parleyim/parley/internal/store"
+	"github.com/parleyim/parley/internal/tracing"
 	pb "github.com/parleyim/parley/proto/parleyv1"
 	"github.com/parleyim/parley/wire"
 )
@@ -137,6 +139,8 @@ type Config struct {
 	E2EE E2EE
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Tracer, when set, traces sends and logins (tracing.go). Nil: off.
+	Tracer *tracing.Tracer
 }
 
 // Media is what chat asks of the media service. Whether a user may read a
@@ -261,6 +265,7 @@ type Service struct {
 	sessions *session.Registry
 	tokens   *auth.Tokens
 	log      *slog.Logger
+	tr       *tracing.Tracer // nil: tracing off
 
 	sends       chan *pendingSend   // to the committer
 	committed   chan committedBatch // committer to deliverer
@@ -303,6 +308,7 @@ type Service struct {
 	coalescer               *rich.Coalescer // reaction counts on their way to members
 	streams                 *rich.Streams   // streamed messages being written
 	mls                     mlsCache        // which groups are encrypted (e2ee.go)
+	delivering              []trace.Span    // deliverLoop's delivery spans of the batch (tracing.go)
 
 	stats struct {
 		accepted, duplicate, failed, deliveries, batches, authFail, kicked, commitNs, limited, refused, readsRefused, cursorsAhead, quotaRefused, malformed, reactions, searches, searchesRefused atomic.Uint64
@@ -340,6 +346,8 @@ type pendingSend struct {
 	// preview is the reply preview of msg, kept out of the store (see
 	// checkRichSend) and put back for delivery.
 	preview *pb.MessagePreview
+	// trace is the send's spans when it is traced and sampled, else nil.
+	trace *sendTrace
 }
 
 // New builds the service; it does nothing until Start.
@@ -349,7 +357,7 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 		cfg.E2EE = e2ee.New(st)
 	}
 	s := &Service{
-		cfg: cfg, store: st, router: rt, sessions: reg, tokens: tokens, log: cfg.Logger,
+		cfg: cfg, store: st, router: rt, sessions: reg, tokens: tokens, log: cfg.Logger, tr: cfg.Tracer,
 		sends:       make(chan *pendingSend, cfg.QueueDepth),
 		committed:   make(chan committedBatch, 2),
 		spare:       make(chan []*pendingSend, 4),
@@ -708,7 +716,13 @@ func (s *Service) handleUnauthenticated(c *gateway.Conn, f *pb.ClientFrame) {
 }
 
 func (s *Service) handleAuth(c *gateway.Conn, id uint64, a *pb.Auth) {
+	var refused pb.ErrorCode // the login's span's outcome
+	var sessID string
+	if ls := s.startLogin(c.Context()); ls != nil {
+		defer func() { endLogin(ls, refused, sessID) }()
+	}
 	fail := func(code pb.ErrorCode) {
+		refused = code
 		s.stats.authFail.Add(1)
 		c.SendFrame(errorFrame(id, code))
 		c.Close(pb.DisconnectCode_DISCONNECT_CODE_AUTH_FAILED, "authentication failed")
@@ -751,6 +765,7 @@ func (s *Service) handleAuth(c *gateway.Conn, id uint64, a *pb.Auth) {
 		admitted = func() { s.changeLocks.unlock(k) }
 		if s.sessions.Kept(sess) >= s.cfg.MaxUserSessions {
 			admitted()
+			refused = pb.ErrorCode_ERROR_CODE_TOO_MANY_REQUESTS
 			s.stats.refused.Add(1)
 			c.SendFrame(errorFrame(id, pb.ErrorCode_ERROR_CODE_TOO_MANY_REQUESTS))
 			c.Close(pb.DisconnectCode_DISCONNECT_CODE_TOO_MANY_REQUESTS, "too many sessions for this user")
@@ -758,6 +773,7 @@ func (s *Service) handleAuth(c *gateway.Conn, id uint64, a *pb.Auth) {
 		}
 	}
 	c.SetValue(&connState{sess: sess})
+	sessID = sess.ID
 	c.SetAuthenticated()
 	// Before AuthOk: the client syncs right after it, so interests must be
 	// in place by then or a message stored after that sync could miss it.
@@ -863,6 +879,19 @@ func (s *Service) HandleClose(c *gateway.Conn, code pb.DisconnectCode) {
 }
 
 func (s *Service) handleSend(ctx context.Context, c Replier, sess *session.Session, reqID uint64, m *pb.Send) error {
+	if s.tr == nil {
+		return s.send(ctx, c, sess, reqID, m, nil)
+	}
+	ctx, st := s.startSend(ctx, m)
+	err := s.send(ctx, c, sess, reqID, m, st)
+	if err != nil {
+		st.refused(err)
+	}
+	return err
+}
+
+// send is handleSend with the send's trace (nil: not traced).
+func (s *Service) send(ctx context.Context, c Replier, sess *session.Session, reqID uint64, m *pb.Send, st *sendTrace) error {
 	var attachedAt int64
 	if len(m.Attachments) > 0 {
 		attachedAt = time.Now().UnixNano()
@@ -875,7 +904,7 @@ func (s *Service) handleSend(ctx context.Context, c Replier, sess *session.Sessi
 		return err
 	}
 	msg.SenderOnly = sess.ShadowMuted
-	p := &pendingSend{conn: c, sessID: sess.ID, reqID: reqID, msg: msg, start: time.Now().UnixNano(), attachedAt: attachedAt}
+	p := &pendingSend{conn: c, sessID: sess.ID, reqID: reqID, msg: msg, start: time.Now().UnixNano(), attachedAt: attachedAt, trace: st}
 	if s.cfg.Moderator != nil {
 		return s.moderateSend(ctx, sess, p)
 	}
@@ -1043,6 +1072,9 @@ func (s *Service) commit(batch []*pendingSend) committedBatch {
 	// of it would cost a lock and a map entry in the parent per batch.
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CommitTimeout)
 	defer cancel()
+	if s.tr != nil {
+		s.traceCommit(batch)
+	}
 	ms := now.UnixMilli()
 	res := make([]store.AppendResult, len(batch))
 	errs := make([]error, len(batch))
@@ -1122,6 +1154,9 @@ func (s *Service) commit(batch []*pendingSend) committedBatch {
 		}
 	}
 	flush(len(batch))
+	if s.tr != nil {
+		traceCommitted(batch, res, errs)
+	}
 	took := time.Since(now)
 	s.stats.batches.Add(1)
 	s.stats.commitNs.Add(uint64(took))
@@ -1210,6 +1245,9 @@ func (s *Service) deliverLoop() {
 				if p.check == nil || !isRefusal(err) {
 					s.stats.failed.Add(1)
 				}
+				if p.trace != nil {
+					p.trace.end(err)
+				}
 				if p.after != nil {
 					p.after(r, err)
 					continue
@@ -1245,18 +1283,31 @@ func (s *Service) deliverLoop() {
 				continue
 			}
 			m := r.Msg
+			dctx := ctx
+			if p.trace != nil {
+				dctx = s.traceAck(ctx, p.trace, r)
+			}
 			p.conn.SendFrame(sendAckFrame(p.reqID, r))
 			if r.Duplicate {
+				if p.trace != nil {
+					p.trace.acked()
+				}
 				continue
 			}
 			if p.preview != nil {
 				m.ReplyPreview = p.preview
 			}
-			s.deliverHeld(ctx, m, p.sessID, hold)
+			s.deliverHeld(dctx, m, p.sessID, hold)
 			// Sending implies having read everything before it.
 			s.queueCursor(store.Cursor{ConversationID: m.ConversationId, UserID: m.From, Delivered: m.Seq, Read: m.Seq})
+			if p.trace != nil {
+				p.trace.acked()
+			}
 		}
 		hold.Release()
+		if s.tr != nil {
+			s.tracedDelivered()
+		}
 		clear(cb.sends)
 		select {
 		case s.spare <- cb.sends:

@@ -33,10 +33,11 @@ var ErrMalformed = errors.New("cluster: malformed envelope")
 // Field numbers the frame path writes and reads by hand; a test holds them
 // to the generated code.
 const (
-	fieldEnvelopeFrame = 1 // Envelope.frame
-	fieldFrameExcept   = 1 // Frame.except_session
-	fieldFrameSkip     = 2 // Frame.skip_users
-	fieldFrameBytes    = 3 // Frame.frame
+	fieldEnvelopeFrame = 1  // Envelope.frame
+	fieldTraceparent   = 16 // Envelope.traceparent
+	fieldFrameExcept   = 1  // Frame.except_session
+	fieldFrameSkip     = 2  // Frame.skip_users
+	fieldFrameBytes    = 3  // Frame.frame
 )
 
 // Append appends m, encoded, to dst.
@@ -54,6 +55,12 @@ func Encode(m *clusterpb.Envelope) ([]byte, error) { return Append(nil, m) }
 // Frame{except_session: except, frame: frame} to dst: the same bytes as
 // Append, without a message to build.
 func AppendFrame(dst []byte, except string, frame []byte) []byte {
+	return AppendTracedFrame(dst, except, frame, "")
+}
+
+// AppendTracedFrame is AppendFrame with the Envelope's traceparent set
+// (when not "").
+func AppendTracedFrame(dst []byte, except string, frame []byte, traceparent string) []byte {
 	n := len(frame)
 	inner := protowire.SizeTag(fieldFrameBytes) + protowire.SizeBytes(n)
 	if except != "" {
@@ -67,7 +74,12 @@ func AppendFrame(dst []byte, except string, frame []byte) []byte {
 		dst = protowire.AppendString(dst, except)
 	}
 	dst = protowire.AppendTag(dst, fieldFrameBytes, protowire.BytesType)
-	return protowire.AppendBytes(dst, frame)
+	dst = protowire.AppendBytes(dst, frame)
+	if traceparent != "" {
+		dst = protowire.AppendTag(dst, fieldTraceparent, protowire.BytesType)
+		dst = protowire.AppendString(dst, traceparent)
+	}
+	return dst
 }
 
 // Legacy reports whether b is in the previous release's layout (a question
@@ -112,8 +124,21 @@ func (d *Decoder) decodeFrame(b []byte) *clusterpb.Envelope {
 		return nil
 	}
 	inner, m := protowire.ConsumeBytes(b[n:])
-	if m < 0 || n+m != len(b) {
+	if m < 0 {
 		return nil
+	}
+	d.env.Traceparent = ""
+	if rest := b[n+m:]; len(rest) > 0 {
+		// Only a traceparent may follow the frame on this path.
+		num, typ, n := protowire.ConsumeTag(rest)
+		if n < 0 || num != fieldTraceparent || typ != protowire.BytesType {
+			return nil
+		}
+		v, m := protowire.ConsumeBytes(rest[n:])
+		if m < 0 || n+m != len(rest) || !utf8.Valid(v) {
+			return nil
+		}
+		d.env.Traceparent = string(v)
 	}
 	f := &d.frame
 	f.ExceptSession, f.SkipUsers, f.Frame = "", nil, nil

@@ -91,6 +91,9 @@ func TestAppendFrameIsTheSchemasEncoding(t *testing.T) {
 	if got := (&clusterpb.Envelope{}).ProtoReflect().Descriptor().Fields().ByNumber(fieldEnvelopeFrame).Name(); got != fields[fieldEnvelopeFrame] {
 		t.Fatalf("Envelope field %d is %s", fieldEnvelopeFrame, got)
 	}
+	if got := (&clusterpb.Envelope{}).ProtoReflect().Descriptor().Fields().ByNumber(fieldTraceparent).Name(); got != "traceparent" {
+		t.Fatalf("Envelope field %d is %s", fieldTraceparent, got)
+	}
 	fd := (&clusterpb.Frame{}).ProtoReflect().Descriptor().Fields()
 	for num, name := range map[protoreflect.FieldNumber]protoreflect.Name{
 		fieldFrameExcept: "except_session", fieldFrameSkip: "skip_users", fieldFrameBytes: "frame"} {
@@ -231,6 +234,36 @@ func BenchmarkFrameEnvelope(b *testing.B) {
 		buf = AppendFrame(buf[:0], "n1-42", frame)
 		if _, err := d.Decode(buf); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// A frame carries its sender's trace context to the receiving node, in the
+// bytes proto.Marshal writes; a frame without one decodes with none, even
+// right after one with it (the Decoder reuses its message).
+func TestTracedFrameRoundTrip(t *testing.T) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	frame := []byte("server frame")
+	b := AppendTracedFrame(nil, "s1", frame, tp)
+	want, err := Encode(&clusterpb.Envelope{Traceparent: tp, Event: &clusterpb.Envelope_Frame{Frame: &clusterpb.Frame{ExceptSession: "s1", Frame: frame}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref clusterpb.Envelope
+	if err := proto.Unmarshal(b[1:], &ref); err != nil || ref.Traceparent != tp || !bytes.Equal(ref.GetFrame().GetFrame(), frame) {
+		t.Fatalf("proto.Unmarshal of AppendTracedFrame's bytes: %v, %v (Encode gives %x)", &ref, err, want)
+	}
+	var d Decoder
+	for _, c := range []struct {
+		b  []byte
+		tp string
+	}{{b, tp}, {AppendFrame(nil, "s1", frame), ""}, {want, tp}} {
+		m, err := d.Decode(c.b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Traceparent != c.tp || !bytes.Equal(m.GetFrame().GetFrame(), frame) || m.GetFrame().GetExceptSession() != "s1" {
+			t.Fatalf("decoded %v, want traceparent %q", m, c.tp)
 		}
 	}
 }

@@ -10,6 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/parleyim/parley/internal/metrics"
 	"github.com/parleyim/parley/internal/notify/provider"
 	"github.com/parleyim/parley/internal/store"
@@ -120,7 +124,19 @@ func (pl *platform) attempt(j *job) provider.Result {
 	if j.attempt == 0 && !j.stored.IsZero() {
 		pl.age.Observe(start.Sub(j.stored))
 	}
+	var sp trace.Span
+	if n.cfg.Tracer != nil {
+		ctx, sp = n.cfg.Tracer.Start(ctx, "parley.push", trace.SpanKindClient,
+			attribute.String("parley.push.provider", pl.p.Kind()), attribute.Int("parley.push.try", j.attempt+1))
+	}
 	r := pl.p.Send(ctx, toProviderTarget(j.target), &j.n)
+	if sp != nil {
+		sp.SetAttributes(attribute.Int("http.response.status_code", r.Status))
+		if !r.OK() {
+			sp.SetStatus(codes.Error, r.Reason)
+		}
+		sp.End()
+	}
 	cancel()
 	took := time.Since(start)
 	pl.latency.Observe(took)

@@ -32,6 +32,7 @@ import (
 	"github.com/parleyim/parley/internal/chat"
 	"github.com/parleyim/parley/internal/notify/provider"
 	"github.com/parleyim/parley/internal/store"
+	"github.com/parleyim/parley/internal/tracing"
 )
 
 // Chat is what the notifier asks of the chat service.
@@ -114,6 +115,8 @@ type Config struct {
 	// including users with no target at all.
 	Offline func(chat.Event)
 	Logger  *slog.Logger
+	// Tracer, when set, traces each request to a platform. Nil: off.
+	Tracer *tracing.Tracer
 }
 
 func (c *Config) setDefaults() {

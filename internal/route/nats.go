@@ -17,9 +17,12 @@ import (
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/parleyim/parley/internal/cluster"
 	"github.com/parleyim/parley/internal/cluster/clusterpb"
+	"github.com/parleyim/parley/internal/tracing"
 	"github.com/parleyim/parley/wire"
 )
 
@@ -56,6 +59,9 @@ type NATSConfig struct {
 	// QueryTimeout bounds a presence query. Default 500ms.
 	QueryTimeout time.Duration
 	Logger       *slog.Logger
+	// Tracer, when set, carries the sending span's trace context in
+	// frames to other nodes and traces their delivery there. Nil: off.
+	Tracer *tracing.Tracer
 
 	localToken string // random; authenticates this process to its embedded server
 }
@@ -342,11 +348,11 @@ func (r *NATS) putBuf(p *[]byte) {
 
 // DeliverToUsers implements Router: local sessions now, and one envelope per
 // user to the nodes holding that user (NATS drops it where none does).
-func (r *NATS) DeliverToUsers(_ context.Context, users []string, out *wire.Outbound, except string, hold *wire.Hold) error {
+func (r *NATS) DeliverToUsers(ctx context.Context, users []string, out *wire.Outbound, except string, hold *wire.Hold) error {
 	r.local.DeliverLocal(users, out, except, hold)
 	buf := r.getBuf()
 	defer r.putBuf(buf)
-	*buf = cluster.AppendFrame(*buf, except, out.Bytes(wire.Proto))
+	*buf = cluster.AppendTracedFrame(*buf, except, out.Bytes(wire.Proto), r.traceparent(ctx))
 	data := *buf
 	var first error
 	for i, u := range users {
@@ -370,11 +376,12 @@ func dupBefore(users []string, i int) bool {
 }
 
 // DeliverGroup implements Router.
-func (r *NATS) DeliverGroup(_ context.Context, conv string, local, joined []string, out *wire.Outbound, except string, hold *wire.Hold) error {
+func (r *NATS) DeliverGroup(ctx context.Context, conv string, local, joined []string, out *wire.Outbound, except string, hold *wire.Hold) error {
 	r.local.DeliverLocal(local, out, except, hold)
 	buf := r.getBuf()
 	defer r.putBuf(buf)
-	*buf = cluster.AppendFrame(*buf, except, out.Bytes(wire.Proto))
+	tp := r.traceparent(ctx)
+	*buf = cluster.AppendTracedFrame(*buf, except, out.Bytes(wire.Proto), tp)
 	if len(joined) == 0 {
 		return r.publish(r.subject(TopicGroup, conv), *buf)
 	}
@@ -384,7 +391,7 @@ func (r *NATS) DeliverGroup(_ context.Context, conv string, local, joined []stri
 			first = err
 		}
 	}
-	data, err := cluster.Encode(&clusterpb.Envelope{Event: &clusterpb.Envelope_Frame{Frame: &clusterpb.Frame{
+	data, err := cluster.Encode(&clusterpb.Envelope{Traceparent: tp, Event: &clusterpb.Envelope_Frame{Frame: &clusterpb.Frame{
 		ExceptSession: except, SkipUsers: joined, Frame: out.Bytes(wire.Proto)}}})
 	if err == nil {
 		err = r.publish(r.subject(TopicGroup, conv), data)
@@ -396,10 +403,10 @@ func (r *NATS) DeliverGroup(_ context.Context, conv string, local, joined []stri
 }
 
 // PublishFrame implements Router.
-func (r *NATS) PublishFrame(_ context.Context, t Topic, key string, out *wire.Outbound, except string) error {
+func (r *NATS) PublishFrame(ctx context.Context, t Topic, key string, out *wire.Outbound, except string) error {
 	buf := r.getBuf()
 	defer r.putBuf(buf)
-	*buf = cluster.AppendFrame(*buf, except, out.Bytes(wire.Proto))
+	*buf = cluster.AppendTracedFrame(*buf, except, out.Bytes(wire.Proto), r.traceparent(ctx))
 	data := *buf
 	return r.publish(r.subject(t, key), data)
 }
@@ -413,6 +420,15 @@ func (r *NATS) Publish(_ context.Context, env *Envelope) error {
 		return err
 	}
 	return r.publish(r.subject(env.Topic, env.Key), *buf)
+}
+
+// traceparent is the trace context frames sent under ctx carry: "" unless
+// tracing is on and ctx's span sampled.
+func (r *NATS) traceparent(ctx context.Context) string {
+	if r.cfg.Tracer == nil {
+		return ""
+	}
+	return tracing.Traceparent(ctx)
 }
 
 func (r *NATS) publish(subj string, data []byte) error {
@@ -731,5 +747,20 @@ func (r *NATS) handle(m *nats.Msg, d *cluster.Decoder, env *Envelope, hold *wire
 		}
 		return
 	}
+	if tp := msg.Traceparent; tp != "" && r.cfg.Tracer != nil {
+		r.receiveTraced(env, hold, tp)
+		return
+	}
 	r.node.Receive(env, hold)
+}
+
+// receiveTraced is Node.Receive of an envelope a sampled span sent: a span
+// of this node's delivery continues that trace.
+func (r *NATS) receiveTraced(env *Envelope, hold *wire.Hold, tp string) {
+	_, sp := r.cfg.Tracer.Start(tracing.Remote(context.Background(), tp), "parley.cluster.receive", trace.SpanKindConsumer,
+		attribute.String("parley.node", r.cfg.NodeID), attribute.Int("parley.topic", int(env.Topic)))
+	r.node.Receive(env, hold)
+	if sp != nil {
+		sp.End()
+	}
 }

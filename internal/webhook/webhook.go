@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/parleyim/parley/internal/chat"
+	"github.com/parleyim/parley/internal/tracing"
 	"github.com/parleyim/parley/internal/webhook/signature"
 	pb "github.com/parleyim/parley/proto/parleyv1"
 )
@@ -54,6 +55,8 @@ type Config struct {
 	// from 100 ms doubling to 30 s) before it is dropped and counted. Default 8.
 	MaxRetries int
 	Logger     *slog.Logger
+	// Tracer, when set, traces each POST and sends its traceparent. Nil: off.
+	Tracer *tracing.Tracer
 }
 
 // Stats are running totals, summed over URLs.
@@ -107,7 +110,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	d := &Dispatcher{cfg: cfg, client: &http.Client{Timeout: cfg.Timeout}, stop: make(chan struct{})}
+	d := &Dispatcher{cfg: cfg, client: &http.Client{Timeout: cfg.Timeout, Transport: cfg.Tracer.Transport(nil, "parley.webhook")}, stop: make(chan struct{})}
 	if len(cfg.Events) > 0 {
 		d.types = make(map[chat.EventType]bool)
 		for _, e := range cfg.Events {

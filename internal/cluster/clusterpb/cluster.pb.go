@@ -52,7 +52,11 @@ type Envelope struct {
 	//	*Envelope_UserOnlineAnswer
 	//	*Envelope_NodeStatsQuestion
 	//	*Envelope_NodeStatsAnswer
-	Event         isEnvelope_Event `protobuf_oneof:"event"`
+	Event isEnvelope_Event `protobuf_oneof:"event"`
+	// The W3C traceparent of the span that sent this envelope, when that
+	// span was sampled ("" otherwise): the receiving node's span continues
+	// the trace. Nodes of the previous release ignore it.
+	Traceparent   string `protobuf:"bytes,16,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -227,6 +231,13 @@ func (x *Envelope) GetNodeStatsAnswer() *NodeStatsAnswer {
 		}
 	}
 	return nil
+}
+
+func (x *Envelope) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
 }
 
 type isEnvelope_Event interface {
@@ -1286,7 +1297,7 @@ var File_parley_cluster_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_parley_cluster_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x1fparley/cluster/v1/cluster.proto\x12\x11parley.cluster.v1\"\xcf\b\n" +
+	"\x1fparley/cluster/v1/cluster.proto\x12\x11parley.cluster.v1\"\xf1\b\n" +
 	"\bEnvelope\x120\n" +
 	"\x05frame\x18\x01 \x01(\v2\x18.parley.cluster.v1.FrameH\x00R\x05frame\x12-\n" +
 	"\x04kick\x18\x02 \x01(\v2\x17.parley.cluster.v1.KickH\x00R\x04kick\x120\n" +
@@ -1304,7 +1315,8 @@ const file_parley_cluster_v1_cluster_proto_rawDesc = "" +
 	"\x14user_online_question\x18\f \x01(\v2%.parley.cluster.v1.UserOnlineQuestionH\x00R\x12userOnlineQuestion\x12S\n" +
 	"\x12user_online_answer\x18\r \x01(\v2#.parley.cluster.v1.UserOnlineAnswerH\x00R\x10userOnlineAnswer\x12V\n" +
 	"\x13node_stats_question\x18\x0e \x01(\v2$.parley.cluster.v1.NodeStatsQuestionH\x00R\x11nodeStatsQuestion\x12P\n" +
-	"\x11node_stats_answer\x18\x0f \x01(\v2\".parley.cluster.v1.NodeStatsAnswerH\x00R\x0fnodeStatsAnswerB\a\n" +
+	"\x11node_stats_answer\x18\x0f \x01(\v2\".parley.cluster.v1.NodeStatsAnswerH\x00R\x0fnodeStatsAnswer\x12 \n" +
+	"\vtraceparent\x18\x10 \x01(\tR\vtraceparentB\a\n" +
 	"\x05event\"c\n" +
 	"\x05Frame\x12%\n" +
 	"\x0eexcept_session\x18\x01 \x01(\tR\rexceptSession\x12\x1d\n" +
