@@ -296,7 +296,7 @@ func New(cfg Config) (_ *Server, err error) {
 	}
 	mux.Handle("/", web.Handler())
 	s.httpSrv = &http.Server{
-		Handler:           s.tracer.handler(withRequestIDs(mux)),
+		Handler:           withRequestIDs(s.tracer.handler(mux)), // the tracer next to the mux: it names spans by the route the mux sets on its request
 		ReadHeaderTimeout: cfg.HTTPHeaderTimeout,
 		ReadTimeout:       cfg.HTTPReadTimeout,
 		IdleTimeout:       120 * time.Second,
