@@ -3,34 +3,29 @@
 // (MIT, a maintained RFC 9420 implementation, with @hpke/core and WebCrypto
 // underneath); this file only moves its objects through Parley's frames and
 // keeps the device's state in a KeyStore.
+// Each module from its own path: ts-mls's index also loads its optional
+// @noble provider (an extra package, and size in a browser bundle).
+import { acceptAll, type IncomingMessageCallback } from 'ts-mls/incomingMessageAction.js';
+import { createApplicationMessage } from 'ts-mls/createMessage.js';
+import { createCommit } from 'ts-mls/createCommit.js';
 import {
-  acceptAll,
-  createApplicationMessage,
-  createCommit,
   createGroup as mlsCreateGroup,
   decodeGroupState,
-  decodeMlsMessage,
-  defaultCapabilities,
-  defaultLifetime,
-  emptyPskIndex,
   encodeGroupState,
-  encodeMlsMessage,
-  generateKeyPackage,
-  getCiphersuiteFromName,
-  getCiphersuiteImpl,
   joinGroup as mlsJoinGroup,
-  processMessage,
-  type CiphersuiteImpl,
-  type CiphersuiteName,
-  type ClientConfig,
   type ClientState as MlsState,
-  type Credential,
-  type IncomingMessageCallback,
-  type KeyPackage,
-  type MLSMessage,
-  type PrivateKeyPackage,
-  type Proposal,
-} from 'ts-mls';
+} from 'ts-mls/clientState.js';
+import { decodeMlsMessage, encodeMlsMessage, type MLSMessage } from 'ts-mls/message.js';
+import { defaultCapabilities } from 'ts-mls/defaultCapabilities.js';
+import { defaultLifetime } from 'ts-mls/lifetime.js';
+import { emptyPskIndex } from 'ts-mls/pskIndex.js';
+import { generateKeyPackage, type KeyPackage, type PrivateKeyPackage } from 'ts-mls/keyPackage.js';
+import { getCiphersuiteFromName, type CiphersuiteImpl, type CiphersuiteName } from 'ts-mls/crypto/ciphersuite.js';
+import { getCiphersuiteImpl } from 'ts-mls/crypto/getCiphersuiteImpl.js';
+import { processMessage } from 'ts-mls/processMessages.js';
+import type { ClientConfig } from 'ts-mls/clientConfig.js';
+import type { Credential } from 'ts-mls/credential.js';
+import type { Proposal } from 'ts-mls/proposal.js';
 import { decodeKeyPackage, encodeKeyPackage, makeKeyPackageRef } from 'ts-mls/keyPackage.js';
 import { defaultClientConfig } from 'ts-mls/clientConfig.js';
 import type { ParleyClient, SendOptions } from './client.js';
