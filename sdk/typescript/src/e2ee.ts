@@ -31,7 +31,6 @@ import { defaultClientConfig } from 'ts-mls/clientConfig.js';
 import type { ParleyClient, SendOptions } from './client.js';
 import { text, utf8 } from './codec.js';
 import { Emitter } from './emitter.js';
-import { ParleyError, isCode } from './errors.js';
 import { MemoryKeyStore, type KeyStore } from './e2ee-store.js';
 import type { GroupInfo, Message, MessagePage, SendAck } from './types.js';
 
@@ -663,6 +662,12 @@ export class E2EE extends Emitter<E2EEEvents> {
   }
 }
 
+/** Compared by code, not instanceof: in a browser this module may be loaded
+ *  as its own bundle, beside the SDK's (docs: sdk/typescript/README.md). */
+function isCode(err: unknown, code: string): boolean {
+  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === code;
+}
+
 function setPlain(out: E2EEMessage, plain: Uint8Array): void {
   const e = openEnvelope(plain);
   out.plainContentType = e.contentType;
@@ -681,4 +686,3 @@ export function plainText(m: E2EEMessage): string {
 }
 
 export type { MLSMessage };
-export { ParleyError };
