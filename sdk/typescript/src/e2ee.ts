@@ -50,6 +50,8 @@ export interface E2EEOptions {
   keyPackageTarget?: number;
   /** Publish more when fewer than this are left (default 10). */
   keyPackageLow?: number;
+  /** Messages the client delivered before E2EE was created, processed first (in order). */
+  earlier?: Message[];
 }
 
 /** Why a message could not be decrypted. */
@@ -163,11 +165,19 @@ function userOfIdentity(id: string): string {
  * listen to the returned object's `message` event instead of the client's.
  */
 export async function enableE2EE(client: ParleyClient, opts: E2EEOptions = {}): Promise<E2EE> {
-  const suite = getCiphersuiteFromName(opts.cipherSuite ?? 'MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519');
-  const impl = await getCiphersuiteImpl(suite);
-  const e = new E2EE(client, impl, opts);
-  await e.start();
+  const e = createE2EE(client, opts);
+  await e.ready;
   return e;
+}
+
+/**
+ * enableE2EE without waiting: the object handles the client's messages from
+ * this call on (listen to its `message` event at once); `ready` settles once
+ * the cipher suite is loaded and the KeyPackages are published.
+ */
+export function createE2EE(client: ParleyClient, opts: E2EEOptions = {}): E2EE {
+  const suite = getCiphersuiteFromName(opts.cipherSuite ?? 'MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519');
+  return new E2EE(client, getCiphersuiteImpl(suite), opts);
 }
 
 export class E2EE extends Emitter<E2EEEvents> {
@@ -178,13 +188,22 @@ export class E2EE extends Emitter<E2EEEvents> {
   private readonly pending = new Map<string, Uint8Array>();
   private readonly config: ClientConfig;
   private readonly offMessage: () => void;
+  /** The highest seq handed on unprocessed per conversation (plain entries of groups this device has no state of). */
+  private readonly passed = new Map<string, number>();
+  private impl!: CiphersuiteImpl;
+  private readonly implReady: Promise<void>;
+  /** Settles once the cipher suite is loaded and this device's KeyPackages are published. */
+  readonly ready: Promise<void>;
 
   constructor(
     readonly client: ParleyClient,
-    private readonly impl: CiphersuiteImpl,
+    impl: Promise<CiphersuiteImpl>,
     private readonly opts: E2EEOptions,
   ) {
     super();
+    this.implReady = impl.then((i) => {
+      this.impl = i;
+    });
     this.store = opts.store ?? new MemoryKeyStore();
     this.config = {
       ...defaultClientConfig,
@@ -195,7 +214,10 @@ export class E2EE extends Emitter<E2EEEvents> {
         },
       },
     };
-    this.offMessage = client.on('message', (m) => this.onMessage(m));
+    this.offMessage = client.on('message', (m) => this.handle(m));
+    for (const m of opts.earlier ?? []) this.handle(m);
+    this.ready = this.implReady.then(() => this.start());
+    this.ready.catch((err: unknown) => this.emit('error', err instanceof Error ? err : new Error(String(err))));
   }
 
   private get me(): string {
@@ -208,7 +230,7 @@ export class E2EE extends Emitter<E2EEEvents> {
   }
 
   /** Publishes KeyPackages: all fresh (replace) for a device without any, else a top-up. */
-  async start(): Promise<void> {
+  private async start(): Promise<void> {
     await this.client.waitReady();
     const fresh = (await this.store.get('lastResort')) === undefined;
     if (fresh) await this.publish(this.opts.keyPackageTarget ?? 30, true);
@@ -260,6 +282,7 @@ export class E2EE extends Emitter<E2EEEvents> {
 
   /** Makes an encrypted group with you (and your other devices) and, if given, other users. */
   async createGroup(input: { name?: string; userIds?: string[]; avatarUrl?: string; announcement?: string } = {}): Promise<GroupInfo> {
+    await this.implReady;
     const { userIds = [], ...rest } = input;
     const g = (await this.client.request('createGroup', { ...rest, encrypted: true })).group!;
     const conv = g.conversationId;
@@ -288,6 +311,7 @@ export class E2EE extends Emitter<E2EEEvents> {
    * another is dropped; the newer one is processed and the Commit made again.
    */
   async addMembers(conversationId: string, userIds: string[], withOwnDevices = false): Promise<void> {
+    await this.implReady;
     const claimFor = [...new Set([...userIds, ...(withOwnDevices ? [this.client.userId] : [])])];
     if (claimFor.length === 0) return;
     const claimed = (await this.client.request('claimKeyPackages', { userIds: claimFor })).claimedKeyPackages?.keyPackages ?? [];
@@ -451,7 +475,8 @@ export class E2EE extends Emitter<E2EEEvents> {
 
   // ---- receiving ----
 
-  private onMessage(m: Message): void {
+  /** Processes an entry the client delivered (done for you: the client's `message` events). */
+  handle(m: Message): void {
     void this.lock(m.conversationId, () => this.ingest(m, true)).catch((err: unknown) => this.emit('error', err instanceof Error ? err : new Error(String(err))));
   }
 
@@ -467,7 +492,13 @@ export class E2EE extends Emitter<E2EEEvents> {
         const page = await this.client.syncMessages(conversationId, g.seq, 200);
         const msgs = page.messages ?? [];
         for (const m of msgs) await this.ingest(m, true);
-        if (!page.hasMore || msgs.length === 0) return;
+        if (!page.hasMore || msgs.length === 0) {
+          if ((page.lastSeq ?? 0) > g.seq && g.seq > 0) {
+            g.seq = page.lastSeq!; // entries hidden for this user never arrive
+            await this.save(conversationId, g);
+          }
+          return;
+        }
       }
     });
   }
@@ -508,10 +539,19 @@ export class E2EE extends Emitter<E2EEEvents> {
     const conv = m.conversationId;
     const isMls = m.contentType === MLS_CONTENT_TYPE;
     if (!isMls && !this.groups.has(conv) && !(await this.store.get(`group/${conv}`))) {
-      if (emitNew) this.emit('message', m);
+      if (emitNew && m.seq > (this.passed.get(conv) ?? 0)) {
+        this.passed.set(conv, m.seq);
+        this.emit('message', m);
+      }
       return m;
     }
-    const g = await this.group(conv);
+    let g = await this.group(conv);
+    if (m.seq > g.seq + 1 && emitNew) {
+      // Every Commit and Welcome before it must be processed first (a device
+      // whose client starts at the server's cursor, or a page of history).
+      await this.fill(conv, m.seq - 1);
+      g = await this.group(conv);
+    }
     const out: E2EEMessage = { ...m, encrypted: true };
     if (m.seq <= g.seq) {
       // Processed before: a duplicate delivery, or a page of history.
@@ -531,8 +571,27 @@ export class E2EE extends Emitter<E2EEEvents> {
     await this.save(conv, g);
     if (out.plaintext) await this.store.put(`pt/${conv}/${m.seq}`, envelope(out.plainContentType!, out.plaintext));
     if (m.kind === 'MESSAGE_KIND_RECALL' && m.event?.targetSeq) await this.store.delete(`pt/${conv}/${m.event.targetSeq}`);
-    if (emitNew) this.emit('message', out);
+    if (emitNew && m.seq > (this.passed.get(conv) ?? 0)) this.emit('message', out);
     return out;
+  }
+
+  /** Processes the entries after what this device processed, up to upTo (under the lock). */
+  private async fill(conv: string, upTo: number): Promise<void> {
+    for (;;) {
+      const g = await this.group(conv);
+      if (g.seq >= upTo) return;
+      const page = await this.client.syncMessages(conv, g.seq, Math.min(200, upTo - g.seq));
+      const msgs = (page.messages ?? []).filter((m) => m.seq <= upTo);
+      for (const m of msgs) await this.ingest(m, false).then((x) => m.seq > (this.passed.get(conv) ?? 0) && this.emit('message', x));
+      if (!page.hasMore || msgs.length === 0 || msgs[msgs.length - 1]!.seq >= upTo) {
+        const g2 = await this.group(conv);
+        if (g2.seq < upTo) {
+          g2.seq = upTo;
+          await this.save(conv, g2);
+        }
+        return;
+      }
+    }
   }
 
   private async process(g: Group, m: Message, out: E2EEMessage): Promise<void> {
@@ -648,7 +707,7 @@ export class E2EE extends Emitter<E2EEEvents> {
 
   /** Runs f after every earlier task of the conversation (MLS state moves one step at a time). */
   private lock<T>(conv: string, f: () => Promise<T>): Promise<T> {
-    const prev = this.locks.get(conv) ?? Promise.resolve();
+    const prev = this.locks.get(conv) ?? this.implReady;
     const run = prev.then(f, f);
     const tail = run.then(
       () => undefined,

@@ -188,3 +188,48 @@ describe('end-to-end encryption (MLS) between SDK devices', () => {
     await waitFor(() => texts(b1, conv).includes('still fine'), 10_000);
   });
 });
+
+describe('end-to-end encryption: membership moved by the server alone', () => {
+  it('a member who leaves without a Commit is removed from the MLS group by one of the others (one Commit wins)', async () => {
+    const [alice, bob, carol] = await Promise.all([newUser(srv, 'alice'), newUser(srv, 'bob'), newUser(srv, 'carol')]);
+    const [a1, b1, c1] = (await Promise.all([device(alice!, 1), device(bob!, 1), device(carol!, 1)])) as [Device, Device, Device];
+    const g = await a1.e2ee.createGroup({ name: 'leavers', userIds: [bob!.id, carol!.id] });
+    const conv = g.conversationId;
+    for (const d of [b1, c1]) await waitFor(() => d.e2ee.isMember(conv), 10_000, 'joined');
+    const e0 = await a1.e2ee.epoch(conv);
+
+    await b1.client.leaveGroup(conv);
+    // Alice's and carol's devices both try to commit bob's removal; one wins, the other sees nothing left to remove.
+    for (const d of [a1, c1]) {
+      await waitFor(async () => (await d.e2ee.memberDevices(conv)).length === 2 && (await d.e2ee.epoch(conv)) === e0 + 1, 10_000, `${d.client.device} without bob`);
+    }
+    expect((await a1.client.request('getMlsState', { conversationId: conv })).mlsState!.epoch).toBe(e0 + 1);
+    await c1.e2ee.send(conv, 'just us');
+    await allSee([a1], conv, ['just us']);
+  });
+
+  it('a device whose client starts at the server cursor still finds its Welcome (the sequence is filled in first)', async () => {
+    const [alice, bob] = await Promise.all([newUser(srv, 'alice'), newUser(srv, 'bob')]);
+    const a1 = await device(alice!, 1);
+    const bobStore = new MemoryKeyStore();
+    const b1 = await device(bob!, 1, bobStore);
+    // A copy of the device's keys as they were before it joined anything.
+    const fresh = new MemoryKeyStore();
+    for (const k of await bobStore.keys('')) await fresh.put(k, (await bobStore.get(k))!);
+    const g = await a1.e2ee.createDirect(bob!.id);
+    const conv = g.conversationId;
+    await a1.e2ee.send(conv, 'first');
+    await waitFor(() => texts(b1, conv).includes('first'), 10_000);
+    b1.e2ee.close();
+    b1.client.close();
+    // The device again with its keys from before the group, and a client
+    // that resumes at the server's delivered cursor (past the Welcome).
+    const client = connect(srv, bob!, { deviceId: b1.client.device, deviceType: 'node-1', resumeFromServer: true });
+    const e2ee = await enableE2EE(client, { store: fresh, keyPackageTarget: 5, keyPackageLow: 3 });
+    const got: E2EEMessage[] = [];
+    e2ee.on('message', (m) => got.push(m));
+    await a1.e2ee.send(conv, 'second');
+    await waitFor(() => got.some((m) => plainText(m) === 'second'), 10_000, 'decrypted after filling from the Welcome');
+    expect(await e2ee.isMember(conv)).toBe(true);
+  });
+});
