@@ -54,7 +54,7 @@ export interface E2EEOptions {
   earlier?: Message[];
 }
 
-/** Why a message could not be decrypted. */
+/** Why a message could not be decrypted (or, NO_KEY_PACKAGES, a member not added). */
 export type E2EEErrorCode =
   /** Sent before this device joined the group (or after it was removed): MLS gives it no key for it. */
   | 'NOT_A_MEMBER'
@@ -65,7 +65,9 @@ export type E2EEErrorCode =
   /** The bytes are not a valid MLS message, or it failed to authenticate. */
   | 'INVALID'
   /** A Commit that names members the Parley event does not. */
-  | 'REFUSED_COMMIT';
+  | 'REFUSED_COMMIT'
+  /** (addMembers, createGroup) These users have no KeyPackage: they never enabled encryption, or may not be messaged. */
+  | 'NO_KEY_PACKAGES';
 
 /** A message that could not be decrypted: set as `e2eeError` on the message, never thrown from delivery. */
 export class E2EEError extends Error {
@@ -89,6 +91,9 @@ export interface E2EEMessage extends Message {
   /** Set when an application message could not be decrypted (shown as such, not dropped). */
   e2eeError?: E2EEError;
 }
+
+/** A page of messages, decrypted. */
+export type E2EEPage = Omit<MessagePage, 'messages'> & { messages?: E2EEMessage[] };
 
 export interface E2EEEvents {
   /** Every conversation entry, in seq order per conversation, decrypted where it is an MLS message. */
@@ -190,6 +195,10 @@ export class E2EE extends Emitter<E2EEEvents> {
   private readonly offMessage: () => void;
   /** The highest seq handed on unprocessed per conversation (plain entries of groups this device has no state of). */
   private readonly passed = new Map<string, number>();
+  /** Groups known not to be encrypted (seen created plain): their entries skip the lock. */
+  private readonly plain = new Set<string>();
+  /** Conversations the store has no record of (read once). */
+  private readonly noRecord = new Set<string>();
   private impl!: CiphersuiteImpl;
   private readonly implReady: Promise<void>;
   /** Settles once the cipher suite is loaded and this device's KeyPackages are published. */
@@ -326,6 +335,8 @@ export class E2EE extends Emitter<E2EEEvents> {
       packages.push({ identity: id, kp: m.keyPackage });
     }
     const users = userIds.filter((u) => u !== this.client.userId);
+    const missing = users.filter((u) => !packages.some((p) => userOfIdentity(p.identity) === u));
+    if (missing.length > 0) throw new E2EEError('NO_KEY_PACKAGES', missing.join(', '));
     await this.commit(
       conversationId,
       (state) => {
@@ -477,6 +488,12 @@ export class E2EE extends Emitter<E2EEEvents> {
 
   /** Processes an entry the client delivered (done for you: the client's `message` events). */
   handle(m: Message): void {
+    // A conversation that is not an encrypted group costs no lock, no store read.
+    const conv = m.conversationId;
+    if (m.contentType !== MLS_CONTENT_TYPE && (!conv.startsWith('g:') || this.plain.has(conv)) && !this.locks.has(conv)) {
+      this.emit('message', m);
+      return;
+    }
     void this.lock(m.conversationId, () => this.ingest(m, true)).catch((err: unknown) => this.emit('error', err instanceof Error ? err : new Error(String(err))));
   }
 
@@ -504,18 +521,18 @@ export class E2EE extends Emitter<E2EEEvents> {
   }
 
   /** history(), decrypted: what this device decrypted before comes from its store. */
-  async history(conversationId: string, beforeSeq = 0, limit = 30): Promise<MessagePage & { messages?: E2EEMessage[] }> {
+  async history(conversationId: string, beforeSeq = 0, limit = 30): Promise<E2EEPage> {
     const page = await this.client.history(conversationId, beforeSeq, limit);
     return this.annotatePage(conversationId, page);
   }
 
   /** syncMessages(), decrypted (and processed when newer than what this device processed). */
-  async syncMessages(conversationId: string, afterSeq = 0, limit?: number): Promise<MessagePage & { messages?: E2EEMessage[] }> {
+  async syncMessages(conversationId: string, afterSeq = 0, limit?: number): Promise<E2EEPage> {
     const page = await this.client.syncMessages(conversationId, afterSeq, limit);
     return this.annotatePage(conversationId, page);
   }
 
-  private async annotatePage(conv: string, page: MessagePage): Promise<MessagePage & { messages?: E2EEMessage[] }> {
+  private async annotatePage(conv: string, page: MessagePage): Promise<E2EEPage> {
     const msgs = page.messages ?? [];
     const out = await this.lock(conv, async () => {
       const r: E2EEMessage[] = [];
@@ -538,7 +555,9 @@ export class E2EE extends Emitter<E2EEEvents> {
   private async ingest(m: Message, emitNew: boolean): Promise<E2EEMessage> {
     const conv = m.conversationId;
     const isMls = m.contentType === MLS_CONTENT_TYPE;
-    if (!isMls && !this.groups.has(conv) && !(await this.store.get(`group/${conv}`))) {
+    if (!isMls && !this.groups.has(conv) && (this.noRecord.has(conv) || !(await this.store.get(`group/${conv}`)))) {
+      this.noRecord.add(conv); // until save() makes one (groups is asked first)
+      if (m.kind === 'MESSAGE_KIND_GROUP_CREATED' && m.event?.group && !m.event.group.encrypted) this.plain.add(conv);
       if (emitNew && m.seq > (this.passed.get(conv) ?? 0)) {
         this.passed.set(conv, m.seq);
         this.emit('message', m);
