@@ -455,7 +455,7 @@ export class E2EE extends Emitter<E2EEEvents> {
     const payload = typeof c.payload === 'string' ? utf8(c.payload) : c.payload;
     const plain = envelope(c.contentType, payload);
     const clientMsgId = opts.clientMsgId ?? rid();
-    this.pending.set(clientMsgId, plain);
+    const ids: string[] = [];
     try {
       for (let attempt = 0; ; attempt++) {
         const bytes = await this.lock(conversationId, async () => {
@@ -466,8 +466,11 @@ export class E2EE extends Emitter<E2EEEvents> {
           await this.save(conversationId, g);
           return encodeMlsMessage({ version: 'mls10', wireformat: 'mls_private_message', privateMessage: r.privateMessage });
         });
+        const id = attempt ? rid() : clientMsgId;
+        ids.push(id);
+        this.pending.set(id, plain);
         try {
-          const ack = await this.client.send({ ...opts, clientMsgId: attempt ? rid() : clientMsgId, conversationId, contentType: MLS_CONTENT_TYPE, payload: bytes });
+          const ack = await this.client.send({ ...opts, clientMsgId: id, conversationId, contentType: MLS_CONTENT_TYPE, payload: bytes });
           await this.store.put(`pt/${conversationId}/${ack.seq}`, plain);
           return ack;
         } catch (err) {
@@ -480,7 +483,7 @@ export class E2EE extends Emitter<E2EEEvents> {
         }
       }
     } finally {
-      this.pending.delete(clientMsgId);
+      for (const id of ids) this.pending.delete(id);
     }
   }
 
@@ -618,7 +621,12 @@ export class E2EE extends Emitter<E2EEEvents> {
     const commitKind = m.kind === 'MESSAGE_KIND_MLS_COMMIT' || m.kind === 'MESSAGE_KIND_MEMBERS_ADDED' || m.kind === 'MESSAGE_KIND_MEMBERS_REMOVED';
     if (m.contentType !== MLS_CONTENT_TYPE || !m.payload || m.recalled) {
       // A plain event (created, renamed, left without a Commit, a recall's tombstone).
-      if (m.kind === 'MESSAGE_KIND_MEMBERS_REMOVED' && g.state && !m.payload) this.commitLeft(conv, m.event?.userIds ?? []);
+      if (m.kind === 'MESSAGE_KIND_MEMBERS_REMOVED' && g.state && !m.payload) {
+        const gone = m.event?.userIds ?? [];
+        // This user left (or the app removed them): the group's secrets are of no more use here.
+        if (gone.includes(this.client.userId)) g.state = undefined;
+        else this.commitLeft(conv, gone);
+      }
       return;
     }
     if (commitKind && !g.state) {
@@ -648,8 +656,10 @@ export class E2EE extends Emitter<E2EEEvents> {
     const r = await processMessage(msg, g.state, emptyPskIndex, this.checkCommit(g.state, m), this.impl).catch((err: unknown) => {
       throw new E2EEError(epoch < mine ? 'WRONG_EPOCH' : 'INVALID', err instanceof Error ? err.message : String(err));
     });
+    if (r.kind === 'newState' && r.actionTaken === 'reject') throw new E2EEError('REFUSED_COMMIT', 'a Commit adding devices of users the event does not add');
     g.state = r.newState;
     if (r.kind === 'applicationMessage') setPlain(out, r.message);
+    if (m.kind === 'MESSAGE_KIND_MEMBERS_REMOVED' && (m.event?.userIds ?? []).includes(this.client.userId)) g.state = undefined; // this device is out
   }
 
   /** A Commit may add only devices of the users the Parley event adds, or of members already in (docs/e2ee.md). */
