@@ -449,8 +449,22 @@ function renderList() {
   updateTitle();
 }
 
+/** A padlock (an SVG: no emoji font needed), for encrypted conversations. */
+function lockSvg() {
+  const NS = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(NS, 'svg');
+  for (const [k, v] of Object.entries({ viewBox: '0 0 16 16', width: '13', height: '13', 'aria-hidden': 'true' })) svg.setAttribute(k, v);
+  const shackle = document.createElementNS(NS, 'path');
+  for (const [k, v] of Object.entries({ d: 'M5 7V5a3 3 0 0 1 6 0v2', fill: 'none', stroke: 'currentColor', 'stroke-width': '1.8' })) shackle.setAttribute(k, v);
+  const body = document.createElementNS(NS, 'rect');
+  for (const [k, v] of Object.entries({ x: '3', y: '7', width: '10', height: '8', rx: '1.5', fill: 'currentColor' })) body.setAttribute(k, v);
+  svg.append(shackle, body);
+  return svg;
+}
+
 function lockNode() {
-  const l = el('span', 'lock', '🔒');
+  const l = el('span', 'lock');
+  l.append(lockSvg());
   l.title = 'End-to-end encrypted';
   l.setAttribute('aria-label', 'End-to-end encrypted');
   l.setAttribute('role', 'img');
@@ -537,6 +551,7 @@ function renderHeader() {
   const c = conv(openId);
   $('chat-title').textContent = title(c);
   $('chat-lock').hidden = !isEncrypted(c);
+  if (!$('chat-lock').firstChild) $('chat-lock').append(lockSvg());
   const dot = $('chat-dot');
   if (c.group) {
     dot.className = 'dot none';
