@@ -96,7 +96,8 @@ export interface E2EEMessage extends Message {
 export type E2EEPage = Omit<MessagePage, 'messages'> & { messages?: E2EEMessage[] };
 
 export interface E2EEEvents {
-  /** Every conversation entry, in seq order per conversation, decrypted where it is an MLS message. */
+  /** Every conversation entry, in seq order per conversation, decrypted where it is an MLS message
+   *  (those processed before the first listener was added are given to it when it is). */
   message: (m: E2EEMessage) => void;
   /** This device joined an encrypted group from a Welcome. */
   joined: (conversationId: string) => void;
@@ -229,6 +230,28 @@ export class E2EE extends Emitter<E2EEEvents> {
     this.ready.catch((err: unknown) => this.emit('error', err instanceof Error ? err : new Error(String(err))));
   }
 
+  /** Entries handed on before the app listened (enableE2EE resolves after the client's catch-up began). */
+  private held: E2EEMessage[] | null = [];
+
+  /** Adds a listener; the first `message` listener also gets the entries processed before it was added. */
+  override on<K extends keyof E2EEEvents>(event: K, fn: E2EEEvents[K]): () => void {
+    const off = super.on(event, fn);
+    if (event === 'message' && this.held) {
+      const held = this.held;
+      this.held = null;
+      for (const m of held) (fn as E2EEEvents['message'])(m);
+    }
+    return off;
+  }
+
+  protected override emit<K extends keyof E2EEEvents>(event: K, ...args: Parameters<E2EEEvents[K]>): void {
+    if (event === 'message' && this.held) {
+      this.held.push(args[0] as E2EEMessage);
+      return;
+    }
+    super.emit(event, ...args);
+  }
+
   private get me(): string {
     return mlsIdentity(this.client.userId, this.client.device);
   }
@@ -316,7 +339,8 @@ export class E2EE extends Emitter<E2EEEvents> {
 
   /**
    * Adds users (every device that has a KeyPackage) to an encrypted group
-   * with one Commit and its Welcome. A Commit that lost its epoch to
+   * with one Commit and its Welcome; for users already in it (your own user
+   * too), adds their devices that are not in it yet. A Commit that lost its epoch to
    * another is dropped; the newer one is processed and the Commit made again.
    */
   async addMembers(conversationId: string, userIds: string[], withOwnDevices = false): Promise<void> {
@@ -335,19 +359,24 @@ export class E2EE extends Emitter<E2EEEvents> {
       packages.push({ identity: id, kp: m.keyPackage });
     }
     const users = userIds.filter((u) => u !== this.client.userId);
-    const missing = users.filter((u) => !packages.some((p) => userOfIdentity(p.identity) === u));
-    if (missing.length > 0) throw new E2EEError('NO_KEY_PACKAGES', missing.join(', '));
+    // Users already in the MLS group get only their devices not in it yet
+    // (a new phone), by a Commit that changes no Parley membership.
+    let newUsers: string[] = [];
     await this.commit(
       conversationId,
       (state) => {
         const have = new Set(this.members(state));
+        const inGroup = new Set([...have].map(userOfIdentity));
+        newUsers = users.filter((u) => !inGroup.has(u));
+        const missing = newUsers.filter((u) => !packages.some((p) => userOfIdentity(p.identity) === u));
+        if (missing.length > 0) throw new E2EEError('NO_KEY_PACKAGES', missing.join(', '));
         return packages.filter((p) => !have.has(p.identity)).map((p): Proposal => ({ proposalType: 'add', add: { keyPackage: p.kp } }));
       },
       async (commit, welcome) => {
-        if (users.length > 0) await this.client.request('addMembers', { conversationId, userIds: users, mlsCommit: commit, mlsWelcome: welcome });
+        if (newUsers.length > 0) await this.client.request('addMembers', { conversationId, userIds: newUsers, mlsCommit: commit, mlsWelcome: welcome });
         else await this.client.request('mlsCommit', { conversationId, commit, welcome, clientMsgId: rid() });
       },
-      users.length > 0,
+      false,
     );
   }
 

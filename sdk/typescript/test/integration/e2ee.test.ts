@@ -25,6 +25,7 @@ interface Device {
 
 async function device(u: TestUser, n: number, store = new MemoryKeyStore()): Promise<Device> {
   const client = connect(srv, u, { deviceId: `${u.id}-d${n}`, deviceType: `node-${n}` });
+  // The client's catch-up may deliver before enableE2EE resolves: the first listener gets those too.
   const e2ee = await enableE2EE(client, { store, keyPackageTarget: 5, keyPackageLow: 3 });
   const got: E2EEMessage[] = [];
   e2ee.on('message', (m) => got.push(m));
@@ -231,5 +232,31 @@ describe('end-to-end encryption: membership moved by the server alone', () => {
     await a1.e2ee.send(conv, 'second');
     await waitFor(() => got.some((m) => plainText(m) === 'second'), 10_000, 'decrypted after filling from the Welcome');
     expect(await e2ee.isMember(conv)).toBe(true);
+  });
+});
+
+describe('end-to-end encryption: devices that come later', () => {
+  it("a member's new device is added by addMembers with a device Commit, reads what follows, not what came before", async () => {
+    const [alice, bob] = await Promise.all([newUser(srv, 'alice'), newUser(srv, 'bob')]);
+    const a1 = await device(alice!, 1);
+    const b1 = await device(bob!, 1);
+    const g = await a1.e2ee.createDirect(bob!.id);
+    const conv = g.conversationId;
+    await a1.e2ee.send(conv, 'before the new phone');
+    await waitFor(() => texts(b1, conv).includes('before the new phone'), 10_000);
+
+    const b2 = await device(bob!, 2); // bob's new device: not in the MLS group yet
+    await b1.e2ee.addMembers(conv, [bob!.id]); // his first device adds it (no Parley change: mlsCommit)
+    await waitFor(() => b2.e2ee.isMember(conv), 10_000, 'the new device joins');
+    expect(await a1.e2ee.memberDevices(conv)).toContain(`${bob!.id}/${b2.client.device}`);
+    await a1.e2ee.send(conv, 'after the new phone');
+    await allSee([b1, b2], conv, ['after the new phone']);
+    // The earlier message is there, marked, not decrypted.
+    const before = b2.got.find((m) => m.kind === 'MESSAGE_KIND_NORMAL' && !m.plaintext);
+    expect(before?.e2eeError?.code).toBe('NOT_A_MEMBER');
+    // Adding bob again adds nothing: no Commit, no epoch move.
+    const e = await a1.e2ee.epoch(conv);
+    await a1.e2ee.addMembers(conv, [bob!.id]);
+    expect(await a1.e2ee.epoch(conv)).toBe(e);
   });
 });
