@@ -1534,7 +1534,9 @@ async function loadOlderNow(c, first) {
   try {
     const seqs = [...c.msgs.keys()].filter((s) => c.loaded || !first);
     const before = first ? 0 : Math.min(...seqs);
-    const page = e2ee && isEncrypted(c) ? await e2ee.history(c.id, before, PAGE) : await client.history(c.id, before, PAGE);
+    // Any group through the E2EE layer: the list does not say which are encrypted, and what
+    // this device decrypted before comes from its key store (MLS keys are used once).
+    const page = e2ee && c.group ? await e2ee.history(c.id, before, PAGE) : await client.history(c.id, before, PAGE);
     for (const m of page.messages || []) apply(plainOf(m), false);
     // Pages are bounded by bytes, so a page may be short: only hasMore ends the history (an
     // empty page cannot move `before`, so it ends it too rather than asking again forever).

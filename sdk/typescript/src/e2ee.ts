@@ -566,6 +566,8 @@ export class E2EE extends Emitter<E2EEEvents> {
 
   private async annotatePage(conv: string, page: MessagePage): Promise<E2EEPage> {
     const msgs = page.messages ?? [];
+    // A conversation this device holds nothing of, and no MLS in the page: as it is (nothing handed on).
+    if (!this.groups.has(conv) && !msgs.some((m) => m.contentType === MLS_CONTENT_TYPE) && !(await this.store.get(`group/${conv}`))) return page;
     const out = await this.lock(conv, async () => {
       const r: E2EEMessage[] = [];
       for (const m of msgs) r.push(await this.ingest(m, true));

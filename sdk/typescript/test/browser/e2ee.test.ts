@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { register } from '../../src/index.js';
 import { startServer, uniqueName, waitFor, type RunningServer } from '../helpers/server.js';
-import { bubbles, expectAccessible, launch, newPage, openConversation, screenshot, sendText, signUp } from '../helpers/browser.js';
+import { bubbles, expectAccessible, launch, newPage, openConversation, screenshot, sendText, signIn, signUp } from '../helpers/browser.js';
 
 let srv: RunningServer;
 let browser: Browser;
@@ -112,6 +112,23 @@ describe('end-to-end encryption in Chromium', () => {
     await pa.waitForSelector('#msg-list li.msg:not(.mine) .body:text-is("secret reply")');
     expect(await bubbles(pa)).toEqual(['secret hello', 'secret reply']);
     await screenshot(pa, 'e2ee-chat');
-    expect([...ea, ...eb]).toEqual([]);
+
+    // Alice reloads: the same device (its IndexedDB) shows the history decrypted, with the lock.
+    await pa.reload();
+    await pa.waitForSelector('#app:not([hidden])');
+    await openConversation(pa, title);
+    await pa.waitForSelector('#msg-list li.msg .body:text-is("secret reply")');
+    expect(await bubbles(pa)).toEqual(['secret hello', 'secret reply']);
+    expect(await pa.isVisible('#chat-lock')).toBe(true);
+
+    // Alice on a new device (another browser): it was not in the group when they were
+    // sent, so they show as encrypted messages it cannot read, not as blanks or errors.
+    const { page: pa2, errors: ea2 } = await newPage(await context(), srv.http);
+    await signIn(pa2, alice);
+    await openConversation(pa2, title);
+    await pa2.waitForSelector('#msg-list li.msg .body:text-is("Encrypted message: sent before this device joined")');
+    expect(await bubbles(pa2)).toEqual(['Encrypted message: sent before this device joined', 'Encrypted message: sent before this device joined']);
+    expect(await pa2.isVisible('#chat-lock')).toBe(true);
+    expect([...ea, ...eb, ...ea2]).toEqual([]);
   });
 });
