@@ -68,6 +68,7 @@ let client = null;
 // sign-in beside the SDK so that the first page does not wait for it.
 let e2ee = null;
 let e2eeModP = null;
+let e2eeSettled = Promise.resolve(); // settles once this session's E2EE layer is set up (or known unavailable)
 const e2eeModule = () => (e2eeModP ??= import('./parley-e2ee.js').catch((err) => (console.warn('end-to-end encryption unavailable:', err), null)));
 let me = '';
 let everReady = false;
@@ -1536,6 +1537,7 @@ async function loadOlderNow(c, first) {
     const before = first ? 0 : Math.min(...seqs);
     // Any group through the E2EE layer: the list does not say which are encrypted, and what
     // this device decrypted before comes from its key store (MLS keys are used once).
+    if (c.group) await e2eeSettled; // a page opened right after sign-in: decrypt it, do not show it undecryptable
     const page = e2ee && c.group ? await e2ee.history(c.id, before, PAGE) : await client.history(c.id, before, PAGE);
     for (const m of page.messages || []) apply(plainOf(m), false);
     // Pages are bounded by bytes, so a page may be short: only hasMore ends the history (an
@@ -2494,7 +2496,7 @@ function start(auth) {
   const offEarly = client.on('message', (m) => early.push(m));
   const cl = client;
   e2ee = null;
-  e2eeModule().then((mod) => {
+  e2eeSettled = e2eeModule().then((mod) => {
     if (client !== cl) return;
     offEarly();
     if (mod) {

@@ -113,7 +113,12 @@ describe('end-to-end encryption in Chromium', () => {
     expect(await bubbles(pa)).toEqual(['secret hello', 'secret reply']);
     await screenshot(pa, 'e2ee-chat');
 
-    // Alice reloads: the same device (its IndexedDB) shows the history decrypted, with the lock.
+    // Alice reloads: the same device (its IndexedDB) shows the history decrypted, with the lock,
+    // also when she opens the conversation before the E2EE module has loaded (held back here).
+    await pa.route('**/parley-e2ee.js', async (route) => {
+      await new Promise((r) => setTimeout(r, 1500));
+      await route.continue();
+    });
     await pa.reload();
     await pa.waitForSelector('#app:not([hidden])');
     await openConversation(pa, title);
