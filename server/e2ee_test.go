@@ -679,3 +679,45 @@ func TestE2EEAdminAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An encrypted group says so in the updateGroup reply and its GROUP_UPDATED
+// event (what other members' apps refresh their view from), as createGroup
+// and getGroup do; a plain group does not.
+func TestE2EEGroupInfoSaysEncrypted(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, nil)
+	ctx := ctx10(t)
+	alice, aliceRec := ts.connect(t, "alice", "a1", "ios", transports[0])
+	enc, err := alice.CreateEncryptedGroup(ctx, &pb.CreateGroup{Name: "secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := alice.CreateGroup(ctx, &pb.CreateGroup{Name: "open"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		conv string
+		want bool
+	}{{enc.ConversationId, true}, {plain.ConversationId, false}} {
+		name := "renamed " + c.conv
+		g, err := alice.UpdateGroup(ctx, &pb.UpdateGroup{ConversationId: c.conv, Name: &name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Name != name || g.Encrypted != c.want {
+			t.Fatalf("updateGroup reply for %s: name %q encrypted %v, want encrypted %v", c.conv, g.Name, g.Encrypted, c.want)
+		}
+		eventually(t, "the GROUP_UPDATED event of "+c.conv, func() bool {
+			for _, m := range aliceRec.messages() {
+				if m.ConversationId == c.conv && m.Kind == pb.MessageKind_MESSAGE_KIND_GROUP_UPDATED && m.Event.GetGroup().GetName() == name {
+					if m.Event.GetGroup().GetEncrypted() != c.want {
+						t.Fatalf("GROUP_UPDATED of %s: encrypted %v, want %v", c.conv, m.Event.GetGroup().GetEncrypted(), c.want)
+					}
+					return true
+				}
+			}
+			return false
+		})
+	}
+}

@@ -602,10 +602,22 @@ func (s *Service) updateGroup(ctx context.Context, c Replier, sess *session.Sess
 	if len(info.Name) > maxGroupName || len(info.AvatarURL) > maxAvatarURL || len(info.Announcement) > maxAnnouncement {
 		return errTooLarge
 	}
+	// Encryption is kept with the MLS epoch (e2ee.go), not in the group's
+	// info: the reply and the event say it as createGroup's do.
+	enc, err := s.isEncrypted(ctx, r.ConversationId)
+	if err != nil {
+		return err
+	}
 	next := &groupState{info: info, members: g.members}
-	ev := event(info.ConversationID, pb.MessageKind_MESSAGE_KIND_GROUP_UPDATED, &pb.MessageEvent{Group: groupInfo(next)})
+	gi := groupInfo(next)
+	gi.Encrypted = enc
+	ev := event(info.ConversationID, pb.MessageKind_MESSAGE_KIND_GROUP_UPDATED, &pb.MessageEvent{Group: gi})
 	return s.changeGroup(ctx, c, sess, id, store.Change{Event: ev, Group: &info}, nil,
-		func(g *groupState) { c.SendFrame(groupFrame(id, g)) })
+		func(g *groupState) {
+			f := groupFrame(id, g)
+			f.GetGroup().Encrypted = enc
+			c.SendFrame(f)
+		})
 }
 
 func (s *Service) addMembers(ctx context.Context, c Replier, sess *session.Session, id uint64, r *pb.AddMembers) error {

@@ -1,7 +1,7 @@
 // Parley web client: plain ES modules, no build step. The SDK
 // (parley-sdk.js) is the TypeScript SDK bundled for browsers.
 import { ParleyClient, register, login, logout, directConversationId, text, isCode, webPushKey, applyReaction, mentionsUser, encodeFrame } from './parley-sdk.js';
-import { initGroups, attachGroups, groupBar } from './groups.js';
+import { initGroups, attachGroups, groupBar, setE2EE } from './groups.js';
 import { initPeople, attachPeople } from './people.js';
 import { initSearch, attachSearch, openSearch } from './search.js';
 
@@ -64,6 +64,12 @@ function deviceId() {
 
 // ---- app state ----
 let client = null;
+// End-to-end encryption (docs/e2ee.md): parley-e2ee.js (ts-mls), loaded after
+// sign-in beside the SDK so that the first page does not wait for it.
+let e2ee = null;
+let e2eeModP = null;
+let e2eeSettled = Promise.resolve(); // settles once this session's E2EE layer is set up (or known unavailable)
+const e2eeModule = () => (e2eeModP ??= import('./parley-e2ee.js').catch((err) => (console.warn('end-to-end encryption unavailable:', err), null)));
 let me = '';
 let everReady = false;
 /** conversationId -> conversation state */
@@ -168,7 +174,24 @@ function recalledText(m) {
   return m.moderated ? 'Removed by a moderator' : 'Message recalled';
 }
 
+/** The conversation is end-to-end encrypted (an MLS group). */
+function isEncrypted(c) {
+  return !!(c.info?.encrypted || c.encrypted);
+}
+
+/** What the E2EE layer decrypted, as the app shows any message: an MLS
+ *  message becomes its plaintext, or is marked as undecryptable. */
+function plainOf(m) {
+  if (!m.encrypted && m.contentType !== 'message/mls') return m;
+  const kind = m.kind || 'MESSAGE_KIND_NORMAL';
+  if (kind !== 'MESSAGE_KIND_NORMAL' && kind !== 'MESSAGE_KIND_EDIT') return { ...m, contentType: undefined, payload: undefined, encrypted: true };
+  if (m.plaintext) return { ...m, contentType: m.plainContentType, payload: m.plaintext, encrypted: true };
+  if (m.recalled) return { ...m, encrypted: true };
+  return { ...m, contentType: 'text', payload: undefined, encrypted: true, undecryptable: m.e2eeError?.code || 'UNAVAILABLE' };
+}
+
 function bodyText(m) {
+  if (m.undecryptable) return m.undecryptable === 'NOT_KEPT' || m.undecryptable === 'NOT_A_MEMBER' ? 'Encrypted message: sent before this device joined' : 'Encrypted message: cannot be decrypted on this device';
   if (!m.contentType || m.contentType === 'text' || m.contentType.startsWith('text/')) return text(m.payload);
   return `[${m.contentType}]`;
 }
@@ -188,6 +211,12 @@ function fmtTime(ms) {
 function apply(m, live) {
   const c = conv(m.conversationId);
   const kind = m.kind || 'MESSAGE_KIND_NORMAL';
+  if (m.encrypted) c.encrypted = true;
+  if (kind === 'MESSAGE_KIND_MLS_COMMIT') {
+    // A key change of an encrypted group (a device added or removed): nothing to show.
+    c.lastSeq = Math.max(c.lastSeq, m.seq);
+    return;
+  }
   if (kind === 'MESSAGE_KIND_EDIT' || kind === 'MESSAGE_KIND_RECALL') {
     const t = c.msgs.get(m.event?.targetSeq);
     if (t) {
@@ -389,6 +418,7 @@ function renderList() {
         name.append(d);
       }
       name.append(el('span', 'title', title(c)));
+      if (isEncrypted(c)) name.append(lockNode());
       li.append(name, el('span', 'time', fmtTime(c.last?.serverTime)));
       const lastText = c.last ? summary(c.last) || '' : '';
       const prefix = c.group && c.last && c.last.kind === 'MESSAGE_KIND_NORMAL' ? (c.last.from === me ? 'You: ' : c.last.from + ': ') : '';
@@ -418,6 +448,28 @@ function renderList() {
   $('conv-empty').hidden = items.length > 0;
   $('conv-empty').textContent = q && all.length ? 'No conversation matches.' : 'No conversations yet. Start one with “Chat”.';
   updateTitle();
+}
+
+/** A padlock (an SVG: no emoji font needed), for encrypted conversations. */
+function lockSvg() {
+  const NS = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(NS, 'svg');
+  for (const [k, v] of Object.entries({ viewBox: '0 0 16 16', width: '13', height: '13', 'aria-hidden': 'true' })) svg.setAttribute(k, v);
+  const shackle = document.createElementNS(NS, 'path');
+  for (const [k, v] of Object.entries({ d: 'M5 7V5a3 3 0 0 1 6 0v2', fill: 'none', stroke: 'currentColor', 'stroke-width': '1.8' })) shackle.setAttribute(k, v);
+  const body = document.createElementNS(NS, 'rect');
+  for (const [k, v] of Object.entries({ x: '3', y: '7', width: '10', height: '8', rx: '1.5', fill: 'currentColor' })) body.setAttribute(k, v);
+  svg.append(shackle, body);
+  return svg;
+}
+
+function lockNode() {
+  const l = el('span', 'lock');
+  l.append(lockSvg());
+  l.title = 'End-to-end encrypted';
+  l.setAttribute('aria-label', 'End-to-end encrypted');
+  l.setAttribute('role', 'img');
+  return l;
 }
 
 /** The tab's title counts unread messages, as "(3) Parley". */
@@ -499,6 +551,8 @@ function renderHeader() {
   $('chat-empty').hidden = true;
   const c = conv(openId);
   $('chat-title').textContent = title(c);
+  $('chat-lock').hidden = !isEncrypted(c);
+  if (!$('chat-lock').firstChild) $('chat-lock').append(lockSvg());
   const dot = $('chat-dot');
   if (c.group) {
     dot.className = 'dot none';
@@ -514,7 +568,8 @@ function renderHeader() {
   groupBar(c); // Members, and Add for those the group lets add (groups.js)
   disappearingBar(c);
   $('composer-input').disabled = c.left || !!c.info?.dissolved;
-  $('attach-btn').disabled = c.left || !!c.info?.dissolved;
+  // Files would reach the server unencrypted: not offered in encrypted conversations.
+  $('attach-btn').disabled = c.left || !!c.info?.dissolved || isEncrypted(c);
   renderTray();
 }
 
@@ -1480,8 +1535,11 @@ async function loadOlderNow(c, first) {
   try {
     const seqs = [...c.msgs.keys()].filter((s) => c.loaded || !first);
     const before = first ? 0 : Math.min(...seqs);
-    const page = await client.history(c.id, before, PAGE);
-    for (const m of page.messages || []) apply(m, false);
+    // Any group through the E2EE layer: the list does not say which are encrypted, and what
+    // this device decrypted before comes from its key store (MLS keys are used once).
+    if (c.group) await e2eeSettled; // a page opened right after sign-in: decrypt it, do not show it undecryptable
+    const page = e2ee && c.group ? await e2ee.history(c.id, before, PAGE) : await client.history(c.id, before, PAGE);
+    for (const m of page.messages || []) apply(plainOf(m), false);
     // Pages are bounded by bytes, so a page may be short: only hasMore ends the history (an
     // empty page cannot move `before`, so it ends it too rather than asking again forever).
     c.hasOlder = !!page.hasMore && (page.messages || []).length > 0;
@@ -1546,7 +1604,14 @@ function send(textValue, atts = [], extra = {}) {
   renderChat();
   renderList();
   const target = c.group ? { conversationId: c.id } : { to: c.peer };
-  client.send({ ...target, contentType: 'text', payload: textValue, clientMsgId, attachments: atts.map((a) => a.id), ...extra }).then(
+  const sent = !isEncrypted(c)
+    ? client.send({ ...target, contentType: 'text', payload: textValue, clientMsgId, attachments: atts.map((a) => a.id), ...extra })
+    : !e2ee
+      ? Promise.reject(Object.assign(new Error('End-to-end encryption is not available in this browser'), { e2ee: true }))
+      : atts.length
+        ? Promise.reject(Object.assign(new Error('Files cannot be sent in encrypted conversations'), { e2ee: true }))
+        : e2ee.send(c.id, textValue, { clientMsgId, ...extra });
+  sent.then(
     (ack) => {
       const p = c.pending.get(clientMsgId);
       c.pending.delete(clientMsgId);
@@ -1575,7 +1640,7 @@ function send(textValue, atts = [], extra = {}) {
     (err) => {
       const p = c.pending.get(clientMsgId);
       if (p) {
-        p.failed = err?.code ? sendErrText(err) : 'closed';
+        p.failed = err?.e2ee ? err.message : err?.code ? sendErrText(err) : 'closed';
         p.rejected = isCode(err, 'ERROR_CODE_REJECTED');
       }
       if (isCode(err, 'ERROR_CODE_NO_SUCH_USER')) c.noSuchUser = true;
@@ -1583,6 +1648,12 @@ function send(textValue, atts = [], extra = {}) {
       if (openId === c.id) renderChat();
     },
   );
+}
+
+/** An error of starting or changing an encrypted conversation, for a dialog. */
+function e2eeErrText(err) {
+  if (err?.code === 'NO_KEY_PACKAGES') return 'Not everyone has signed in with encryption yet: ' + err.message;
+  return String(err?.message || err?.code || err);
 }
 
 /** Why a send was refused, for its bubble ("Not sent: …"). */
@@ -1655,6 +1726,7 @@ function fitsLimit(where) {
 }
 
 function startEdit(c, m) {
+  if (isEncrypted(c)) return announce('Editing is not available in encrypted conversations');
   editing = { conversationId: c.id, seq: m.seq };
   replying = null;
   renderReplyBar();
@@ -2407,7 +2479,8 @@ function start(auth) {
   attachPeople(client);
   attachSearch();
   let saveTimer = null;
-  client.on('message', (m) => {
+  const onMessage = (raw) => {
+    const m = plainOf(raw);
     apply(m, true);
     if (!saveTimer) saveTimer = setTimeout(() => ((saveTimer = null), store.set(cursorsKey, client.cursors())), 500);
     renderList();
@@ -2416,6 +2489,37 @@ function start(auth) {
       refreshReadCounts(conv(openId));
     }
     if (!convs.get(m.conversationId)?.info && m.conversationId.startsWith('g:')) refreshList();
+  };
+  // Messages go through the E2EE layer once its module is loaded (it hands
+  // on every entry, decrypting MLS ones); those delivered before are given to it first.
+  const early = [];
+  const offEarly = client.on('message', (m) => early.push(m));
+  const cl = client;
+  e2ee = null;
+  e2eeSettled = e2eeModule().then((mod) => {
+    if (client !== cl) return;
+    offEarly();
+    if (mod) {
+      try {
+        let keys;
+        try {
+          keys = new mod.IndexedDBKeyStore(`parley-e2ee/${me}/${deviceId()}`);
+        } catch {
+          keys = new mod.MemoryKeyStore(); // no IndexedDB (a private window): keys last as long as the tab
+        }
+        e2ee = mod.createE2EE(cl, { store: keys, earlier: early });
+        e2ee.on('message', onMessage);
+        e2ee.on('error', (err) => console.warn('end-to-end encryption:', err));
+        window.parleyE2EE = e2ee; // handy in the console
+        setE2EE(e2ee);
+        return;
+      } catch (err) {
+        console.warn('end-to-end encryption unavailable:', err);
+        e2ee = null;
+      }
+    }
+    cl.on('message', onMessage);
+    for (const m of early) onMessage(m);
   });
   client.on('conversations', mergeList);
   client.on('connected', (ok) => {
@@ -2536,6 +2640,9 @@ function signOut(callServer = true) {
   if (callServer && auth) logout({}, auth.token).catch(() => {});
   client?.close();
   client = null;
+  e2ee?.close();
+  e2ee = null;
+  setE2EE(null);
   session.del();
   for (const c of convs.values()) for (const d of c.drafts) dropDraft(c, d);
   urlCache.clear();
@@ -2847,6 +2954,7 @@ function wire() {
 
   $('new-chat-btn').onclick = () => {
     $('new-chat-user').value = '';
+    $('new-chat-e2ee').checked = false;
     $('new-chat-error').textContent = '';
     $('new-chat-dialog').showModal();
   };
@@ -2858,6 +2966,26 @@ function wire() {
       $('new-chat-error').textContent = 'Enter another user’s name.';
       return;
     }
+    if ($('new-chat-e2ee').checked) {
+      // An encrypted 1:1 is an encrypted group of the two (docs/e2ee.md).
+      ev.preventDefault();
+      if (!e2ee) {
+        $('new-chat-error').textContent = 'End-to-end encryption is not available in this browser.';
+        return;
+      }
+      $('new-chat-error').textContent = 'Setting up encryption…';
+      e2ee.createDirect(u, `${me} & ${u}`).then(
+        (g) => {
+          const c = conv(g.conversationId);
+          c.info = g;
+          c.activity = Date.now();
+          $('new-chat-dialog').close();
+          openConv(g.conversationId);
+        },
+        (err) => ($('new-chat-error').textContent = e2eeErrText(err)),
+      );
+      return;
+    }
     chatWith(u);
   });
 
@@ -2867,6 +2995,8 @@ function wire() {
     $('group-dialog-title').textContent = mode === 'create' ? 'New group' : 'Add members';
     $('group-ok').textContent = mode === 'create' ? 'Create' : 'Add';
     $('group-name-label').hidden = mode !== 'create';
+    $('group-e2ee-label').hidden = mode !== 'create';
+    $('group-e2ee').checked = false;
     $('group-name').value = '';
     $('group-members').value = '';
     $('group-error').textContent = '';
@@ -2880,7 +3010,9 @@ function wire() {
     const users = $('group-members').value.split(/[\s,]+/).map((s) => s.trim()).filter((s) => s && s !== me);
     try {
       if (groupMode === 'create') {
-        const g = await client.createGroup({ name: $('group-name').value.trim() || 'Group', userIds: users });
+        const name = $('group-name').value.trim() || 'Group';
+        if ($('group-e2ee').checked && !e2ee) throw new Error('End-to-end encryption is not available in this browser.');
+        const g = $('group-e2ee').checked ? await e2ee.createGroup({ name, userIds: users }) : await client.createGroup({ name, userIds: users });
         const c = conv(g.conversationId);
         c.info = g;
         c.activity = Date.now();
@@ -2888,11 +3020,12 @@ function wire() {
         openConv(g.conversationId);
       } else {
         if (!users.length) throw new Error('Enter at least one username.');
-        await client.addMembers(openId, users);
+        if (isEncrypted(conv(openId))) await e2ee.addMembers(openId, users);
+        else await client.addMembers(openId, users);
         $('group-dialog').close();
       }
     } catch (err) {
-      $('group-error').textContent = err?.code === 'ERROR_CODE_PERMISSION_DENIED' ? 'Not allowed.' : String(err?.code || err?.message || err);
+      $('group-error').textContent = err?.code === 'ERROR_CODE_PERMISSION_DENIED' ? 'Not allowed.' : e2eeErrText(err);
     }
   });
 

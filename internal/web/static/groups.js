@@ -160,6 +160,14 @@ function refreshSoon(c) {
 }
 
 /** Listens to this client's group events (call with each new client). */
+// The end-to-end encryption layer (app.js sets it once loaded): members of an
+// encrypted group are added and removed with its MLS Commits.
+let e2ee = null;
+export function setE2EE(e) {
+  e2ee = e;
+}
+const encrypted = (c) => !!(c.info?.encrypted || c.encrypted);
+
 export function attachGroups(client) {
   refreshOp.clear();
   if (dlg?.open) dlg.close();
@@ -269,7 +277,10 @@ function build() {
     const users = input.value.split(/[\s,]+/).map((s) => s.trim()).filter((s) => s && s !== H.me);
     if (!users.length) return say('Enter at least one username.', true);
     act(ev.submitter, async (cl, c) => {
-      await cl.addMembers(c.id, users);
+      if (encrypted(c)) {
+        if (!e2ee) throw new Error('End-to-end encryption is not available in this browser.');
+        await e2ee.addMembers(c.id, users);
+      } else await cl.addMembers(c.id, users);
       input.value = '';
     }, `Added ${users.join(', ')}.`);
   });
@@ -395,7 +406,7 @@ function memberNode(c, m, myRole, live) {
     }
     acts.append(key(button('Remove', 'danger', (ev) => {
       if (!confirm(`Remove ${u} from the group?`)) return;
-      act(ev.currentTarget, (cl, cc) => cl.removeMember(cc.id, u), `${u} was removed.`);
+      act(ev.currentTarget, (cl, cc) => (encrypted(cc) && e2ee ? e2ee.removeMember(cc.id, u) : cl.removeMember(cc.id, u)), `${u} was removed.`);
     }, `Remove ${u}`), 'remove'));
   }
   if (isOwner) {

@@ -448,9 +448,10 @@ var NUMERIC = /* @__PURE__ */ new Set([
   "reactionVersion",
   "version",
   "pinnedAt",
-  "firstSeq"
+  "firstSeq",
+  "epoch"
 ]);
-var BYTES = /* @__PURE__ */ new Set(["payload", "body", "snippet"]);
+var BYTES = /* @__PURE__ */ new Set(["payload", "body", "snippet", "mlsWelcome", "keyPackage"]);
 var B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 var B64_INDEX = (() => {
   const t = new Int16Array(128).fill(-1);
@@ -2662,6 +2663,10 @@ var ParleyClient = class extends Emitter {
     return this._userId;
   }
   /** Why the client stopped, or null while it runs. */
+  /** This install's device id (sent in auth; end-to-end encryption names devices by it). */
+  get device() {
+    return this.deviceId;
+  }
   get error() {
     return this.closedErr;
   }

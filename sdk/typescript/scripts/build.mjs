@@ -17,9 +17,11 @@ const dist = join(root, 'dist');
 rmSync(dist, { recursive: true, force: true });
 execFileSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', join(root, 'tsconfig.json')], { stdio: 'inherit' });
 
-await build({
-  entryPoints: [join(root, 'src/index.ts')],
-  outfile: join(dist, 'cjs/index.cjs'),
+// The SDK, and end-to-end encryption as its own entry (@parley/sdk/e2ee):
+// apps that do not encrypt do not load ts-mls.
+for (const entry of ['index', 'e2ee']) await build({
+  entryPoints: [join(root, `src/${entry}.ts`)],
+  outfile: join(dist, `cjs/${entry}.cjs`),
   bundle: true,
   format: 'cjs',
   platform: 'neutral',

@@ -78,6 +78,10 @@ try {
   const bare = `delete globalThis.TextDecoder;`;
   run(process.execPath, ['-e', `${bare} const sdk = require('@parley/sdk'); if (!sdk.ParleyClient) process.exit(1);`], app);
   run(process.execPath, ['--input-type=module', '-e', `${bare} const sdk = await import('@parley/sdk'); if (!sdk.ParleyClient) process.exit(1);`], app);
+  // End-to-end encryption is its own entry point (ts-mls, a dependency): both module systems.
+  run(process.execPath, ['--input-type=module', '-e', `const e = await import('@parley/sdk/e2ee'); if (typeof e.enableE2EE !== 'function' || typeof e.MemoryKeyStore !== 'function') process.exit(1);`], app);
+  run(process.execPath, ['-e', `const e = require('@parley/sdk/e2ee'); if (typeof e.enableE2EE !== 'function') process.exit(1);`], app);
+  console.log('@parley/sdk/e2ee: import and require ok');
   if (manifest.license !== 'MIT' || !manifest.peerDependenciesMeta?.ws?.optional) fail('package.json: license MIT and an optional ws peer expected');
   // What npm shows beside the README: where the code is, where to read more, what it is about.
   if (!/github\.com\/parleyim\/parley/.test(manifest.repository?.url ?? '') || manifest.repository?.directory !== 'sdk/typescript') fail('package.json: repository (url and directory) expected');

@@ -73,7 +73,7 @@ try {
         lib: ['es2022', 'dom'],
         types: ['node'],
         skipLibCheck: true,
-        paths: { '@parley/sdk': [join(root, 'src/index.ts')] },
+        paths: { '@parley/sdk': [join(root, 'src/index.ts')], '@parley/sdk/e2ee': [join(root, 'src/e2ee.ts')] },
       },
       files: ['globals.d.ts', ...files],
     }),

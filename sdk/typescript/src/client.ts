@@ -274,6 +274,11 @@ export class ParleyClient extends Emitter<ClientEvents> {
   }
 
   /** Why the client stopped, or null while it runs. */
+  /** This install's device id (sent in auth; end-to-end encryption names devices by it). */
+  get device(): string {
+    return this.deviceId;
+  }
+
   get error(): Error | null {
     return this.closedErr;
   }

@@ -37,8 +37,9 @@ const NUMERIC = new Set([
   'version',
   'pinnedAt',
   'firstSeq',
+  'epoch',
 ]);
-const BYTES = new Set(['payload', 'body', 'snippet']);
+const BYTES = new Set(['payload', 'body', 'snippet', 'mlsWelcome', 'keyPackage']);
 
 const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
 const B64_INDEX = (() => {

@@ -27,7 +27,10 @@ export type MessageKind =
   /** event.targetSeq was unpinned by `from`. */
   | 'MESSAGE_KIND_UNPINNED'
   /** Disappearing messages set to event.disappearingSeconds (0: off) by `from`. */
-  | 'MESSAGE_KIND_DISAPPEARING_SET';
+  | 'MESSAGE_KIND_DISAPPEARING_SET'
+  /** An MLS Commit of an encrypted group changing no Parley membership
+   *  (docs/e2ee.md): payload the Commit, mlsWelcome the Welcome it carries. */
+  | 'MESSAGE_KIND_MLS_COMMIT';
 
 export type GroupRole = 'GROUP_ROLE_UNSPECIFIED' | 'GROUP_ROLE_MEMBER' | 'GROUP_ROLE_ADMIN' | 'GROUP_ROLE_OWNER';
 /** Who may add members: the owner and admins (the default), or every member. */
@@ -125,6 +128,8 @@ export interface GroupInfo {
   historyVisibility?: HistoryVisibility;
   /** Every member may mention everyone (`mentionAll`); else only the owner and admins. */
   membersMentionAll?: boolean;
+  /** End-to-end encrypted with MLS (docs/e2ee.md). */
+  encrypted?: boolean;
 }
 
 export interface MessageEvent {
@@ -221,6 +226,9 @@ export interface Message {
   /** Unix milliseconds: the message disappears then (sent while the
    *  conversation's disappearing timer was on; see {@link isExpired}). */
   expiresAt?: number;
+  /** Encrypted groups: the MLS Welcome stored with a Commit (MEMBERS_ADDED,
+   *  MLS_COMMIT), for the devices it adds. */
+  mlsWelcome?: Uint8Array;
 }
 
 /** A short view of a message another one answers (Message.replyPreview). */
@@ -610,6 +618,31 @@ export interface ServerFrame {
   streamOpened?: StreamOpened;
   streamChunk?: StreamChunk;
   searchResults?: SearchResults;
+  keyPackageCount?: KeyPackageCount;
+  claimedKeyPackages?: { keyPackages?: ClaimedKeyPackage[] };
+  mlsState?: MlsState;
+}
+
+/** One-time KeyPackages a device has left on the server (docs/e2ee.md). */
+export interface KeyPackageCount {
+  count?: number;
+  lastResort?: boolean;
+}
+
+/** A KeyPackage (an MLSMessage) claimed for one device of a user. */
+export interface ClaimedKeyPackage {
+  userId: string;
+  deviceId: string;
+  keyPackage: Uint8Array;
+  lastResort?: boolean;
+}
+
+/** The server's view of a conversation's MLS state. */
+export interface MlsState {
+  conversationId: string;
+  encrypted?: boolean;
+  /** The epoch the next Commit must be made in. */
+  epoch?: number;
 }
 
 export interface Send {
@@ -676,6 +709,8 @@ export interface ClientBodies {
     addPolicy?: GroupAddPolicy;
     historyVisibility?: HistoryVisibility;
     membersMentionAll?: boolean;
+    /** End-to-end encrypted (docs/e2ee.md): userIds must be empty. */
+    encrypted?: boolean;
   };
   updateGroup: {
     conversationId: string;
@@ -688,8 +723,8 @@ export interface ClientBodies {
     historyVisibility?: HistoryVisibility;
     membersMentionAll?: boolean;
   };
-  addMembers: { conversationId: string; userIds: string[] };
-  removeMember: { conversationId: string; userId: string };
+  addMembers: { conversationId: string; userIds: string[]; mlsCommit?: Uint8Array; mlsWelcome?: Uint8Array };
+  removeMember: { conversationId: string; userId: string; mlsCommit?: Uint8Array };
   joinGroup: { conversationId: string };
   leaveGroup: { conversationId: string };
   setRole: { conversationId: string; userId: string; role: GroupRole };
@@ -740,6 +775,14 @@ export interface ClientBodies {
   streamFinish: { streamId: string; abandon?: boolean };
   /** Finds messages the user may read, newest first. Answered with searchResults. */
   search: Search;
+  /** End-to-end encryption (docs/e2ee.md): this device's KeyPackages. Answered with keyPackageCount. */
+  publishKeyPackages: { keyPackages?: Uint8Array[]; lastResort?: Uint8Array; replace?: boolean };
+  countKeyPackages: Record<string, never>;
+  /** One KeyPackage of every device of each user. Answered with claimedKeyPackages. */
+  claimKeyPackages: { userIds: string[] };
+  /** A Commit changing no Parley membership. Answered with sendAck. */
+  mlsCommit: { clientMsgId?: string; conversationId: string; commit: Uint8Array; welcome?: Uint8Array };
+  getMlsState: { conversationId: string };
 }
 
 export type ClientBodyName = keyof ClientBodies;
