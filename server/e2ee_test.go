@@ -720,4 +720,22 @@ func TestE2EEGroupInfoSaysEncrypted(t *testing.T) {
 			return false
 		})
 	}
+	// The conversation list says so too (the web client shows its lock from it).
+	list, err := alice.Conversations(ctx, 50, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, c := range list.Conversations {
+		switch c.ConversationId {
+		case enc.ConversationId, plain.ConversationId:
+			seen++
+			if want := c.ConversationId == enc.ConversationId; c.Group.GetEncrypted() != want {
+				t.Fatalf("conversation list: %s encrypted %v, want %v", c.ConversationId, c.Group.GetEncrypted(), want)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Fatalf("conversation list holds %d of the two groups", seen)
+	}
 }

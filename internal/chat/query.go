@@ -170,6 +170,9 @@ func (s *Service) conversation(ctx context.Context, uid, id string) (*pb.Convers
 		}
 		c.Type = pb.ConversationType_CONVERSATION_TYPE_GROUP
 		c.Group = groupInfo(g)
+		if c.Group.Encrypted, err = s.isEncrypted(ctx, id); err != nil {
+			return nil, storeErr(err)
+		}
 		c.Left, c.LeftSeq = upTo > 0, upTo
 	} else {
 		peer, _ := directPeer(id, uid)

@@ -1,6 +1,8 @@
 package pebblestore
 
 import (
+	"time"
+
 	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -99,6 +101,7 @@ func (s *Store) scanDedupKeys(f *dedupFilter) {
 	upper := prefixEnd(lower)
 	keys := make([][]byte, 0, dedupScanChunk)
 	var arena []byte
+	start, total := time.Now(), 0
 	for {
 		select {
 		case <-s.stop:
@@ -141,9 +144,12 @@ func (s *Store) scanDedupKeys(f *dedupFilter) {
 		if done {
 			f.ready = true
 		}
+		full := f.full
 		s.appendMu.Unlock()
 		s.closeMu.RUnlock()
+		total += len(keys)
 		if done {
+			s.log.Info("pebblestore: de-dup filter ready", "keys", total, "took", time.Since(start).Round(time.Millisecond), "over_dedup_filter_bytes", full)
 			return
 		}
 		// The arena is reused: the next chunk starts after a copy of the last key.
