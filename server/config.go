@@ -485,10 +485,10 @@ type Config struct {
 	// ConfigSource reads the configuration again for a reload (SIGHUP in
 	// parley serve, POST /v1/admin/reload); `parley serve --config` sets
 	// it. Not in YAML. Default nil: the admin endpoint answers 409.
-	ConfigSource func() (Config, error) `yaml:"-"`
+	ConfigSource func() (Config, error) `yaml:"-" json:"-"`
 	// LogOutput is where the server writes its logs when Logger is not
 	// set. Not in YAML. Default os.Stderr.
-	LogOutput io.Writer `yaml:"-"`
+	LogOutput io.Writer `yaml:"-" json:"-"`
 	// LogFormat is "text" (key=value) or "json" (one object a line).
 	// Default "text". Ignored when Logger is set.
 	LogFormat string `yaml:"log_format"`

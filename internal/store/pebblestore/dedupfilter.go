@@ -149,7 +149,7 @@ func (s *Store) scanDedupKeys(f *dedupFilter) {
 		s.closeMu.RUnlock()
 		total += len(keys)
 		if done {
-			s.log.Info("pebblestore: de-dup filter ready", "keys", total, "took", time.Since(start).Round(time.Millisecond), "over_dedup_filter_bytes", full)
+			s.log.Debug("pebblestore: de-dup filter ready", "keys", total, "took", time.Since(start).Round(time.Millisecond), "over_dedup_filter_bytes", full)
 			return
 		}
 		// The arena is reused: the next chunk starts after a copy of the last key.
