@@ -151,7 +151,11 @@ func TestPushOfflineDeviceNotOnlineOne(t *testing.T) {
 // TestPushCoalesces: messages within the delay go out as one notification;
 // messages within the coalescing window after it wait and go out as one.
 func TestPushCoalesces(t *testing.T) {
-	e := startPushServer(t, nil)
+	// A coalescing window far longer than the sends below take, however
+	// slow the machine: with 1.5 s, the 700 ms waitNotes waits, the 400 ms
+	// sleep and two sends under the race detector on a busy machine passed
+	// it, and the second notification went out with one message.
+	e := startPushServer(t, func(c *server.Config) { c.PushCoalesce = 5 * time.Second })
 	e.device(t, "bob", "phone", 1, false).Close()
 	alice, _ := e.connect(t, "alice", "a1", "web", transports[0])
 	for i := range 3 {
