@@ -40,10 +40,11 @@ type dedupFilter struct {
 }
 
 const (
-	dedupFilterFirst = 1 << 20 // keys in the first filter (~1.2 MiB)
+	dedupFilterFirst = 1 << 20 // keys in the first filter (1.4 MiB: 1.38 bytes a key at dedupFilterFP)
 	dedupFilterFP    = 0.005
 	dedupScanChunk   = 4096
-	// defaultDedupFilterBytes holds ~55 M de-dup keys.
+	// defaultDedupFilterBytes holds filters of 1+2+4+8+16 M keys (43 MiB):
+	// ~32 M de-dup keys; the next filter (32 M keys, 44 MiB) would pass it.
 	defaultDedupFilterBytes = 64 << 20
 )
 

@@ -155,3 +155,28 @@ func TestDedupFilterProperty(t *testing.T) {
 		}
 	}
 }
+
+// TestDedupFilterBound: the filters never take more than their byte bound;
+// past it the filter turns off (every new id is looked up) and keeps no
+// memory, and before that a key added is never reported absent.
+func TestDedupFilterBound(t *testing.T) {
+	const max = 5 << 20 // room for the 1 M and 2 M key filters (4.1 MiB), not the 4 M one
+	f := newDedupFilter(max)
+	f.ready = true
+	key := func(i int) []byte { return []byte(fmt.Sprint("d-key-", i)) }
+	for i := range 3 << 20 {
+		f.add(key(i))
+	}
+	if f.full || f.bytes > max {
+		t.Fatalf("after 3 M keys: full %v, %d bytes (bound %d)", f.full, f.bytes, max)
+	}
+	for i := 0; i < 3<<20; i += 997 {
+		if f.absent(key(i)) {
+			t.Fatalf("key %d was added but is reported absent", i)
+		}
+	}
+	f.add(key(3 << 20)) // needs the next filter, which does not fit
+	if !f.full || f.filters != nil || f.absent(key(-1)) {
+		t.Fatalf("past the bound: full %v, %d filters kept, a new key absent %v", f.full, len(f.filters), f.absent(key(-1)))
+	}
+}

@@ -52,9 +52,10 @@ type Options struct {
 
 	// DedupFilterBytes bounds the Bloom filter over the stored de-dup keys
 	// (dedupfilter.go) that spares a new client message id its disk
-	// lookup: about 1.4 bytes per stored message with a client id. Past it
+	// lookup: 1.4 bytes per stored message with a client id, allocated a
+	// filter at a time (each twice the previous), so up to twice that. Past it
 	// the filter is off until the store is opened again (lookups as
-	// without it). 0 means 64 MiB (~55 M messages). Negative turns the
+	// without it). 0 means 64 MiB (~32 M messages). Negative turns the
 	// filter off.
 	DedupFilterBytes int64
 
