@@ -130,3 +130,56 @@ func TestDisappearingTimers(t *testing.T) {
 		t.Fatalf("read by another node: %d, %v", sec, err)
 	}
 }
+
+// A sweep that stopped half-way (a crash after its first batch) is finished
+// by the next one, though the conversation's floor has not moved since:
+// nothing below the floor stays on disk.
+func TestSweepFinishesAnInterruptedOne(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	open := func() store.Store {
+		s, err := pebblestore.Open(dir, pebblestore.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open()
+	now := time.Now()
+	for i := range 10 {
+		send(t, s, "c", now.Add(time.Duration(i-10)*time.Minute), 0)
+	}
+	// The first batch of a sweep to floor 9 (the newest 2 kept), then the
+	// process stops.
+	if removed, more, err := s.ExpireBefore(ctx, "c", 9, 3); err != nil || !more || len(removed) != 3 {
+		t.Fatalf("first batch: %v, %v, %v", removed, more, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open()
+	defer s.Close()
+	var forgot []store.MessageRef
+	rs := retention.New(retention.Config{Default: retention.Policy{Messages: 2}, Batch: 2, Now: func() time.Time { return now },
+		Forget: func(_ context.Context, refs []store.MessageRef) error { forgot = append(forgot, refs...); return nil }}, s)
+	if _, err := rs.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	left, err := s.Messages(ctx, "c", 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 2 || left[0].Seq != 9 {
+		var seqs []uint64
+		for _, m := range left {
+			seqs = append(seqs, m.Seq)
+		}
+		t.Fatalf("stored after the next sweep: seqs %v, want [9 10]", seqs)
+	}
+	if len(forgot) != 5 {
+		t.Fatalf("the index was told of %d messages, want the 5 the first batch left", len(forgot))
+	}
+	if unfinished, err := s.ExpiryUnfinished(ctx, "c"); err != nil || unfinished {
+		t.Fatalf("ExpiryUnfinished after the sweep: %v, %v", unfinished, err)
+	}
+}

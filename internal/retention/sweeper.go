@@ -139,7 +139,11 @@ func (s *Service) sweepConversation(ctx context.Context, conv string, now time.T
 		return 0, err
 	}
 	if floor <= cur {
-		return 0, nil
+		// Unmoved, but a sweep that stopped half-way (a crash, an error)
+		// is finished.
+		if left, err := s.st.ExpiryUnfinished(ctx, conv); err != nil || !left {
+			return 0, err
+		}
 	}
 	n := 0
 	for {

@@ -30,6 +30,11 @@ type Retention interface {
 	// once (two nodes) are safe: a message is deleted once, the other call
 	// finds it gone.
 	ExpireBefore(ctx context.Context, conversationID string, floor uint64, limit int) (removed []MessageRef, more bool, err error)
+	// ExpiryUnfinished reports whether the conversation's floor was
+	// raised by an ExpireBefore whose work is not all done (it returned
+	// more, or the process stopped before the next call): the sweeper
+	// calls ExpireBefore again even though its floor has not moved.
+	ExpiryUnfinished(ctx context.Context, conversationID string) (bool, error)
 	// DeleteMessages deletes the given messages as ExpireBefore does,
 	// without moving any floor (disappearing messages). A message that is
 	// not stored is skipped. It returns the messages it deleted.

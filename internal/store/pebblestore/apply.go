@@ -61,6 +61,11 @@ func (s *Store) Apply(ctx context.Context, ch store.Change) (store.AppendResult,
 		if old == nil {
 			return store.AppendResult{}, store.ErrNotFound
 		}
+		// Below the floor it is gone, though its sweep may not have
+		// deleted it yet.
+		if gone, err := s.belowFloor(u.ConversationId, u.Seq); err != nil || gone {
+			return store.AppendResult{}, cmpErr(err, store.ErrNotFound)
+		}
 		if old.Recalled {
 			return store.AppendResult{}, store.ErrConflict
 		}
@@ -200,6 +205,9 @@ func (s *Store) GetMessage(ctx context.Context, conversationID string, seq uint6
 	}
 	if m == nil {
 		return nil, store.ErrNotFound
+	}
+	if gone, err := s.belowFloor(conversationID, seq); err != nil || gone {
+		return nil, cmpErr(err, store.ErrNotFound)
 	}
 	return m, nil
 }
@@ -347,4 +355,12 @@ func iterateIn(ctx context.Context, r pebble.Reader, lower, upper []byte, revers
 		}
 	}
 	return mapErr(it.Error())
+}
+
+// cmpErr returns err, or gone when err is nil.
+func cmpErr(err, gone error) error {
+	if err != nil {
+		return err
+	}
+	return gone
 }

@@ -314,8 +314,8 @@ var exportKinds = []exportKind{
 		if !r.end() {
 			return corruptf(key, "bad floor key")
 		}
-		f, err := decodeUint64(key, body, "floor")
-		emit(migrate.Floor{Conv: conv, Floor: f})
+		f, err := decodeFloor(key, body)
+		emit(migrate.Floor{Conv: conv, Floor: f.floor})
 		return err
 	}},
 	{nsMentionAll, "mentions_all", func(key, k, body []byte, emit func(any)) error {

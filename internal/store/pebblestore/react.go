@@ -343,7 +343,8 @@ func (s *Store) messageExists(st *reactBatch, conv string, seq uint64) (bool, er
 		return false, mapErr(err)
 	}
 	_ = closer.Close()
-	return true, nil
+	gone, err := s.belowFloor(conv, seq)
+	return !gone, err
 }
 
 // nsIter opens an iterator over one namespace of r, to seek in.

@@ -14,19 +14,19 @@ import (
 
 // Retention (store.Retention, docs/retention.md). Three namespaces:
 //
-//	'j' lp(conversation)                    -> floor(8)  (the conversation's first available seq)
+//	'j' lp(conversation)                    -> floor(8) cleaned(8) ranged(8)  (floorRec)
 //	'W' lp(conversation) seq(8)             -> pos(8)    (the message's log position: its 'L' key)
 //	'x' expiry(8, BE unix ms) lp(conv) seq(8) -> empty   (messages that disappear, by expiry)
 //
 // putLog writes 'W' (and 'x' for a message with ExpiresAt) in the batch that
 // stores the message, so deleting a message can delete its 'L' entry without
 // scanning the log, and the sweeper finds expired messages without scanning
-// messages. Expiring a conversation's oldest messages deletes their keys with
-// range deletions over every per-conversation, per-seq namespace (messages,
-// reactions, pins, threads, mentions of everyone, log references) and point
-// deletions for what is keyed otherwise (de-dup entries, mentions by name,
-// 'L' entries, the reaction index); ReclaimSpace then compacts the message
-// range so the space goes back to the file system.
+// messages. Expiring a conversation's oldest messages deletes what is keyed
+// otherwise (de-dup entries, mentions by name, 'L' entries, the reaction
+// index) batch by batch, then every per-conversation, per-seq namespace
+// (messages, reactions, pins, threads, mentions of everyone, log
+// references) with one range deletion (floorRec); ReclaimSpace then
+// compacts the message range so the space goes back to the file system.
 const (
 	nsFloor  byte = 'j'
 	nsLogRef byte = 'W'
@@ -55,24 +55,67 @@ func putRetention(b *pebble.Batch, m *pb.Message, pos uint64) {
 	putFileRefs(b, m) // filerefs.go
 }
 
-func (s *Store) readFloor(r pebble.Reader, conv string) (uint64, error) {
+// floorRec is a conversation's 'j' record. Messages below floor are never
+// served. A sweep deletes them in two steps: batch by batch, the keys that
+// are not ranged by seq (de-dup entries, log entries, mentions by name...),
+// up to cleaned; then, once cleaned reaches floor, every seq-ranged
+// namespace with one range deletion over [ranged, floor). One deletion
+// spanning a whole sweep lets Pebble drop the files it covers whole; one
+// per batch (a few hundred KB, far less than a file) made compactions
+// rewrite the files instead, and that took the CPU sends needed while a
+// long sweep ran. A crash between the steps leaves cleaned or ranged below
+// floor: ExpiryUnfinished says so and the next sweep finishes the work.
+// Records written before this had the floor alone (8 bytes): cleaned and
+// ranged read as 0, and one more ExpireBefore settles them.
+type floorRec struct{ floor, cleaned, ranged uint64 }
+
+func (f floorRec) done() bool { return f.cleaned >= f.floor && f.ranged >= f.floor }
+
+func (s *Store) readFloorRec(r pebble.Reader, conv string) (floorRec, error) {
 	k := floorKey(nil, conv)
 	v, closer, err := r.Get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
-		return 0, nil
+		return floorRec{}, nil
 	}
 	if err != nil {
-		return 0, mapErr(err)
+		return floorRec{}, mapErr(err)
 	}
 	defer closer.Close()
 	body, err := unframe(k, v)
 	if err != nil {
-		return 0, err
+		return floorRec{}, err
 	}
-	if len(body) != 8 {
-		return 0, corruptf(k, "bad floor record")
+	return decodeFloor(k, body)
+}
+
+func decodeFloor(key, body []byte) (floorRec, error) {
+	switch len(body) {
+	case 8:
+		return floorRec{floor: binary.BigEndian.Uint64(body)}, nil
+	case 24:
+		return floorRec{binary.BigEndian.Uint64(body), binary.BigEndian.Uint64(body[8:]), binary.BigEndian.Uint64(body[16:])}, nil
 	}
-	return binary.BigEndian.Uint64(body), nil
+	return floorRec{}, corruptf(key, "bad floor record")
+}
+
+func putFloor(b *pebble.Batch, conv string, f floorRec) {
+	fk := floorKey(nil, conv)
+	v := binary.BigEndian.AppendUint64(nil, f.floor)
+	v = binary.BigEndian.AppendUint64(v, f.cleaned)
+	v = binary.BigEndian.AppendUint64(v, f.ranged)
+	_ = b.Set(fk, frame(fk, v), nil) // fails only for indexed batches
+}
+
+func (s *Store) readFloor(r pebble.Reader, conv string) (uint64, error) {
+	f, err := s.readFloorRec(r, conv)
+	return f.floor, err
+}
+
+// belowFloor reports whether seq of conv is below its floor: gone for
+// readers and writers, whether or not its sweep has deleted it yet.
+func (s *Store) belowFloor(conv string, seq uint64) (bool, error) {
+	f, err := s.readFloor(s.db, conv)
+	return seq < f, err
 }
 
 // MessageFloor implements store.Retention.
@@ -84,11 +127,21 @@ func (s *Store) MessageFloor(ctx context.Context, conv string) (uint64, error) {
 	return s.readFloor(s.db, conv)
 }
 
-// ExpireBefore implements store.Retention. It reads the batch without
-// locks, then commits it under appendMu: an edit or recall (Apply) checks
-// and rewrites a message under that lock, so either it came first (and the
-// range deletion takes its write too) or it finds the message gone; the
-// de-dup cache is updated under it. Appends wait only for the commit.
+// ExpiryUnfinished implements store.Retention.
+func (s *Store) ExpiryUnfinished(ctx context.Context, conv string) (bool, error) {
+	if err := s.enter(ctx); err != nil {
+		return false, err
+	}
+	defer s.closeMu.RUnlock()
+	f, err := s.readFloorRec(s.db, conv)
+	return f.floor > 1 && !f.done(), err
+}
+
+// ExpireBefore implements store.Retention (see floorRec for its two
+// steps). It reads the batch without locks, then commits it under
+// appendMu: an edit or recall (Apply) checks the floor under that lock,
+// and the de-dup cache is updated under it. Appends wait only for the
+// commit.
 func (s *Store) ExpireBefore(ctx context.Context, conv string, floor uint64, limit int) (removed []store.MessageRef, more bool, err error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, false, err
@@ -99,22 +152,22 @@ func (s *Store) ExpireBefore(ctx context.Context, conv string, floor uint64, lim
 	if err != nil {
 		return nil, false, mapErr(err)
 	}
-	cur, err := s.readFloor(s.db, conv)
+	cur, err := s.readFloorRec(s.db, conv)
 	if err != nil {
 		return nil, false, err
 	}
-	floor = max(min(floor, last+1), cur)
-	if floor <= 1 {
+	floor = max(min(floor, last+1), cur.floor)
+	if floor <= 1 || (floor == cur.floor && cur.done()) {
 		return nil, false, nil
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
+	prefix := messagePrefix(nil, conv)
 	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{
-		LowerBound: messagePrefix(nil, conv), UpperBound: messageKey(nil, conv, floor)})
+		LowerBound: messageKey(nil, conv, cur.cleaned), UpperBound: messageKey(nil, conv, floor)})
 	if err != nil {
 		return nil, false, mapErr(err)
 	}
-	prefix := messagePrefix(nil, conv)
 	upTo := floor
 	var dups []string
 	for valid := it.First(); valid; valid = it.Next() {
@@ -140,42 +193,54 @@ func (s *Store) ExpireBefore(ctx context.Context, conv string, floor uint64, lim
 	if err := it.Close(); err != nil {
 		return nil, false, mapErr(err)
 	}
-	// From the first message found, not from 0: everything below it went
-	// with earlier batches. Range deletions that overlap each other make
-	// every read fragment all of them (each batch's would cover every
-	// earlier one's: quadratic in the batches of a sweep, and it slowed
-	// every point read of the store, sends' included, while a long sweep
-	// ran).
-	start := uint64(0)
+	from := cur.cleaned
 	if len(removed) > 0 {
-		start = removed[0].Seq
+		from = removed[0].Seq
 	}
-	if err := s.deleteLogEntries(b, conv, start, upTo); err != nil {
+	if err := s.deleteLogEntries(b, conv, from, upTo); err != nil {
 		return nil, false, err
 	}
-	for _, ns := range seqRanged {
-		if err := b.DeleteRange(convSeqKey(nil, ns, conv, start), convSeqKey(nil, ns, conv, upTo), nil); err != nil {
-			return nil, false, mapErr(err)
+	if !more && max(upTo, cur.cleaned) >= floor {
+		// The reaction index is keyed otherwise: scanned here, not under
+		// the lock below (its entries below the floor may go whatever
+		// that decides).
+		if err := s.dropReactionIndex(b, conv, func(seq uint64) bool { return seq < floor }); err != nil {
+			return nil, false, err
 		}
 	}
-	if err := s.dropReactionIndex(b, conv, func(seq uint64) bool { return seq < upTo }); err != nil {
+	s.appendMu.Lock()
+	// Under the lock: another sweep of conv may have cleaned part of the
+	// batch meanwhile, or raised the floor further (it never goes down),
+	// and DeleteMessages may have deleted some of it (neither is reported
+	// twice). One scan, not a point read per message: the lock holds
+	// appends up.
+	now, err := s.readFloorRec(s.db, conv)
+	if err != nil {
+		s.appendMu.Unlock()
 		return nil, false, err
 	}
-	s.appendMu.Lock()
-	// Under the lock: another sweeper (node) may have deleted some of the
-	// batch meanwhile (they are not reported twice), or raised the floor
-	// further (it never goes down).
-	// One scan, not a point read per message: the lock holds appends up.
+	for len(removed) > 0 && removed[0].Seq < now.cleaned {
+		removed = removed[1:]
+	}
 	if removed, err = s.stillStored(conv, removed, upTo); err != nil {
 		s.appendMu.Unlock()
 		return nil, false, err
 	}
-	if now, err := s.readFloor(s.db, conv); err != nil {
-		s.appendMu.Unlock()
-		return nil, false, err
-	} else if floor > now {
-		fk := floorKey(nil, conv)
-		_ = b.Set(fk, frame(fk, binary.BigEndian.AppendUint64(nil, floor)), nil) // fails only for indexed batches
+	next := floorRec{floor: max(floor, now.floor), cleaned: max(upTo, now.cleaned), ranged: now.ranged}
+	if !more && next.cleaned >= next.floor && next.ranged < next.floor {
+		// The second step: everything below the floor at once. From
+		// ranged, not from 0: overlapping range deletions make every read
+		// fragment all of them.
+		for _, ns := range seqRanged {
+			if err := b.DeleteRange(convSeqKey(nil, ns, conv, next.ranged), convSeqKey(nil, ns, conv, next.floor), nil); err != nil {
+				s.appendMu.Unlock()
+				return nil, false, mapErr(err)
+			}
+		}
+		next.ranged = next.floor
+	}
+	if next != now {
+		putFloor(b, conv, next)
 	}
 	// Deleting frees space: admitted like the small writes that must go
 	// through when the disk is nearly full. Not synced under the lock:
@@ -184,8 +249,8 @@ func (s *Store) ExpireBefore(ctx context.Context, conv string, floor uint64, lim
 	// sync below, once the lock is released, makes the deletion durable
 	// (the WAL is sequential: it syncs this batch and every earlier one)
 	// before the caller hears of it; a crash before it can only bring the
-	// batch's messages back until the next sweep deletes them again.
-	if err := s.commitBatch(b, pebble.NoSync, small); err != nil {
+	// batch's keys back until the next sweep deletes them again.
+	if err := s.commitDeletion(b, pebble.NoSync, removed); err != nil {
 		s.appendMu.Unlock()
 		return nil, false, mapErr(err)
 	}
@@ -199,6 +264,25 @@ func (s *Store) ExpireBefore(ctx context.Context, conv string, floor uint64, lim
 		}
 	}
 	return removed, more, nil
+}
+
+// commitDeletion commits a batch deleting the messages refs and forgets
+// them in React's cache of messages (which takes a cached message to
+// exist), under reactMu from before the commit: a React cannot take one
+// for existing between the two. appendMu held (lock order: appendMu, then
+// reactMu; React takes only the latter).
+func (s *Store) commitDeletion(b *pebble.Batch, wo *pebble.WriteOptions, refs []store.MessageRef) error {
+	s.reactMu.Lock()
+	defer s.reactMu.Unlock()
+	if err := s.commitBatch(b, wo, small); err != nil {
+		return err
+	}
+	var k []byte
+	for _, r := range refs {
+		k = reactCountPrefix(k[:0], r.ConversationID, r.Seq)
+		s.reactMsgs.del(string(k))
+	}
+	return nil
 }
 
 // stillStored returns the refs of refs (ascending seqs of conv, all
@@ -411,7 +495,7 @@ func (s *Store) DeleteMessages(ctx context.Context, refs []store.MessageRef) ([]
 	if b.Empty() {
 		return nil, nil
 	}
-	if err := s.commitBatch(b, s.wo, small); err != nil {
+	if err := s.commitDeletion(b, s.wo, done); err != nil {
 		return nil, mapErr(err)
 	}
 	for _, dk := range dups {

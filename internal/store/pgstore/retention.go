@@ -22,7 +22,9 @@ import (
 func retentionSQL(schema, sql string) string { return strings.ReplaceAll(sql, "{s}", schema) }
 
 const (
-	sqlFloor = `SELECT floor FROM {s}.message_floors WHERE conversation_id = $1`
+	sqlFloor      = `SELECT floor FROM {s}.message_floors WHERE conversation_id = $1`
+	sqlBelowFloor = `SELECT EXISTS (SELECT 1 FROM {s}.messages m JOIN {s}.message_floors f USING (conversation_id)
+		WHERE m.conversation_id = $1 AND m.seq < f.floor)`
 	// Raises the floor, clamped to the conversation's last seq + 1, and
 	// returns it (NULL: no such conversation).
 	sqlRaiseFloor = `INSERT INTO {s}.message_floors (conversation_id, floor)
@@ -90,6 +92,21 @@ func (s *Store) MessageFloor(ctx context.Context, conv string) (uint64, error) {
 		return 0, mapErr("message floor", err)
 	}
 	return uint64(f), nil
+}
+
+// ExpiryUnfinished implements store.Retention: a message is still stored
+// below the floor.
+func (s *Store) ExpiryUnfinished(ctx context.Context, conv string) (bool, error) {
+	ctx, done, err := s.enter(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer done()
+	var left bool
+	if err := s.pool.QueryRow(ctx, s.rsql(sqlBelowFloor), conv).Scan(&left); err != nil {
+		return false, mapErr("expiry unfinished", err)
+	}
+	return left, nil
 }
 
 // mentionRows collects the mentions by name of deleted messages.

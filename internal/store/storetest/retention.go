@@ -55,9 +55,17 @@ func testRetention(t *testing.T, s store.Store) {
 	if f, _ := s.MessageFloor(ctx, "c1"); f != 4 {
 		t.Fatalf("floor after the first batch = %d, want 4", f)
 	}
+	if left, err := s.ExpiryUnfinished(ctx, "c1"); err != nil || !left {
+		t.Fatalf("ExpiryUnfinished after the first batch = %v, %v, want true", left, err)
+	}
 	removed, more, err = s.ExpireBefore(ctx, "c1", 4, 2)
 	if err != nil || more || len(removed) != 1 || removed[0].Seq != 3 {
 		t.Fatalf("second batch = %v, %v, %v", removed, more, err)
+	}
+	for _, c := range []string{"c1", "c2", "nowhere"} {
+		if left, err := s.ExpiryUnfinished(ctx, c); err != nil || left {
+			t.Fatalf("ExpiryUnfinished(%s) after the last batch = %v, %v, want false", c, left, err)
+		}
 	}
 	wantSeqs(t, "c1 after expiry", all(t, s, "c1"), []uint64{4, 5, 6, 7})
 	if h, err := s.History(ctx, "c1", 0, 100); err != nil || len(h) != 4 || h[0].Seq != 4 {
@@ -72,6 +80,11 @@ func testRetention(t *testing.T, s store.Store) {
 	wantSeqs(t, "c2 untouched", all(t, s, "c2"), []uint64{1})
 	if r, err := s.Reactions(ctx, "c1", []uint64{2}, "b"); err != nil || len(r) != 0 {
 		t.Fatalf("reactions of an expired message: %v, %v", r, err)
+	}
+	// Reacting to it after it expired (it was reacted to before: a store
+	// may remember it) finds no message.
+	if res, err := s.React(ctx, []store.ReactionOp{{ConversationID: "c1", Seq: 2, UserID: "a", Emoji: "👍"}}); err != nil || !errors.Is(res[0].Err, store.ErrNotFound) {
+		t.Fatalf("React on an expired message: %+v, %v", res, err)
 	}
 	if p, err := s.Pins(ctx, "c1"); err != nil || len(p) != 0 {
 		t.Fatalf("pins of an expired message: %v, %v", p, err)
@@ -156,9 +169,15 @@ func testDisappearing(t *testing.T, s store.Store) {
 	if err != nil || m.ExpiresAt != ms[1].ExpiresAt {
 		t.Fatalf("stored expiry: %v, %v", m, err)
 	}
+	if _, err := s.React(ctx, []store.ReactionOp{{ConversationID: "d1", Seq: 2, UserID: "b", Emoji: "👍"}}); err != nil {
+		t.Fatalf("React: %v", err)
+	}
 	done, err := s.DeleteMessages(ctx, append(want, store.MessageRef{ConversationID: "d1", Seq: 99}))
 	if err != nil || !slices.Equal(done, want) {
 		t.Fatalf("DeleteMessages = %v, %v", done, err)
+	}
+	if res, err := s.React(ctx, []store.ReactionOp{{ConversationID: "d1", Seq: 2, UserID: "a", Emoji: "👍"}}); err != nil || !errors.Is(res[0].Err, store.ErrNotFound) {
+		t.Fatalf("React on a disappeared message: %+v, %v", res, err)
 	}
 	wantSeqs(t, "d1 after deleting", all(t, s, "d1"), []uint64{1, 3})
 	if got, _ := s.ExpiringMessages(ctx, base.Add(time.Hour), 10); len(got) != 1 || got[0].Seq != 1 {
