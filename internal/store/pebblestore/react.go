@@ -90,6 +90,7 @@ type reactEmoji struct {
 type reactConv struct {
 	err     error
 	version uint64
+	floor   uint64 // messages below it are gone (retention), deleted yet or not
 	changed bool
 }
 
@@ -205,13 +206,16 @@ func (s *Store) reactOne(st *reactBatch, op *store.ReactionOp) store.ReactionRes
 		return store.ReactionResult{Err: errBadReaction}
 	}
 	conv, seq := op.ConversationID, op.Seq
-	m := s.reactMessage(st, conv, seq)
-	if m.err != nil {
-		return store.ReactionResult{Err: m.err}
-	}
 	c := s.reactConversation(st, conv)
 	if c.err != nil {
 		return store.ReactionResult{Err: c.err}
+	}
+	if seq < c.floor {
+		return store.ReactionResult{Err: store.ErrNotFound}
+	}
+	m := s.reactMessage(st, conv, seq)
+	if m.err != nil {
+		return store.ReactionResult{Err: m.err}
 	}
 	u := s.reactUser(st, m, conv, seq, op.UserID)
 	if u.err != nil {
@@ -343,8 +347,7 @@ func (s *Store) messageExists(st *reactBatch, conv string, seq uint64) (bool, er
 		return false, mapErr(err)
 	}
 	_ = closer.Close()
-	gone, err := s.belowFloor(conv, seq)
-	return !gone, err
+	return true, nil
 }
 
 // nsIter opens an iterator over one namespace of r, to seek in.
@@ -416,6 +419,11 @@ func (s *Store) reactConversation(st *reactBatch, conv string) *reactConv {
 		c.version = v
 	} else {
 		c.version, c.err = s.readReactionVersion(conv)
+	}
+	if c.err == nil {
+		// Once per conversation and batch: a message cached as existing
+		// may have gone below the floor since.
+		c.floor, c.err = s.readFloor(s.db, conv)
 	}
 	return c
 }

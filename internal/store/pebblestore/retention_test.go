@@ -3,6 +3,7 @@ package pebblestore
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -136,5 +137,49 @@ func TestExpireDeletesOnlyItsLogEntries(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[B1 B2 B3 A10]" {
 		t.Fatalf("log after expiring cA below 10 = %v, want [B1 B2 B3 A10]", got)
+	}
+}
+
+// While a sweep is under way, messages below the new floor are still on
+// disk (they go with one range deletion at its end), but they are gone for
+// every reader and writer: a single read, an edit and a reaction all find
+// no message.
+func TestBelowFloorIsGoneBeforeItsDeletion(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	var msgs []*pb.Message
+	for i := range 6 {
+		msgs = append(msgs, &pb.Message{ConversationId: "c", From: "a", To: "b", ClientMsgId: fmt.Sprint("m", i),
+			ContentType: "text/plain", Payload: []byte("x"), ServerTime: 1, Kind: pb.MessageKind_MESSAGE_KIND_NORMAL})
+	}
+	if _, err := s.Append(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.React(ctx, []store.ReactionOp{{ConversationID: "c", Seq: 4, UserID: "b", Emoji: "👍"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, more, err := s.ExpireBefore(ctx, "c", 6, 2); err != nil || !more {
+		t.Fatalf("first batch: more %v, %v", more, err)
+	}
+	if raw, err := s.Messages(ctx, "c", 0, 10); err != nil || len(raw) != 6 {
+		t.Fatalf("stored mid-sweep: %d messages, %v (want all 6 still on disk)", len(raw), err)
+	}
+	if _, err := s.GetMessage(ctx, "c", 4); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetMessage below the floor mid-sweep: %v", err)
+	}
+	edit := &pb.Message{ConversationId: "c", From: "a", To: "b", ClientMsgId: "edit", Kind: pb.MessageKind_MESSAGE_KIND_EDIT,
+		Event: &pb.MessageEvent{TargetSeq: 4}}
+	upd := &pb.Message{ConversationId: "c", Seq: 4, From: "a", To: "b", ClientMsgId: "m3", ContentType: "text/plain",
+		Payload: []byte("edited"), ServerTime: 1, Kind: pb.MessageKind_MESSAGE_KIND_NORMAL}
+	if _, err := s.Apply(ctx, store.Change{Event: edit, Update: upd}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("edit below the floor mid-sweep: %v", err)
+	}
+	res, err := s.React(ctx, []store.ReactionOp{{ConversationID: "c", Seq: 5, UserID: "b", Emoji: "👍"},
+		{ConversationID: "c", Seq: 4, UserID: "a", Emoji: "👍"}})
+	if err != nil || !errors.Is(res[0].Err, store.ErrNotFound) || !errors.Is(res[1].Err, store.ErrNotFound) {
+		t.Fatalf("React below the floor mid-sweep: %+v, %v", res, err)
+	}
+	if m, err := s.GetMessage(ctx, "c", 6); err != nil || m.Seq != 6 {
+		t.Fatalf("GetMessage at the floor: %v, %v", m, err)
 	}
 }
