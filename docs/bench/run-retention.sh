@@ -5,9 +5,10 @@
 # network path would take far longer), then serves it.
 # Usage: N=1000000 docs/bench/run-retention.sh   (from the repository root;
 # ~5 minutes for 1M, ~1 hour for 10M). Outputs go to docs/bench/retention.txt
-# (OUT=name.txt for another file). DURING_C is the message count of the bench
-# run while the sweep runs (default 200000; more keeps it sending through
-# more of a long sweep).
+# (OUT=name.txt for another file). While the sweep runs, bench runs of
+# DURING_C messages each (default 200000) follow one another until it ends,
+# so the whole sweep is under load; the line "during the sweep" is their
+# total sends over their sending time (the last run may end after the sweep).
 set -u
 N=${N:-1000000}
 DURING_C=${DURING_C:-200000}
@@ -33,8 +34,15 @@ curl -s -X PUT -H "$KEY" -d '{"messages":1}' http://127.0.0.1:18080/v1/admin/con
 echo "load: $(cat /proc/loadavg)"
 echo "## while sweeping"
 ( s=$(date +%s.%N); curl -s -m 7200 -X POST -H "$KEY" http://127.0.0.1:18080/v1/admin/retention/sweep; echo " sweep took $(echo "$(date +%s.%N) - $s" | bc) s" ) & sw=$!
-"$P" bench user $A --transport tcp -c "$DURING_C" -t 100 --pipeline 16 | grep -iE "sends/s|p99|lost"
+runs=$(mktemp)
+while kill -0 $sw 2>/dev/null; do
+  r=$("$P" bench user $A --transport tcp -c "$DURING_C" -t 100 --pipeline 16 | grep -iE "sends/s|p99|lost|^ *sent:")
+  echo "$r"
+  echo "$r" | awk '/Sends\/sec/ {r = $2} /Sent:/ {n = $2} END {print n, r}' >> "$runs"
+done
 wait $sw
+# Each run's sends over its sending time (sent / rate), summed.
+awk '$2 > 0 {n += $1; t += $1 / $2} END {printf "  during the sweep: %d runs, %d sends, %.0f sends/s\n", NR, n, n / t}' "$runs"
 echo "load: $(cat /proc/loadavg)"
 echo "## after the sweep"
 "$P" bench user $A --transport tcp -c 200000 -t 100 --pipeline 16 | grep -iE "sends/s|p99|lost"
