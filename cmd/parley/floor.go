@@ -13,8 +13,8 @@ import (
 )
 
 // floorHelp describes `parley bench floor` (also in `parley bench -h`).
-const floorHelp = `floor: no server, a floor to measure it against: a relay on Parley's own gateway (the same
-sockets, per-connection queues and coalesced writes, the same frame encoding) with only maps in
+const floorHelp = `floor: not a load but a relay to measure the server against, on Parley's own gateway (the
+same sockets, per-connection queues and coalesced writes, the same frame encoding) with only maps in
 memory behind it: tokens minted without signing, a seq per conversation, each message ACKed and
 pushed to every online session of its conversation but the sender's; no storage, de-dup, rate
 limits, cursors or group events. Runs until interrupted; point user, group, send-rate, fanout,
