@@ -37,6 +37,9 @@ func benchCmd(args []string) error {
 	if name == "hook-server" {
 		return benchHookServer(args[1:])
 	}
+	if name == "floor" {
+		return benchFloor(args[1:])
+	}
 	if !slices.Contains(bench.Scenarios(), name) {
 		benchUsage()
 		return fmt.Errorf("bench: unknown scenario %q", name)
@@ -492,12 +495,14 @@ func benchUsage() {
 	fmt.Fprintf(os.Stderr, `usage: parley bench <scenario> [flags]
        parley bench worker --listen ADDR | --stdio
        parley bench hook-server --secret S [--listen ADDR] [--delay D]   (an allow-all before-send hook)
+       parley bench floor [--http ADDR] [--tcp ADDR] [--api-key KEY]       (a relay to measure the server against)
 
 scenarios:
 `)
 	for _, s := range bench.Scenarios() {
 		fmt.Fprintf(os.Stderr, "  %s\n", strings.ReplaceAll(scenarioHelp(s), "\n", "\n    "))
 	}
+	fmt.Fprintf(os.Stderr, "\n  %s\n", strings.ReplaceAll(floorHelp, "\n", "\n    "))
 	fmt.Fprintf(os.Stderr, `
 common flags: -c N -t N -a HOST:PORT [--tcp HOST:PORT] [--transport ws|tcp] [--codec proto|json]
   [--api-key KEY | --data DIR | --embedded] [--duration D] [--timeout D] [--procs N]
