@@ -85,6 +85,10 @@ var (
 // formatVersion 3: members, sender in the sort key, no time field.
 const formatVersion = "3"
 
+// foldCacheBytes bounds the index's cache of folded non-ASCII terms
+// (search.FoldCache).
+const foldCacheBytes = 4 << 20
+
 // Dir is the index's directory in a server's data directory (beside the
 // store's "store").
 const Dir = "search"
@@ -122,7 +126,9 @@ func Open(dir string, opts Options) (*Index, error) {
 	if l == nil {
 		l = slog.Default()
 	}
-	ix := &Index{dir: dir, log: l, index: newAnalyzer(false), query: newAnalyzer(true), kw: &analysis.DefaultAnalyzer{Tokenizer: single.NewSingleTokenTokenizer()}}
+	// 4 MiB of foldings: tens of thousands of distinct non-ASCII words.
+	fc := search.NewFoldCache(foldCacheBytes)
+	ix := &Index{dir: dir, log: l, index: newAnalyzer(false, fc), query: newAnalyzer(true, fc), kw: &analysis.DefaultAnalyzer{Tokenizer: single.NewSingleTokenTokenizer()}}
 	idx, err := openOrCreate(dir, l)
 	if err != nil {
 		return nil, err
