@@ -51,8 +51,9 @@ type FollowerConfig struct {
 	MaxLagBytes int64
 	// BusyBatchMessages bounds the entries of a batch while the follower
 	// shares the cores with sends (smaller batches keep each burst of
-	// indexing short: Bleve analyses a batch on every core). 0 means 1024;
-	// it is never more than BatchMessages.
+	// indexing short: Bleve analyses a batch on every core; but each batch
+	// is a segment: smaller ones cost more CPU per message and slow
+	// searches until merged). 0 means BatchMessages.
 	BusyBatchMessages int
 	// Logger gets one line per failure streak. nil means slog.Default().
 	Logger *slog.Logger
@@ -135,7 +136,7 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 		cfg.MaxLagBytes = 128 << 20
 	}
 	if cfg.BusyBatchMessages <= 0 {
-		cfg.BusyBatchMessages = 1024
+		cfg.BusyBatchMessages = cfg.BatchMessages
 	}
 	cfg.BusyBatchMessages = min(cfg.BusyBatchMessages, cfg.BatchMessages)
 	l := cfg.Logger
@@ -258,8 +259,9 @@ func (f *Follower) run() {
 			if caughtUp {
 				wait = f.cfg.Poll
 			} else if rest := f.rest(st); rest > 0 {
-				f.rested.Add(int64(rest))
-				wait = rest
+				if !f.restWhileSending(ctx, rest) {
+					return
+				}
 			}
 		}
 	}
@@ -315,9 +317,32 @@ func (f *Follower) rest(st stepInfo) time.Duration {
 	return min(time.Duration(float64(st.took)*(1-share)/share), maxRest)
 }
 
-// maxRest caps one rest, so that a slow batch (a busy machine) does not
-// leave the follower asleep for long after sends stop.
-const maxRest = time.Second
+// maxRest caps one rest (restWhileSending also ends it when sends stop).
+const maxRest = 10 * time.Second
+
+// restWhileSending rests for d, looking at the store every Poll: once its
+// log has stopped growing (nobody sends) the rest ends, so the follower
+// goes on at full speed at once. False when the follower is stopping.
+func (f *Follower) restWhileSending(ctx context.Context, d time.Duration) bool {
+	start := time.Now()
+	defer func() { f.rested.Add(int64(time.Since(start))) }()
+	last := f.storePos.Load()
+	for left := d; left > 0; left = d - time.Since(start) {
+		t := time.NewTimer(min(left, f.cfg.Poll))
+		select {
+		case <-f.stop:
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		now, err := f.cfg.Log.LastLogPos(ctx)
+		if err != nil || now == last {
+			return ctx.Err() == nil
+		}
+		last = now
+	}
+	return true
+}
 
 // share is the part of the time to index at a lag of lag entries: Share at
 // none, growing linearly to 1 at MaxLag entries or MaxLagBytes.
