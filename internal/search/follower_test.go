@@ -456,11 +456,18 @@ func TestFollowerCatchesUpAfterCrashWhileSending(t *testing.T) {
 	}
 	f.Start()
 	defer f.Stop()
-	// Keep sending until the follower has passed everything sent before
-	// the restart (600 messages): with such a share only its lag bound
-	// moves it on while sends go on.
-	for b := 0; b < 2000 && f.Stats().Position < 600; b++ {
+	// Keep sending, 10 messages each time the follower moves (fewer than
+	// a batch: it gains on the sends however slow the machine), until it
+	// has passed everything sent before the restart (600 messages): with
+	// such a share only its lag bound moves it on while sends go on.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for b := 0; b < 500 && f.Stats().Position < 600; b++ {
+		pos := f.Stats().Position
 		send(10)
+		if err := f.WaitFor(ctx, pos+1); err != nil {
+			t.Fatalf("follower at %+v: %v", f.Stats(), err)
+		}
 	}
 	if pos := f.Stats().Position; pos < 600 {
 		t.Fatalf("follower at %d after %d messages, still behind the restart's 600", pos, n)
