@@ -14,14 +14,17 @@
 # same cores shows in the figures). Reports go to docs/bench/search.txt.
 # ROUNDS=N sets the rounds (default 3); ONLY=rounds or ONLY=phases runs one
 # part (ONLY=phases appends to the report); ARGS="..." adds bench flags
-# (e.g. ARGS="-c 100000 --convs 1000" for a quick look).
+# (e.g. ARGS="-c 100000 --convs 1000" for a quick look). BIN=path runs that
+# parley binary instead of building one (A/B: two binaries, runs alternated
+# by calling the script in turn), OUT=path writes the report there (it is
+# appended to when OUT is given).
 # Usage: docs/bench/run-search.sh   (from the repository root; 8-13 minutes a round, 6-10 more for the
 # phases, depending on how busy the machine is)
 set -u
-out=$(cd "$(dirname "$0")" && pwd)/search.txt
+out=${OUT:-$(cd "$(dirname "$0")" && pwd)/search.txt}
 tmp=$(mktemp -d)
-P=$tmp/parley
-go build -o "$P" ./cmd/parley || exit 1
+P=${BIN:-$tmp/parley}
+[ -n "${BIN:-}" ] || go build -o "$P" ./cmd/parley || exit 1
 : > "$tmp/on.yaml"
 printf 'search: off\n' > "$tmp/off.yaml"
 run() { # run CONFIG [BENCH-ARGS...]
@@ -29,14 +32,14 @@ run() { # run CONFIG [BENCH-ARGS...]
   rm -rf "$tmp/data"
   "$P" serve --config "$tmp/$cfg.yaml" --data "$tmp/data" --http 127.0.0.1:18090 --tcp 127.0.0.1:17090 --log-level warn >/dev/null 2>&1 & srv=$!
   sleep 1
-  echo "=== search $cfg: parley bench search --transport tcp --searchers 1,8,50 $* ${ARGS:-} (load average $(cut -d' ' -f1-3 /proc/loadavg))" >> "$out"
+  echo "=== search $cfg ($(basename "$P")): parley bench search --transport tcp --searchers 1,8,50 $* ${ARGS:-} (load average $(cut -d' ' -f1-3 /proc/loadavg))" >> "$out"
   # shellcheck disable=SC2086
   "$P" bench search --transport tcp -a 127.0.0.1:18090 --tcp 127.0.0.1:17090 --data "$tmp/data" --quiet --searchers 1,8,50 "$@" ${ARGS:-} >> "$out" 2>&1
   echo "=== end (load average $(cut -d' ' -f1-3 /proc/loadavg))" >> "$out"
   kill "$srv"; wait "$srv" 2>/dev/null
 }
 part() { [ -z "${ONLY:-}" ] || [ "$ONLY" = "$1" ]; }
-if [ -z "${ONLY:-}" ]; then : > "$out"; fi
+if [ -z "${ONLY:-}" ] && [ -z "${OUT:-}" ]; then : > "$out"; fi
 if part rounds; then
   for round in $(seq "${ROUNDS:-3}"); do
     run on

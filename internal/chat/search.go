@@ -22,10 +22,19 @@ const (
 	maxSearchQuery = 256
 	// defaultSearchLimit is a page's size when the request gives none.
 	defaultSearchLimit = 20
-	// searchSlotCount bounds the searches a node runs at once; past it a
-	// search is refused with TOO_MANY_REQUESTS (temporary), so searches
-	// cannot take the cores sends need.
+	// searchSlotCount bounds the searches a node runs at once, so searches
+	// cannot take the cores sends need; past it a search waits in a short
+	// queue (searchQueueMax, searchQueueWait), then is refused with
+	// TOO_MANY_REQUESTS (temporary).
 	searchSlotCount = 8
+	// searchQueueMax bounds the searches waiting for a slot; past it a
+	// search is refused at once. Refusing at once whenever the slots are
+	// busy made clients retry in a storm (each retry a round trip and a
+	// refusal), and the wait as a user saw it long-tailed; a queue serves
+	// them in order.
+	searchQueueMax = 64
+	// searchQueueWait bounds a search's wait in the queue.
+	searchQueueWait = time.Second
 	// searchTimeout bounds one search, index and store reads included.
 	searchTimeout = 10 * time.Second
 	// searchRounds bounds the index calls of one request: hits the user
@@ -47,11 +56,16 @@ func (s *Service) searchMessages(ctx context.Context, c Replier, sess *session.S
 	if err != nil {
 		return err
 	}
-	release, err := s.searchSlot()
+	take, err := s.searchAdmit()
 	if err != nil {
 		return err
 	}
 	go func() {
+		release, err := take(ctx)
+		if err != nil {
+			s.replyErr(c, id, err)
+			return
+		}
 		defer release()
 		ctx, cancel := context.WithTimeout(ctx, searchTimeout)
 		defer cancel()
@@ -88,7 +102,11 @@ func (s *Service) AdminSearch(ctx context.Context, r *pb.Search) (*pb.SearchResu
 	if err != nil {
 		return nil, err
 	}
-	release, err := s.searchSlot()
+	take, err := s.searchAdmit()
+	if err != nil {
+		return nil, err
+	}
+	release, err := take(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -126,17 +144,40 @@ func (s *Service) searchQuery(r *pb.Search) (search.Query, int, error) {
 	return q, limit, nil
 }
 
-// searchSlot takes one of the node's search slots; TOO_MANY_REQUESTS when
-// every one is busy (or the service is stopping).
-func (s *Service) searchSlot() (release func(), err error) {
+// searchAdmit admits a search: to a free slot, or to the queue before the
+// slots (TOO_MANY_REQUESTS when the queue is full, UNAVAILABLE when the
+// service is stopping). It does not wait: take, called where the search
+// runs, waits for the slot (at most searchQueueWait) and returns its
+// release; it must be called once.
+func (s *Service) searchAdmit() (take func(context.Context) (release func(), err error), err error) {
 	if s.searchLife.Err() != nil {
 		return nil, errUnavail
 	}
-	if !s.searchSlots.TryAcquire(1) {
+	release := func() { s.searchSlots.Release(1) }
+	if s.searchSlots.TryAcquire(1) {
+		return func(context.Context) (func(), error) { return release, nil }, nil
+	}
+	if s.searchQueued.Add(1) > searchQueueMax {
+		s.searchQueued.Add(-1)
 		s.stats.searchesRefused.Add(1)
 		return nil, errTooMany // retry shortly
 	}
-	return func() { s.searchSlots.Release(1) }, nil
+	s.stats.searchesQueued.Add(1)
+	wait := s.searchWait
+	return func(ctx context.Context) (func(), error) {
+		defer s.searchQueued.Add(-1)
+		ctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		defer context.AfterFunc(s.searchLife, cancel)() // Stop ends the wait
+		if err := s.searchSlots.Acquire(ctx, 1); err != nil {
+			if s.searchLife.Err() != nil {
+				return nil, errUnavail
+			}
+			s.stats.searchesRefused.Add(1)
+			return nil, errTooMany
+		}
+		return release, nil
+	}, nil
 }
 
 // runSearch asks the index for up to limit hits of q that visible (nil:

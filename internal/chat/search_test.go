@@ -33,7 +33,8 @@ func (f frames) SendFrame(fr *pb.ServerFrame) bool { f <- fr; return true }
 
 // A search does not hold the socket worker that handed it over while the
 // index works (that worker serves other connections' frames), and the
-// node's search slots bound how many run: past them, TOO_MANY_REQUESTS.
+// node's search slots bound how many run: past them, searches wait in a
+// bounded queue for a bounded time, then TOO_MANY_REQUESTS.
 func TestSearchRunsOffTheWorker(t *testing.T) {
 	ix, err := bleveindex.Open(t.TempDir(), bleveindex.Options{})
 	if err != nil {
@@ -59,11 +60,39 @@ func TestSearchRunsOffTheWorker(t *testing.T) {
 			t.Fatalf("search %d held its caller while the index worked", i)
 		}
 	}
+	// Past the slots, searches wait in a bounded queue: past it, refused
+	// at once; a search whose wait ends (here at once) is refused too.
+	h.svc.searchWait = time.Nanosecond
+	for i := range searchQueueMax {
+		if err := h.svc.searchMessages(ctx, out, sess, uint64(1000+i), &pb.Search{Query: "lantern"}); err != nil {
+			t.Fatalf("queued search %d: %v", i, err)
+		}
+	}
+	h.svc.searchWait = time.Hour // a search's wait is set when it is admitted
+	waitedOut := 0
+	for range searchQueueMax {
+		select {
+		case f := <-out:
+			if f.GetError().GetCode() != pb.ErrorCode_ERROR_CODE_TOO_MANY_REQUESTS || f.Id < 1000 {
+				t.Fatalf("a queued search whose wait ended: %v, want TOO_MANY_REQUESTS", f)
+			}
+			waitedOut++
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d queued searches answered", waitedOut, searchQueueMax)
+		}
+	}
+	// The queue is empty again; now a full queue refuses at once.
+	for i := range searchQueueMax {
+		if err := h.svc.searchMessages(ctx, out, sess, uint64(2000+i), &pb.Search{Query: "lantern"}); err != nil {
+			t.Fatalf("queued search %d: %v", i, err)
+		}
+	}
 	if err := h.svc.searchMessages(ctx, out, sess, 99, &pb.Search{Query: "lantern"}); err != errTooMany {
-		t.Fatalf("a search past the node's slots: %v, want TOO_MANY_REQUESTS", err)
+		t.Fatalf("a search past the node's slots and its queue: %v, want TOO_MANY_REQUESTS", err)
 	}
 	close(gated.gate)
-	for range searchSlotCount {
+	// The running searches answer, then the queued ones, in their turn.
+	for range searchSlotCount + searchQueueMax {
 		select {
 		case f := <-out:
 			if f.GetSearchResults() == nil {

@@ -254,7 +254,8 @@ type Stats struct {
 	Reactions        uint64 // reactions stored (or found already so)
 	StreamsOpen      int    // streamed messages being written now
 	Searches         uint64 // searches answered
-	SearchesRefused  uint64 // searches refused: every search slot was busy
+	SearchesRefused  uint64 // searches refused: every search slot was busy and the queue full, or the wait too long
+	SearchesQueued   uint64 // searches that waited in the queue for a slot
 }
 
 // Service is the messaging service. Create with New, then Start.
@@ -301,6 +302,8 @@ type Service struct {
 	moderatingBytes         *semaphore.Weighted // their bytes (moderatingBytesMax)
 	searchSlots             *semaphore.Weighted // searches running at once (searchSlotCount)
 	searchLife              context.Context     // cancelled by Stop: searches in flight end
+	searchQueued            atomic.Int64        // searches waiting for a slot (searchQueueMax)
+	searchWait              time.Duration       // searchQueueWait; tests shorten or lengthen it
 	endSearches             context.CancelFunc
 	moderators              sync.WaitGroup  // the goroutines waiting for the hooks
 	reacts                  chan *reactReq  // to the reaction writer (rich.go)
@@ -311,7 +314,7 @@ type Service struct {
 	delivering              []trace.Span    // deliverLoop's delivery spans of the batch (tracing.go)
 
 	stats struct {
-		accepted, duplicate, failed, deliveries, batches, authFail, kicked, commitNs, limited, refused, readsRefused, cursorsAhead, quotaRefused, malformed, reactions, searches, searchesRefused atomic.Uint64
+		accepted, duplicate, failed, deliveries, batches, authFail, kicked, commitNs, limited, refused, readsRefused, cursorsAhead, quotaRefused, malformed, reactions, searches, searchesRefused, searchesQueued atomic.Uint64
 	}
 }
 
@@ -371,6 +374,7 @@ func New(cfg Config, st store.Store, rt route.Router, reg *session.Registry, tok
 	s.moderating = make(chan struct{}, cfg.MaxModerating)
 	s.moderatingBytes = semaphore.NewWeighted(moderatingBytesMax)
 	s.searchSlots = semaphore.NewWeighted(searchSlotCount)
+	s.searchWait = searchQueueWait
 	s.searchLife, s.endSearches = context.WithCancel(context.Background())
 	s.ids.node = uint64(cfg.NodeID & 1023)
 	s.nodeID = strconv.Itoa(int(cfg.NodeID))
@@ -452,7 +456,7 @@ func (s *Service) Stats() Stats {
 		GroupsCached: s.groupsCached(), ReadsRefused: s.stats.readsRefused.Load(),
 		QuotaRefused: s.stats.quotaRefused.Load(), ClusterMalformed: s.stats.malformed.Load(),
 		Reactions: s.stats.reactions.Load(), StreamsOpen: s.streams.Len(),
-		Searches: s.stats.searches.Load(), SearchesRefused: s.stats.searchesRefused.Load(),
+		Searches: s.stats.searches.Load(), SearchesRefused: s.stats.searchesRefused.Load(), SearchesQueued: s.stats.searchesQueued.Load(),
 	}
 }
 

@@ -57,10 +57,15 @@ type Token struct {
 
 // Analyze cuts text (NFC) into terms: as indexed (query false), or as a
 // query looks them up (query true: runs as bigrams only).
-func Analyze(text []byte, query bool) []Token {
+func Analyze(text []byte, query bool) []Token { return AnalyzeCached(text, query, nil) }
+
+// AnalyzeCached is Analyze with the foldings of non-ASCII terms taken from
+// and kept in cache (nil: none). Terms may then share memory with the
+// cache: callers must not change them.
+func AnalyzeCached(text []byte, query bool, cache *FoldCache) []Token {
 	ps := pieces(text)
 	out := make([]Token, 0, len(ps))
-	var f folder
+	f := folder{cache: cache}
 	pos := 1
 	for _, p := range ps {
 		if !p.run {
@@ -264,8 +269,9 @@ func isNgramRune(r rune) bool {
 // folder folds terms; its case folder is made on the first non-ASCII term
 // (it is stateful: one per analysis).
 type folder struct {
-	c    cases.Caser
-	made bool
+	c     cases.Caser
+	made  bool
+	cache *FoldCache // nil: none
 }
 
 // fold returns term folded: an ASCII term lowercased (term itself when
@@ -274,6 +280,14 @@ func (f *folder) fold(term []byte) []byte {
 	if ascii, lower := asciiLower(term); ascii {
 		return lower
 	}
+	if f.cache != nil {
+		return f.cache.fold(term, f)
+	}
+	return f.foldNew(term)
+}
+
+// foldNew folds a non-ASCII term with foldTerm.
+func (f *folder) foldNew(term []byte) []byte {
 	if !f.made {
 		f.c, f.made = cases.Fold(), true
 	}

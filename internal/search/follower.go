@@ -11,6 +11,7 @@ import (
 
 	"github.com/parleyim/parley/internal/store"
 	pb "github.com/parleyim/parley/proto/parleyv1"
+	"google.golang.org/protobuf/proto"
 )
 
 // FollowerConfig configures a Follower. Log, Messages and Index are
@@ -33,15 +34,27 @@ type FollowerConfig struct {
 	// MaxBackoff caps the wait after a failing store or index (doubling
 	// from Poll). 0 means 30 s.
 	MaxBackoff time.Duration
-	// YieldFor bounds how far behind the follower lets itself fall to
-	// leave the cores to sends: while the store grows (messages are being
-	// sent) and the newest message it indexed is younger than YieldFor, it
-	// rests after each batch for as long as the batch took, so indexing
-	// takes about half the CPU it would and its lag grows during a burst;
-	// once sends stop, or its newest indexed message is older than
-	// YieldFor, it indexes at full speed. Sends never wait for the
-	// follower either way. 0 means 30 s; negative: never rest.
-	YieldFor time.Duration
+	// Share is the part of wall time the follower spends indexing while
+	// messages are being sent (the store's log grew since its last step)
+	// and its lag is small: after a batch that took d it rests
+	// d·(1−share)/share. The share grows with the lag, linearly from Share
+	// at no lag to all of the time at MaxLag or MaxLagBytes, so the
+	// follower never falls further behind than those bounds; once sends
+	// stop it indexes at full speed. Sends never wait for the follower
+	// either way. 0 means 0.25; 1 or more: never rest.
+	Share float64
+	// MaxLag bounds the log entries the follower lets itself fall behind
+	// the store to leave the cores to sends. 0 means 250,000.
+	MaxLag uint64
+	// MaxLagBytes bounds the same lag in bytes of messages (estimated from
+	// the sizes of the messages read so far). 0 means 128 MiB.
+	MaxLagBytes int64
+	// BusyBatchMessages bounds the entries of a batch while the follower
+	// shares the cores with sends (smaller batches keep each burst of
+	// indexing short: Bleve analyses a batch on every core; but each batch
+	// is a segment: smaller ones cost more CPU per message and slow
+	// searches until merged). 0 means BatchMessages.
+	BusyBatchMessages int
 	// Logger gets one line per failure streak. nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -56,7 +69,7 @@ type FollowerStats struct {
 	// could not be read (corrupt); Errors failed steps (each retried).
 	Applied, Skipped, Errors uint64
 	// Rested is the time the follower rested behind the store to leave
-	// the cores to sends (FollowerConfig.YieldFor).
+	// the cores to sends (FollowerConfig.Share).
 	Rested time.Duration
 	// LastError is the newest failure ("" after a step succeeds).
 	LastError string
@@ -88,9 +101,12 @@ type Follower struct {
 	pos, storePos           atomic.Uint64
 	applied, skipped, errsN atomic.Uint64
 	rested                  atomic.Int64 // nanoseconds
-	lastErr                 atomic.Pointer[string]
-	progress                chan struct{} // closed and replaced on every step; guarded by progMu
-	progMu                  sync.Mutex
+	// Only the goroutine (or CatchUp) uses these.
+	busy       bool    // the store grew at the last step: batches are small
+	entryBytes float64 // running average of a log entry's message bytes
+	lastErr    atomic.Pointer[string]
+	progress   chan struct{} // closed and replaced on every step; guarded by progMu
+	progMu     sync.Mutex
 }
 
 // NewFollower returns a follower; Start runs it.
@@ -110,9 +126,19 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 30 * time.Second
 	}
-	if cfg.YieldFor == 0 {
-		cfg.YieldFor = 30 * time.Second
+	if cfg.Share <= 0 {
+		cfg.Share = 0.25
 	}
+	if cfg.MaxLag == 0 {
+		cfg.MaxLag = 250_000
+	}
+	if cfg.MaxLagBytes <= 0 {
+		cfg.MaxLagBytes = 128 << 20
+	}
+	if cfg.BusyBatchMessages <= 0 {
+		cfg.BusyBatchMessages = cfg.BatchMessages
+	}
+	cfg.BusyBatchMessages = min(cfg.BusyBatchMessages, cfg.BatchMessages)
 	l := cfg.Logger
 	if l == nil {
 		l = slog.Default()
@@ -233,8 +259,9 @@ func (f *Follower) run() {
 			if caughtUp {
 				wait = f.cfg.Poll
 			} else if rest := f.rest(st); rest > 0 {
-				f.rested.Add(int64(rest))
-				wait = rest
+				if !f.restWhileSending(ctx, rest) {
+					return
+				}
 			}
 		}
 	}
@@ -272,20 +299,62 @@ type stepInfo struct {
 	caughtUp bool          // nothing was left to read
 	took     time.Duration // reading and applying the batch
 	grew     bool          // the store's position moved since the step before
-	newest   int64         // server time (unix ms) of the batch's newest message; 0: none
+	lag      uint64        // log positions still to index after the batch
 }
 
-// rest is how long the follower rests after step st (FollowerConfig.YieldFor):
-// as long as the step took, while messages are being sent and the index is
-// less than YieldFor behind them.
+// rest is how long the follower rests after step st (FollowerConfig.Share):
+// none when it caught up, when the store did not grow (nobody is sending),
+// or when it is at its lag bounds (or has no lag); else the rest that makes its indexing
+// take its share of the time, a share that grows with its lag.
 func (f *Follower) rest(st stepInfo) time.Duration {
-	if f.cfg.YieldFor < 0 || st.caughtUp || !st.grew || st.newest == 0 {
+	if f.cfg.Share >= 1 || st.caughtUp || !st.grew || st.lag == 0 {
 		return 0
 	}
-	if time.Since(time.UnixMilli(st.newest)) >= f.cfg.YieldFor {
+	share := f.share(st.lag)
+	if share >= 1 {
 		return 0
 	}
-	return st.took
+	return min(time.Duration(float64(st.took)*(1-share)/share), maxRest)
+}
+
+// maxRest caps one rest (restWhileSending also ends it when sends stop).
+const maxRest = 10 * time.Second
+
+// restWhileSending rests for d, looking at the store every Poll: once its
+// log has stopped growing (nobody sends) the rest ends, so the follower
+// goes on at full speed at once. False when the follower is stopping.
+func (f *Follower) restWhileSending(ctx context.Context, d time.Duration) bool {
+	start := time.Now()
+	defer func() { f.rested.Add(int64(time.Since(start))) }()
+	last := f.storePos.Load()
+	for left := d; left > 0; left = d - time.Since(start) {
+		t := time.NewTimer(min(left, f.cfg.Poll))
+		select {
+		case <-f.stop:
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		now, err := f.cfg.Log.LastLogPos(ctx)
+		if err != nil || now == last {
+			return ctx.Err() == nil
+		}
+		last = now
+	}
+	return true
+}
+
+// share is the part of the time to index at a lag of lag entries: Share at
+// none, growing linearly to 1 at MaxLag entries or MaxLagBytes.
+func (f *Follower) share(lag uint64) float64 {
+	frac := float64(lag) / float64(f.cfg.MaxLag)
+	if b := float64(lag) * f.entryBytes / float64(f.cfg.MaxLagBytes); b > frac {
+		frac = b
+	}
+	if frac >= 1 {
+		return 1
+	}
+	return f.cfg.Share + (1-f.cfg.Share)*frac
 }
 
 // step applies one batch of the log after the follower's position. Called
@@ -297,7 +366,12 @@ func (f *Follower) step(ctx context.Context) (st stepInfo, err error) {
 		f.storePos.Store(last)
 	}
 	pos := f.pos.Load()
-	entries, err := f.cfg.Log.LogAfter(ctx, pos, f.cfg.BatchMessages, f.cfg.BatchBytes)
+	batch := f.cfg.BatchMessages
+	if f.busy {
+		batch = f.cfg.BusyBatchMessages
+	}
+	f.busy = st.grew
+	entries, err := f.cfg.Log.LogAfter(ctx, pos, batch, f.cfg.BatchBytes)
 	if err != nil {
 		return st, fmt.Errorf("search: read store log: %w", err)
 	}
@@ -306,14 +380,21 @@ func (f *Follower) step(ctx context.Context) (st stepInfo, err error) {
 		return st, nil
 	}
 	msgs := make([]*pb.Message, 0, len(entries))
-	skipped := 0
+	skipped, size := 0, 0
 	for _, e := range entries {
 		if e.Msg == nil {
 			skipped++
 			continue
 		}
 		msgs = append(msgs, e.Msg)
-		st.newest = max(st.newest, e.Msg.ServerTime)
+		size += proto.Size(e.Msg)
+	}
+	// A running average over about the last 16 batches (the first batch's
+	// own average to begin with).
+	if avg := float64(size) / float64(len(entries)); f.entryBytes == 0 {
+		f.entryBytes = avg
+	} else {
+		f.entryBytes += (avg - f.entryBytes) / 16
 	}
 	changes, err := Changes(ctx, f.cfg.Messages, msgs)
 	if err != nil {
@@ -330,6 +411,9 @@ func (f *Follower) step(ctx context.Context) (st stepInfo, err error) {
 		return st, fmt.Errorf("search: index: %w", err)
 	}
 	f.pos.Store(next)
+	if sp := f.storePos.Load(); sp > next {
+		st.lag = sp - next
+	}
 	f.applied.Add(uint64(len(entries) - skipped))
 	f.skipped.Add(uint64(skipped))
 	f.signal()

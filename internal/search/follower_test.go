@@ -360,16 +360,16 @@ func TestFollowerStopWithoutStart(t *testing.T) {
 	}
 }
 
-// TestFollowerYieldsToSendsAndCatchesUp: while messages keep coming and the
-// index is behind, the follower rests between batches (leaving the cores
-// to sends); once they stop it indexes everything. Messages older than
-// YieldFor get no rest: the follower never lets itself fall further behind.
-func TestFollowerYieldsToSendsAndCatchesUp(t *testing.T) {
+// TestFollowerSharesWithSendsAndCatchesUp: while messages keep coming and
+// the index is behind, the follower rests between batches (leaving the
+// cores to sends); once they stop it indexes everything. At its lag bound
+// it gets no rest: it never lets itself fall further behind.
+func TestFollowerSharesWithSendsAndCatchesUp(t *testing.T) {
 	for _, c := range []struct {
-		name  string
-		age   time.Duration
-		rests bool
-	}{{"fresh", 0, true}, {"old", time.Hour, false}} {
+		name   string
+		maxLag uint64
+		rests  bool
+	}{{"within bound", 1 << 30, true}, {"at bound", 1, false}} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			st := openStore(t, filepath.Join(dir, "store"))
@@ -377,23 +377,22 @@ func TestFollowerYieldsToSendsAndCatchesUp(t *testing.T) {
 			ix := openIndex(t, filepath.Join(dir, "search"))
 			defer ix.Close()
 			f, err := search.NewFollower(search.FollowerConfig{Log: st, Messages: st, Index: ix,
-				BatchMessages: 20, Poll: 5 * time.Millisecond, Logger: quiet})
+				BatchMessages: 20, Poll: 5 * time.Millisecond, MaxLag: c.maxLag, Logger: quiet})
 			if err != nil {
 				t.Fatal(err)
 			}
 			f.Start()
 			defer f.Stop()
 			// Appends of 100 keep the follower (20 a step) behind while they
-			// come; send until it has rested (fresh: at most 200 appends), or
-			// 5 appends (old: each one a chance to rest, and few enough for
-			// the follower to catch up fast on a busy machine).
+			// come; send until it has rested (within its bound: at most 200
+			// appends), or 5 appends (at its bound: each one a chance to
+			// rest, and few enough for the follower to catch up fast on a
+			// busy machine).
 			n := 0
 			for b := 0; (c.rests && b < 200 && f.Stats().Rested == 0) || (!c.rests && b < 5); b++ {
 				var msgs []*pb.Message
 				for range 100 {
-					m := text("g:y", "u1", fmt.Sprintf("c%d", n), fmt.Sprintf("plum %d", n))
-					m.ServerTime = time.Now().Add(-c.age).UnixMilli()
-					msgs = append(msgs, m)
+					msgs = append(msgs, text("g:y", "u1", fmt.Sprintf("c%d", n), fmt.Sprintf("plum %d", n)))
 					n++
 				}
 				appendAll(t, st, msgs...)
@@ -406,5 +405,75 @@ func TestFollowerYieldsToSendsAndCatchesUp(t *testing.T) {
 				t.Fatalf("%d of %d messages found", got, n)
 			}
 		})
+	}
+}
+
+// TestFollowerCatchesUpAfterCrashWhileSending: a follower restarted on an
+// index saved before a crash, while messages keep coming and with a share
+// so small that it rests nearly all the time, still reaches the store (its
+// lag bound makes it index), and the index then holds exactly the store's
+// messages.
+func TestFollowerCatchesUpAfterCrashWhileSending(t *testing.T) {
+	dir := t.TempDir()
+	st := openStore(t, filepath.Join(dir, "store"))
+	defer st.Close()
+	live, saved := filepath.Join(dir, "search"), filepath.Join(dir, "search-at-crash")
+	cfg := search.FollowerConfig{Log: st, Messages: st, BatchMessages: 20, Poll: 5 * time.Millisecond,
+		Share: 0.001, MaxLag: 150, Logger: quiet}
+
+	ix := openIndex(t, live)
+	cfg.Index = ix
+	f, err := search.NewFollower(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Start()
+	n := 0
+	send := func(k int) {
+		var msgs []*pb.Message
+		for range k {
+			msgs = append(msgs, text("g:z", "u1", fmt.Sprintf("c%d", n), fmt.Sprintf("quince %d", n)))
+			n++
+		}
+		appendAll(t, st, msgs...)
+	}
+	send(100)
+	caughtUp(t, st, f)
+	f.Stop()
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	copyDir(t, live, saved)
+	// Messages the saved index never saw: the crash loses them from it.
+	send(500)
+
+	ix = openIndex(t, saved)
+	defer ix.Close()
+	cfg.Index = ix
+	f, err = search.NewFollower(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Start()
+	defer f.Stop()
+	// Keep sending, 10 messages each time the follower moves (fewer than
+	// a batch: it gains on the sends however slow the machine), until it
+	// has passed everything sent before the restart (600 messages): with
+	// such a share only its lag bound moves it on while sends go on.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for b := 0; b < 500 && f.Stats().Position < 600; b++ {
+		pos := f.Stats().Position
+		send(10)
+		if err := f.WaitFor(ctx, pos+1); err != nil {
+			t.Fatalf("follower at %+v: %v", f.Stats(), err)
+		}
+	}
+	if pos := f.Stats().Position; pos < 600 {
+		t.Fatalf("follower at %d after %d messages, still behind the restart's 600", pos, n)
+	}
+	caughtUp(t, st, f)
+	if got := len(find(t, ix, "quince", "g:z")); got != n {
+		t.Fatalf("%d of %d messages found", got, n)
 	}
 }

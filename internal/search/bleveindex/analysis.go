@@ -19,12 +19,18 @@ const (
 
 // analyzer is search.Analyze as a Bleve analyzer: of indexed text (query
 // false) or of query text (query true).
-type analyzer struct{ query bool }
+// Both of an index's analyzers share one fold cache.
+type analyzer struct {
+	query bool
+	cache *search.FoldCache
+}
 
-func newAnalyzer(query bool) analysis.Analyzer { return analyzer{query: query} }
+func newAnalyzer(query bool, cache *search.FoldCache) analysis.Analyzer {
+	return analyzer{query: query, cache: cache}
+}
 
 func (a analyzer) Analyze(input []byte) analysis.TokenStream {
-	toks := search.Analyze(input, a.query)
+	toks := search.AnalyzeCached(input, a.query, a.cache)
 	slab := make([]analysis.Token, len(toks)) // one allocation for the stream's tokens
 	out := make(analysis.TokenStream, len(toks))
 	for i, t := range toks {

@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/parleyim/parley/internal/search"
 )
 
 // terms renders an analysis as "term@position" items.
 func terms(query bool, text string) string {
 	var parts []string
-	for _, t := range newAnalyzer(query).Analyze([]byte(text)) {
+	for _, t := range newAnalyzer(query, search.NewFoldCache(0)).Analyze([]byte(text)) {
 		parts = append(parts, fmt.Sprintf("%s@%d", t.Term, t.Position))
 	}
 	return strings.Join(parts, " ")

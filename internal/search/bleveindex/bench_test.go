@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/parleyim/parley/internal/search"
 )
@@ -80,6 +83,56 @@ func BenchmarkIndex(b *testing.B) {
 			b.ReportMetric(float64(len(docs)*b.N)/b.Elapsed().Seconds(), "msgs/s")
 		})
 	}
+}
+
+// BenchmarkIndexSegments: Bleve's defaults (each batch persisted as its
+// own segment before Apply returns) against batches not waited for and a
+// persister that naps, merging segments in memory before it writes them
+// (fewer, larger segments). CPU of the whole process per message, the
+// background merging until Close included; the segment files left.
+func BenchmarkIndexSegments(b *testing.B) {
+	docs := corpus(100_000, 1000, true)
+	for _, c := range []struct {
+		name string
+		cfg  map[string]any
+	}{
+		{"default", nil},
+		{"nap-1s", map[string]any{"unsafe_batch": true,
+			"scorchPersisterOptions": map[string]any{"PersisterNapTimeMSec": 1000, "PersisterNapUnderNumFiles": 1000}}},
+	} {
+		for _, batch := range []int{1024, 4096} {
+			b.Run(fmt.Sprintf("%s/%d", c.name, batch), func(b *testing.B) {
+				files := 0
+				var cpu time.Duration
+				for range b.N {
+					b.StopTimer()
+					dir := b.TempDir() + "/search"
+					ix, err := Open(dir, Options{Logger: quiet, scorch: c.cfg})
+					if err != nil {
+						b.Fatal(err)
+					}
+					c0 := processCPU()
+					b.StartTimer()
+					indexBatches(b, ix, docs, batch)
+					_ = ix.Close()
+					b.StopTimer()
+					cpu += processCPU() - c0
+					ents, _ := os.ReadDir(dir + "/store")
+					files += len(ents)
+					b.StartTimer()
+				}
+				b.ReportMetric(float64(len(docs)*b.N)/b.Elapsed().Seconds(), "msgs/s")
+				b.ReportMetric(float64(cpu.Microseconds())/float64(len(docs)*b.N), "cpu-µs/msg")
+				b.ReportMetric(float64(files)/float64(b.N), "files")
+			})
+		}
+	}
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkSearch: one query's latency on 100,000 messages in 1,000

@@ -85,6 +85,10 @@ var (
 // formatVersion 3: members, sender in the sort key, no time field.
 const formatVersion = "3"
 
+// foldCacheBytes bounds the index's cache of folded non-ASCII terms
+// (search.FoldCache).
+const foldCacheBytes = 4 << 20
+
 // Dir is the index's directory in a server's data directory (beside the
 // store's "store").
 const Dir = "search"
@@ -94,6 +98,9 @@ type Options struct {
 	// Logger gets what the index does on its own (dropping an unreadable
 	// or outdated index). nil means slog.Default().
 	Logger *slog.Logger
+	// scorch is Bleve's scorch configuration (benchmarks of its persister
+	// and merge options); nil: its defaults.
+	scorch map[string]any
 }
 
 // Index is a search.Index in one directory. Safe for concurrent use.
@@ -122,8 +129,10 @@ func Open(dir string, opts Options) (*Index, error) {
 	if l == nil {
 		l = slog.Default()
 	}
-	ix := &Index{dir: dir, log: l, index: newAnalyzer(false), query: newAnalyzer(true), kw: &analysis.DefaultAnalyzer{Tokenizer: single.NewSingleTokenTokenizer()}}
-	idx, err := openOrCreate(dir, l)
+	// 4 MiB of foldings: tens of thousands of distinct non-ASCII words.
+	fc := search.NewFoldCache(foldCacheBytes)
+	ix := &Index{dir: dir, log: l, index: newAnalyzer(false, fc), query: newAnalyzer(true, fc), kw: &analysis.DefaultAnalyzer{Tokenizer: single.NewSingleTokenTokenizer()}}
+	idx, err := openOrCreate(dir, l, opts.scorch)
 	if err != nil {
 		return nil, err
 	}
@@ -131,13 +140,13 @@ func Open(dir string, opts Options) (*Index, error) {
 	return ix, nil
 }
 
-func openOrCreate(dir string, l *slog.Logger) (bleve.Index, error) {
+func openOrCreate(dir string, l *slog.Logger, cfg map[string]any) (bleve.Index, error) {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		return create(dir)
+		return create(dir, cfg)
 	} else if err != nil {
 		return nil, fmt.Errorf("bleveindex: %w", err)
 	}
-	idx, err := bleve.OpenUsing(dir, nil)
+	idx, err := bleve.OpenUsing(dir, cfg)
 	reason := ""
 	if err != nil {
 		reason = "cannot be opened: " + err.Error()
@@ -158,15 +167,15 @@ func openOrCreate(dir string, l *slog.Logger) (bleve.Index, error) {
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("bleveindex: remove %s: %w", dir, err)
 	}
-	return create(dir)
+	return create(dir, cfg)
 }
 
-func create(dir string) (bleve.Index, error) {
+func create(dir string, cfg map[string]any) (bleve.Index, error) {
 	m := bleve.NewIndexMapping()
 	// Documents are built by hand (newDocument); nothing is mapped.
 	m.DefaultMapping = mapping.NewDocumentDisabledMapping()
 	m.IndexDynamic, m.StoreDynamic, m.DocValuesDynamic = false, false, false
-	idx, err := bleve.NewUsing(dir, m, scorch.Name, scorch.Name, nil)
+	idx, err := bleve.NewUsing(dir, m, scorch.Name, scorch.Name, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("bleveindex: create %s: %w", dir, err)
 	}
