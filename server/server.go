@@ -70,7 +70,7 @@ type Server struct {
 
 	mu      sync.Mutex // guards the fields below
 	httpLn  net.Listener
-	tcpLn   net.Listener
+	tcpLns  []net.Listener // one per accept loop (SO_REUSEPORT), all on one address
 	running bool
 	closed  bool // Shutdown began (/readyz then says the node is draining)
 }
@@ -375,9 +375,9 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("parley: listen http: %w", err)
 	}
-	var tcpLn net.Listener
+	var tcpLns []net.Listener
 	if s.cfg.TCPAddr != "off" {
-		tcpLn, err = lc.Listen(context.Background(), "tcp", s.cfg.TCPAddr)
+		tcpLns, err = listenTCP(lc, s.cfg.TCPAddr)
 		if err != nil {
 			httpLn.Close()
 			return fmt.Errorf("parley: listen tcp: %w", err)
@@ -392,11 +392,11 @@ func (s *Server) Start() error {
 		// header timeout, for TCP under the gateway's auth timeout, so a
 		// slow or plaintext client is closed by the same timers as any other.
 		httpLn = tls.NewListener(httpLn, s.tlsCfg)
-		if tcpLn != nil {
-			tcpLn = tls.NewListener(tcpLn, s.tlsCfg)
+		for i := range tcpLns {
+			tcpLns[i] = tls.NewListener(tcpLns[i], s.tlsCfg)
 		}
 	}
-	s.httpLn, s.tcpLn, s.running = httpLn, tcpLn, true
+	s.httpLn, s.tcpLns, s.running = httpLn, tcpLns, true
 	s.chat.Start()
 	s.search.start()
 	s.accounts.Start()
@@ -406,9 +406,9 @@ func (s *Server) Start() error {
 			s.log.Error("http server stopped", "err", err)
 		}
 	}()
-	if tcpLn != nil {
+	for _, ln := range tcpLns {
 		go func() {
-			if err := s.gw.ServeTCP(tcpLn); err != nil && !errors.Is(err, net.ErrClosed) {
+			if err := s.gw.ServeTCP(ln); err != nil && !errors.Is(err, net.ErrClosed) {
 				s.log.Error("tcp listener stopped", "err", err)
 			}
 		}()
@@ -430,10 +430,10 @@ func (s *Server) HTTPAddr() string {
 func (s *Server) TCPAddr() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.tcpLn == nil {
+	if len(s.tcpLns) == 0 {
 		return ""
 	}
-	return s.tcpLn.Addr().String()
+	return s.tcpLns[0].Addr().String()
 }
 
 // Routes lists the HTTP API's routes as "METHOD /path/{param}" (the set
@@ -502,8 +502,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
 	start := time.Now()
 	conns, before := s.gw.Len(), s.chat.Stats()
-	if s.tcpLn != nil {
-		s.tcpLn.Close()
+	for _, ln := range s.tcpLns {
+		ln.Close()
 	}
 	if err := s.httpSrv.Shutdown(ctx); err != nil {
 		errs = append(errs, err)
