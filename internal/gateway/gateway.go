@@ -336,8 +336,12 @@ func (c *Conn) serveGoroutine(initial []byte) {
 func (g *Gateway) worker() {
 	defer g.loops.Done()
 	buf := make([]byte, 64<<10)
+	out := make([]byte, 0, 64<<10)
 	for c := range g.work {
-		g.serveReady(c, buf)
+		out = g.serveReady(c, buf, out)
+		if cap(out) > 1<<20 { // do not keep a burst's buffer forever
+			out = make([]byte, 0, 64<<10)
+		}
 	}
 }
 
@@ -345,20 +349,23 @@ func (g *Gateway) worker() {
 // moves on; re-arming makes epoll report the rest.
 const maxReadsPerTurn = 4
 
-func (g *Gateway) serveReady(c *Conn, buf []byte) {
+// serveReady runs one read turn on c; out is scratch for the flush of what
+// the turn queued, returned for reuse.
+func (g *Gateway) serveReady(c *Conn, buf, out []byte) []byte {
 	c.mu.Lock()
 	if c.closing || c.finalized {
 		c.mu.Unlock()
-		return
+		return out
 	}
 	if c.readerBusy || c.pause != pauseNone {
 		// Edge-triggered: this event is not repeated, so whoever holds the
 		// read side (or resumes it) re-arms.
 		c.readAgain = true
 		c.mu.Unlock()
-		return
+		return out
 	}
 	c.readerBusy = true
+	c.inTurn = true
 	c.mu.Unlock()
 	unread := true
 	for reads := 0; reads < maxReadsPerTurn; {
@@ -391,7 +398,19 @@ func (g *Gateway) serveReady(c *Conn, buf []byte) {
 			}
 		}
 	}
+	c.mu.Lock()
+	c.inTurn = false
+	pending := c.turnFlush
+	c.turnFlush = false
+	c.mu.Unlock()
+	if pending {
+		// This worker owns the flush (flushing was set for it): write
+		// while the read side is still held, so a close it ends in is
+		// finalized by releaseReader below.
+		out = c.flush(out)
+	}
 	c.releaseReader(unread)
+	return out
 }
 
 // pollLoop runs the epoll wait loop, handing ready connections to workers.
