@@ -70,7 +70,7 @@ type Server struct {
 
 	mu      sync.Mutex // guards the fields below
 	httpLn  net.Listener
-	tcpLns  []net.Listener // one per accept loop (SO_REUSEPORT), all on one address
+	tcpLn   net.Listener
 	running bool
 	closed  bool // Shutdown began (/readyz then says the node is draining)
 }
@@ -375,9 +375,9 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("parley: listen http: %w", err)
 	}
-	var tcpLns []net.Listener
+	var tcpLn net.Listener
 	if s.cfg.TCPAddr != "off" {
-		tcpLns, err = listenTCP(lc, s.cfg.TCPAddr)
+		tcpLn, err = lc.Listen(context.Background(), "tcp", s.cfg.TCPAddr)
 		if err != nil {
 			httpLn.Close()
 			return fmt.Errorf("parley: listen tcp: %w", err)
@@ -392,11 +392,11 @@ func (s *Server) Start() error {
 		// header timeout, for TCP under the gateway's auth timeout, so a
 		// slow or plaintext client is closed by the same timers as any other.
 		httpLn = tls.NewListener(httpLn, s.tlsCfg)
-		for i := range tcpLns {
-			tcpLns[i] = tls.NewListener(tcpLns[i], s.tlsCfg)
+		if tcpLn != nil {
+			tcpLn = tls.NewListener(tcpLn, s.tlsCfg)
 		}
 	}
-	s.httpLn, s.tcpLns, s.running = httpLn, tcpLns, true
+	s.httpLn, s.tcpLn, s.running = httpLn, tcpLn, true
 	s.chat.Start()
 	s.search.start()
 	s.accounts.Start()
@@ -406,9 +406,9 @@ func (s *Server) Start() error {
 			s.log.Error("http server stopped", "err", err)
 		}
 	}()
-	for _, ln := range tcpLns {
+	if tcpLn != nil {
 		go func() {
-			if err := s.gw.ServeTCP(ln); err != nil && !errors.Is(err, net.ErrClosed) {
+			if err := s.gw.ServeTCP(tcpLn); err != nil && !errors.Is(err, net.ErrClosed) {
 				s.log.Error("tcp listener stopped", "err", err)
 			}
 		}()
@@ -430,10 +430,10 @@ func (s *Server) HTTPAddr() string {
 func (s *Server) TCPAddr() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.tcpLns) == 0 {
+	if s.tcpLn == nil {
 		return ""
 	}
-	return s.tcpLns[0].Addr().String()
+	return s.tcpLn.Addr().String()
 }
 
 // Routes lists the HTTP API's routes as "METHOD /path/{param}" (the set
@@ -502,8 +502,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
 	start := time.Now()
 	conns, before := s.gw.Len(), s.chat.Stats()
-	for _, ln := range s.tcpLns {
-		ln.Close()
+	if s.tcpLn != nil {
+		s.tcpLn.Close()
 	}
 	if err := s.httpSrv.Shutdown(ctx); err != nil {
 		errs = append(errs, err)
