@@ -377,9 +377,6 @@ func (g *Gateway) serveReady(c *Conn, buf, out []byte) []byte {
 		if err != nil && isWouldBlock(err) {
 			unread = false
 		} else if err != nil || n == 0 { // n == 0: the peer closed
-			if err == nil {
-				resetAfterEOF(c.raw)
-			}
 			c.abort(pb.DisconnectCode_DISCONNECT_CODE_UNSPECIFIED)
 			break
 		} else if n < len(buf) {

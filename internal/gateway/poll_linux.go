@@ -182,17 +182,3 @@ func drain(raw syscall.RawConn) {
 		}
 	}
 }
-
-// resetAfterEOF makes the close of a socket whose peer has closed (EOF read)
-// an abortive one (SO_LINGER 0: RST, no FIN/ACK exchange and LAST_ACK
-// state), which costs the kernel less on the connection churn of logins.
-// Only when everything written has been acknowledged (SIOCOUTQ is 0):
-// then the RST discards nothing the peer has not already received.
-func resetAfterEOF(raw syscall.RawConn) {
-	_ = raw.Control(func(fd uintptr) {
-		if n, err := unix.IoctlGetInt(int(fd), unix.SIOCOUTQ); err != nil || n != 0 {
-			return
-		}
-		_ = unix.SetsockoptLinger(int(fd), unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
-	})
-}

@@ -19,7 +19,6 @@ func (p *poller) close()                {}
 func (p *poller) arm(*Conn, bool) error { return errors.ErrUnsupported }
 func pollable(net.Conn) syscall.RawConn { return nil }
 func drain(syscall.RawConn)             {}
-func resetAfterEOF(syscall.RawConn)     {}
 func isWouldBlock(error) bool           { return false }
 func readRaw(syscall.RawConn, []byte) (int, error) {
 	return 0, errors.ErrUnsupported
