@@ -13,8 +13,8 @@ import (
 
 // A client that half-closes while frames written to it are still in flight
 // (it has not read them) must still get them all and then a clean EOF: the
-// close after its EOF is abortive (RST) only when nothing written is left
-// unacknowledged, or the RST would discard those frames.
+// close that follows its EOF must not be abortive (an RST, as SO_LINGER 0
+// would send, discards what the kernel has not yet delivered).
 func TestEOFCloseKeepsUnacknowledgedFrames(t *testing.T) {
 	tg := startGW(t, Config{}, false)
 	cl := dialTCP(t, tg.tcpAddr)
