@@ -91,10 +91,10 @@ type Conn struct {
 	registered  bool  // added to the epoll set (ADD once, MOD after)
 	readAgain   bool  // an epoll event came while the read side was taken or paused
 	pause       uint8 // pauseNone, pausePaused or pauseDrained
-	// inTurn: an epoll worker is in a read turn on this connection, and a
-	// flush scheduled meanwhile is left to it (turnFlush), written when the
-	// turn ends: a reply to what was read (AuthOk) goes out from the worker
-	// without a hand-off to a flusher goroutine.
+	// inTurn: an epoll worker is in a read turn on this connection, not yet
+	// authenticated when the turn began, and a flush scheduled meanwhile is
+	// left to it (turnFlush), written when the turn ends: the AuthOk goes
+	// out from the worker without a hand-off to a flusher goroutine.
 	inTurn    bool
 	turnFlush bool
 	resumeCh  chan struct{} // goroutine driver: closed to wake a paused reader

@@ -365,7 +365,11 @@ func (g *Gateway) serveReady(c *Conn, buf, out []byte) []byte {
 		return out
 	}
 	c.readerBusy = true
-	c.inTurn = true
+	// Only until the connection is authenticated (the turn that reads its
+	// Auth): once it streams, flushers writing while workers read measured
+	// faster (pipelined sends were 15–21 % slower with every turn's
+	// replies written by its worker).
+	c.inTurn = !c.authed.Load()
 	c.mu.Unlock()
 	unread := true
 	for reads := 0; reads < maxReadsPerTurn; {
