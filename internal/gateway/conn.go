@@ -87,17 +87,11 @@ type Conn struct {
 	wsCloseDue  bool             // a WS close frame is to follow the queue
 	wsStatus    uint16           // its status
 	closeCode   pb.DisconnectCode
-	lingerUntil int64 // unix ns: the close flush gives up at this time
-	registered  bool  // added to the epoll set (ADD once, MOD after)
-	readAgain   bool  // an epoll event came while the read side was taken or paused
-	pause       uint8 // pauseNone, pausePaused or pauseDrained
-	// inTurn: an epoll worker is in a read turn on this connection, not yet
-	// authenticated when the turn began, and a flush scheduled meanwhile is
-	// left to it (turnFlush), written when the turn ends: the AuthOk goes
-	// out from the worker without a hand-off to a flusher goroutine.
-	inTurn    bool
-	turnFlush bool
-	resumeCh  chan struct{} // goroutine driver: closed to wake a paused reader
+	lingerUntil int64         // unix ns: the close flush gives up at this time
+	registered  bool          // added to the epoll set (ADD once, MOD after)
+	readAgain   bool          // an epoll event came while the read side was taken or paused
+	pause       uint8         // pauseNone, pausePaused or pauseDrained
+	resumeCh    chan struct{} // goroutine driver: closed to wake a paused reader
 
 	// Made once under mu when something first waits on Context; cancelled
 	// once the close has begun (cancelContext). A pointer, so a connection
@@ -275,13 +269,9 @@ func (c *Conn) send(o *wire.Outbound, h *wire.Hold) wire.Offered {
 	c.queuedBytes += size
 	sched := !c.flushing
 	c.flushing = true
-	turn := sched && h == nil && c.inTurn
-	if turn {
-		c.turnFlush = true
-	}
 	c.mu.Unlock()
 	switch {
-	case !sched, turn:
+	case !sched:
 	case h != nil:
 		h.Defer(c) // flushing stays set, so nobody else schedules it meanwhile
 	default:
@@ -290,19 +280,8 @@ func (c *Conn) send(o *wire.Outbound, h *wire.Hold) wire.Offered {
 	return wire.Taken
 }
 
-// ScheduleFlush implements wire.Flusher: it queues a flush that SendHeld
-// deferred (or leaves it to the end of the read turn under way).
-func (c *Conn) ScheduleFlush() {
-	c.mu.Lock()
-	turn := c.inTurn
-	if turn {
-		c.turnFlush = true
-	}
-	c.mu.Unlock()
-	if !turn {
-		c.g.flushQ.push(c)
-	}
-}
+// ScheduleFlush implements wire.Flusher: it queues a flush that SendHeld deferred.
+func (c *Conn) ScheduleFlush() { c.g.flushQ.push(c) }
 
 // Close queues a Disconnect frame with code and reason (past the caps),
 // flushes what is queued (giving up after a short linger), closes the

@@ -336,12 +336,8 @@ func (c *Conn) serveGoroutine(initial []byte) {
 func (g *Gateway) worker() {
 	defer g.loops.Done()
 	buf := make([]byte, 64<<10)
-	out := make([]byte, 0, 64<<10)
 	for c := range g.work {
-		out = g.serveReady(c, buf, out)
-		if cap(out) > 1<<20 { // do not keep a burst's buffer forever
-			out = make([]byte, 0, 64<<10)
-		}
+		g.serveReady(c, buf)
 	}
 }
 
@@ -349,27 +345,20 @@ func (g *Gateway) worker() {
 // moves on; re-arming makes epoll report the rest.
 const maxReadsPerTurn = 4
 
-// serveReady runs one read turn on c; out is scratch for the flush of what
-// the turn queued, returned for reuse.
-func (g *Gateway) serveReady(c *Conn, buf, out []byte) []byte {
+func (g *Gateway) serveReady(c *Conn, buf []byte) {
 	c.mu.Lock()
 	if c.closing || c.finalized {
 		c.mu.Unlock()
-		return out
+		return
 	}
 	if c.readerBusy || c.pause != pauseNone {
 		// Edge-triggered: this event is not repeated, so whoever holds the
 		// read side (or resumes it) re-arms.
 		c.readAgain = true
 		c.mu.Unlock()
-		return out
+		return
 	}
 	c.readerBusy = true
-	// Only until the connection is authenticated (the turn that reads its
-	// Auth): once it streams, flushers writing while workers read measured
-	// faster (pipelined sends were 15–21 % slower with every turn's
-	// replies written by its worker).
-	c.inTurn = !c.authed.Load()
 	c.mu.Unlock()
 	unread := true
 	for reads := 0; reads < maxReadsPerTurn; {
@@ -402,19 +391,7 @@ func (g *Gateway) serveReady(c *Conn, buf, out []byte) []byte {
 			}
 		}
 	}
-	c.mu.Lock()
-	c.inTurn = false
-	pending := c.turnFlush
-	c.turnFlush = false
-	c.mu.Unlock()
-	if pending {
-		// This worker owns the flush (flushing was set for it): write
-		// while the read side is still held, so a close it ends in is
-		// finalized by releaseReader below.
-		out = c.flush(out)
-	}
 	c.releaseReader(unread)
-	return out
 }
 
 // pollLoop runs the epoll wait loop, handing ready connections to workers.
