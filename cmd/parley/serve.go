@@ -76,6 +76,12 @@ func serve(args []string) error {
 	if *configPath != "" {
 		cfg.ConfigSource = readConfig
 	}
+	// Before the server starts: a SIGTERM the moment it is ready (a pod
+	// stopped right after its readiness probe passed) must drain it, not
+	// kill it with the signal's default action.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sig)
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err
@@ -112,8 +118,6 @@ func serve(args []string) error {
 		fmt.Printf("  admin API key in %s (mode 0600)\n", filepath.Join(data, auth.SecretsFile))
 	}
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	for s := <-sig; s == syscall.SIGHUP; s = <-sig {
 		// The server logs what a reload applied; a refusal or a bad file
 		// is logged here, and the server goes on as it was.
