@@ -25,8 +25,9 @@ import (
 // otherwise (de-dup entries, mentions by name, 'L' entries, the reaction
 // index) batch by batch, then every per-conversation, per-seq namespace
 // (messages, reactions, pins, threads, mentions of everyone, log
-// references) with one range deletion (floorRec); ReclaimSpace then
-// compacts the message range so the space goes back to the file system.
+// references) with one range deletion (floorRec); ReclaimSpace then lets
+// Pebble drop the files those cover, so the space goes back to the file
+// system.
 const (
 	nsFloor  byte = 'j'
 	nsLogRef byte = 'W'
@@ -565,9 +566,14 @@ func (s *Store) StoredConversations(ctx context.Context, after string, limit int
 	return out, mapErr(it.Error())
 }
 
-// ReclaimSpace implements store.Retention: a manual compaction of the
-// conversation's message range below floor (where the payloads are) and of
-// its other per-seq ranges, which drops the deleted keys from the files.
+// ReclaimSpace implements store.Retention. The sweep's range deletions are
+// still in the memtable: flushed, they let Pebble drop whole every file they
+// cover (delete-only compactions, which read nothing) once the flushed
+// table's stats are loaded. A manual compaction started before that would
+// read and rewrite those files instead, which under load cost sends more
+// than the whole sweep. So ReclaimSpace flushes, waits for the range's disk
+// usage to settle, and compacts only when much is left (files that hold
+// other conversations' keys too, which no range deletion covers whole).
 func (s *Store) ReclaimSpace(ctx context.Context, conv string, floor uint64) error {
 	if err := s.enter(ctx); err != nil {
 		return err
@@ -576,10 +582,76 @@ func (s *Store) ReclaimSpace(ctx context.Context, conv string, floor uint64) err
 	if conv == "" || floor == 0 {
 		return nil // compactions run per conversation
 	}
+	before, err := s.rangeUsage(conv, floor)
+	if err != nil {
+		return err
+	}
+	if err := s.db.Flush(); err != nil {
+		return mapErr(err)
+	}
+	left, err := s.settleUsage(ctx, conv, floor)
+	if err != nil {
+		return err
+	}
+	if left <= max(reclaimSlack, before/8) {
+		// The rest (the range's edges) goes with Pebble's own compactions.
+		return nil
+	}
 	for _, ns := range seqRanged {
 		if err := s.db.Compact(ctx, convSeqKey(nil, ns, conv, 0), convSeqKey(nil, ns, conv, floor), true); err != nil {
 			return mapErr(err)
 		}
 	}
 	return nil
+}
+
+// reclaimSlack is what ReclaimSpace leaves to Pebble's own compactions
+// without compacting the range itself.
+const reclaimSlack = 32 << 20
+
+// rangeUsage is the disk usage of the files holding conv's keys below floor.
+func (s *Store) rangeUsage(conv string, floor uint64) (uint64, error) {
+	var total uint64
+	for _, ns := range seqRanged {
+		n, err := s.db.EstimateDiskUsage(convSeqKey(nil, ns, conv, 0), convSeqKey(nil, ns, conv, floor))
+		if err != nil {
+			return 0, mapErr(err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// settleUsage waits until conv's range below floor stops shrinking (1 s
+// unchanged, at most 15 s: delete-only compactions wait for a free
+// compaction slot) and returns its disk usage then.
+func (s *Store) settleUsage(ctx context.Context, conv string, floor uint64) (uint64, error) {
+	const (
+		poll   = 100 * time.Millisecond
+		still  = time.Second
+		atMost = 15 * time.Second
+	)
+	last, err := s.rangeUsage(conv, floor)
+	if err != nil {
+		return 0, err
+	}
+	start, since := time.Now(), time.Now()
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for last > 0 && time.Since(since) < still && time.Since(start) < atMost {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+		n, err := s.rangeUsage(conv, floor)
+		if err != nil {
+			return 0, err
+		}
+		if n < last {
+			since = time.Now()
+		}
+		last = n
+	}
+	return last, nil
 }

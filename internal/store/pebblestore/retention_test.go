@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/parleyim/parley/internal/store"
 	pb "github.com/parleyim/parley/proto/parleyv1"
 )
@@ -81,6 +83,89 @@ func TestRetentionReclaimsDisk(t *testing.T) {
 	if freed := before - after; freed < total*3/4 {
 		t.Fatalf("reclaimed %d MB of %d MB written", freed>>20, total>>20)
 	}
+}
+
+// TestRetentionDropsCoveredFiles expires a conversation whose messages
+// sit compacted in files of their own (the common case of an old
+// conversation): the space comes back by dropping those files whole
+// (Pebble's delete-only compactions), without a compaction that reads and
+// rewrites ~100 MB.
+func TestRetentionDropsCoveredFiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 100 MB")
+	}
+	ctx := context.Background()
+	s := openTemp(t)
+	const (
+		payload = 4 << 10
+		total   = 100 << 20
+		batch   = 256
+		conv    = "c"
+	)
+	n := total / payload
+	for i := 0; i < n; i += batch {
+		var msgs []*pb.Message
+		for j := i; j < min(i+batch, n); j++ {
+			p := make([]byte, payload)
+			rand.Read(p)
+			msgs = append(msgs, &pb.Message{ConversationId: conv, From: "a", To: "b",
+				ClientMsgId: fmt.Sprint("m", j), ContentType: "bin", Payload: p, ServerTime: 1, Kind: pb.MessageKind_MESSAGE_KIND_NORMAL})
+		}
+		if _, err := s.Append(ctx, msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Everything into the bottom level, as an old conversation's messages.
+	if err := s.db.Compact(ctx, []byte{0}, []byte{0xff}, false); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.DiskSize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, _ := s.LastSeq(ctx, conv)
+	for {
+		_, more, err := s.ExpireBefore(ctx, conv, last, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !more {
+			break
+		}
+	}
+	m0 := s.db.Metrics()
+	if err := s.ReclaimSpace(ctx, conv, last); err != nil {
+		t.Fatal(err)
+	}
+	m1 := s.db.Metrics()
+	if got := len(mustMessages(t, s, conv)); got != 1 {
+		t.Fatalf("keeps %d messages, want 1", got)
+	}
+	after, err := s.DiskSize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := compactionRead(m1) - compactionRead(m0)
+	t.Logf("store on disk: %d MB before expiry, %d MB after; delete-only compactions %d; compaction read %d MB", before>>20, after>>20,
+		m1.Compact.DeleteOnlyCount-m0.Compact.DeleteOnlyCount, read>>20)
+	if freed := before - after; freed < total*3/4 {
+		t.Fatalf("reclaimed %d MB of %d MB written", freed>>20, total>>20)
+	}
+	if m1.Compact.DeleteOnlyCount == m0.Compact.DeleteOnlyCount {
+		t.Fatal("no file was dropped whole: the space came back by rewriting")
+	}
+	if read > total/4 {
+		t.Fatalf("compactions read %d MB to give back the space of %d MB", read>>20, total>>20)
+	}
+}
+
+// compactionRead is what compactions have read from tables, every level.
+func compactionRead(m *pebble.Metrics) uint64 {
+	var n uint64
+	for _, l := range m.Levels {
+		n += l.TableBytesRead
+	}
+	return n
 }
 
 func mustMessages(t *testing.T, s store.Store, conv string) []*pb.Message {
