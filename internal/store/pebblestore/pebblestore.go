@@ -221,6 +221,17 @@ type Store struct {
 	// batch). Guarded by reactMu.
 	reactMsgs *genMap[reactCached]
 
+	// floorMu guards floors and floorGen. Every Delivered or Read ACK and
+	// every history page reads its conversation's floor, almost always a
+	// miss on disk (no retention) that still searches the memtables and
+	// the filters of every level; floors answers from memory. ExpireBefore
+	// (the only writer of floors) updates it under appendMu and reactMu,
+	// right after its commit; floorGen, raised with each update, keeps a
+	// read that raced an update from caching what it read before it.
+	floorMu  sync.RWMutex
+	floors   *genMap[uint64] // conversation → floor (0: none)
+	floorGen uint64
+
 	auditMu sync.Mutex // serializes AppendAudit; guards auditLast
 	// auditLast is the highest audit ID given out (0: not read from disk
 	// yet). Never lowered, reopen included: an ID is never given twice.
@@ -374,6 +385,7 @@ func (s *Store) resetCaches() {
 	s.dedupFilter = newDedupFilter(o.DedupFilterBytes)
 	s.convs = newGenMap[struct{}](o.ConversationCacheEntries)
 	s.seqs = newGenMap[uint64](o.ConversationCacheEntries)
+	s.floors = newGenMap[uint64](o.ConversationCacheEntries)
 	s.cursorCache = newGenMap[cursorValue](o.ConversationCacheEntries)
 	s.pendingDup = make(map[string]int)
 	s.pendingConv = make(map[string]struct{})

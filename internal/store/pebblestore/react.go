@@ -423,7 +423,7 @@ func (s *Store) reactConversation(st *reactBatch, conv string) *reactConv {
 	if c.err == nil {
 		// Once per conversation and batch: a message cached as existing
 		// may have gone below the floor since.
-		c.floor, c.err = s.readFloor(s.db, conv)
+		c.floor, c.err = s.floor(conv)
 	}
 	return c
 }

@@ -115,8 +115,37 @@ func (s *Store) readFloor(r pebble.Reader, conv string) (uint64, error) {
 // belowFloor reports whether seq of conv is below its floor: gone for
 // readers and writers, whether or not its sweep has deleted it yet.
 func (s *Store) belowFloor(conv string, seq uint64) (bool, error) {
-	f, err := s.readFloor(s.db, conv)
+	f, err := s.floor(conv)
 	return seq < f, err
+}
+
+// floor is conv's floor, from floors when cached.
+func (s *Store) floor(conv string) (uint64, error) {
+	s.floorMu.RLock()
+	f, ok := s.floors.get(conv)
+	gen := s.floorGen
+	s.floorMu.RUnlock()
+	if ok {
+		return f, nil
+	}
+	f, err := s.readFloor(s.db, conv)
+	if err != nil {
+		return 0, err
+	}
+	s.floorMu.Lock()
+	if s.floorGen == gen {
+		s.floors.put(conv, f)
+	}
+	s.floorMu.Unlock()
+	return f, nil
+}
+
+// floorMoved caches conv's floor f as just committed.
+func (s *Store) floorMoved(conv string, f uint64) {
+	s.floorMu.Lock()
+	s.floors.put(conv, f)
+	s.floorGen++
+	s.floorMu.Unlock()
 }
 
 // MessageFloor implements store.Retention.
@@ -125,7 +154,7 @@ func (s *Store) MessageFloor(ctx context.Context, conv string) (uint64, error) {
 		return 0, err
 	}
 	defer s.closeMu.RUnlock()
-	return s.readFloor(s.db, conv)
+	return s.floor(conv)
 }
 
 // ExpiryUnfinished implements store.Retention.
@@ -251,7 +280,11 @@ func (s *Store) ExpireBefore(ctx context.Context, conv string, floor uint64, lim
 	// (the WAL is sequential: it syncs this batch and every earlier one)
 	// before the caller hears of it; a crash before it can only bring the
 	// batch's keys back until the next sweep deletes them again.
-	if err := s.commitDeletion(b, pebble.NoSync, removed); err != nil {
+	moved := func() {}
+	if next.floor != now.floor {
+		moved = func() { s.floorMoved(conv, next.floor) }
+	}
+	if err := s.commitDeletion(b, pebble.NoSync, removed, moved); err != nil {
 		s.appendMu.Unlock()
 		return nil, false, mapErr(err)
 	}
@@ -270,14 +303,16 @@ func (s *Store) ExpireBefore(ctx context.Context, conv string, floor uint64, lim
 // commitDeletion commits a batch deleting the messages refs and forgets
 // them in React's cache of messages (which takes a cached message to
 // exist), under reactMu from before the commit: a React cannot take one
-// for existing between the two. appendMu held (lock order: appendMu, then
-// reactMu; React takes only the latter).
-func (s *Store) commitDeletion(b *pebble.Batch, wo *pebble.WriteOptions, refs []store.MessageRef) error {
+// for existing between the two; committed runs there too (a moved floor
+// is cached before a React can read it). appendMu held (lock order:
+// appendMu, then reactMu; React takes only the latter).
+func (s *Store) commitDeletion(b *pebble.Batch, wo *pebble.WriteOptions, refs []store.MessageRef, committed func()) error {
 	s.reactMu.Lock()
 	defer s.reactMu.Unlock()
 	if err := s.commitBatch(b, wo, small); err != nil {
 		return err
 	}
+	committed()
 	var k []byte
 	for _, r := range refs {
 		k = reactCountPrefix(k[:0], r.ConversationID, r.Seq)
@@ -496,7 +531,7 @@ func (s *Store) DeleteMessages(ctx context.Context, refs []store.MessageRef) ([]
 	if b.Empty() {
 		return nil, nil
 	}
-	if err := s.commitDeletion(b, s.wo, done); err != nil {
+	if err := s.commitDeletion(b, s.wo, done, func() {}); err != nil {
 		return nil, mapErr(err)
 	}
 	for _, dk := range dups {
