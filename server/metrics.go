@@ -78,6 +78,7 @@ func (s *Server) writeMetrics(out io.Writer) error {
 	w.Gauge("parley_streams_open", "Streamed messages being written on this node (max_streams bounds them).", float64(cs.StreamsOpen))
 	w.Counter("parley_searches_total", "Message searches answered.", float64(cs.Searches))
 	w.Counter("parley_searches_refused_total", "Message searches refused with TOO_MANY_REQUESTS: every search slot of the node was busy.", float64(cs.SearchesRefused))
+	w.Counter("parley_searches_queued_total", "Message searches that found every search slot of the node busy and waited in its queue for one.", float64(cs.SearchesQueued))
 	if s.search != nil && s.search.follower != nil { // the embedded index (PostgreSQL has none)
 		fs := s.search.follower.Stats()
 		w.Gauge("parley_search_index_lag", "Messages stored but not yet in the search index (store log positions).", float64(s.search.lag(context.Background())))

@@ -72,7 +72,7 @@ func TestMetrics(t *testing.T) {
 	if metricValue(t, text, "parley_deliveries_total") < 3 || metricValue(t, text, "parley_commit_latency_seconds_count") < 1 {
 		t.Errorf("deliveries or commits not counted:\n%s", text)
 	}
-	for _, family := range []string{"parley_slow_consumer_disconnects_total", "parley_rate_limited_total", "parley_webhook_queue", "go_goroutines", "go_memstats_heap_alloc_bytes", `parley_ack_latency_seconds_bucket{le="+Inf"}`} {
+	for _, family := range []string{"parley_slow_consumer_disconnects_total", "parley_rate_limited_total", "parley_searches_total", "parley_searches_refused_total", "parley_searches_queued_total", "parley_webhook_queue", "go_goroutines", "go_memstats_heap_alloc_bytes", `parley_ack_latency_seconds_bucket{le="+Inf"}`} {
 		if !strings.Contains(text, family) {
 			t.Errorf("/metrics lacks %s", family)
 		}

@@ -109,4 +109,9 @@ func TestSearchRunsOffTheWorker(t *testing.T) {
 	if f := <-out; f.GetSearchResults() == nil || f.Id != 100 {
 		t.Fatalf("answer %v", f)
 	}
+	// Two queues' worth waited; one queue's worth waited out, and one
+	// search found the queue full.
+	if st := h.svc.Stats(); st.SearchesQueued != 2*searchQueueMax || st.SearchesRefused != searchQueueMax+1 {
+		t.Fatalf("SearchesQueued %d, SearchesRefused %d; want %d, %d", st.SearchesQueued, st.SearchesRefused, 2*searchQueueMax, searchQueueMax+1)
+	}
 }

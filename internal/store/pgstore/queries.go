@@ -89,11 +89,13 @@ func newQueries(schema string) queries {
 			SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING`),
 		// Returns the row as it was before (locked, latest committed), so
 		// Apply can refuse an update of a recalled message in the same
-		// round trip (the transaction is then rolled back).
+		// round trip (the transaction is then rolled back). No row: no
+		// such message, or one below its floor (gone, see getMessage).
 		updateMessage: q(`UPDATE {s}.messages m SET body = $3, crc = $4,
 				search_norm = $5, server_time = $6, content_type = $7, has_attachment = $8, sender_only = $9
 			FROM (SELECT body, crc FROM {s}.messages WHERE conversation_id = $1 AND seq = $2 FOR UPDATE) old
 			WHERE m.conversation_id = $1 AND m.seq = $2
+				AND NOT EXISTS (SELECT 1 FROM {s}.message_floors f WHERE f.conversation_id = $1 AND f.floor > $2)
 			RETURNING old.body, old.crc`),
 		upsertGroup: q(`INSERT INTO {s}.groups (conversation_id, name, avatar_url, announcement, owner_id, open_join, mute_all, dissolved, created_at,
 				add_policy, history_visibility, members_mention_all)
@@ -112,8 +114,11 @@ func newQueries(schema string) queries {
 			WHERE conversation_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`),
 		messagesBefore: q(`SELECT seq, body, crc FROM {s}.messages
 			WHERE conversation_id = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3`),
-		getMessage: q(`SELECT seq, body, crc FROM {s}.messages WHERE conversation_id = $1 AND seq = $2`),
-		lastSeq:    q(`SELECT last_seq FROM {s}.conversations WHERE id = $1`),
+		// A message below its conversation's floor is gone, though a sweep
+		// deleting in batches may not have deleted its row yet.
+		getMessage: q(`SELECT seq, body, crc FROM {s}.messages WHERE conversation_id = $1 AND seq = $2
+			AND NOT EXISTS (SELECT 1 FROM {s}.message_floors f WHERE f.conversation_id = $1 AND f.floor > $2)`),
+		lastSeq: q(`SELECT last_seq FROM {s}.conversations WHERE id = $1`),
 		raiseSeq: q(`INSERT INTO {s}.conversations AS c (id, last_seq) VALUES ($1, $2)
 			ON CONFLICT (id) DO UPDATE SET last_seq = GREATEST(c.last_seq, excluded.last_seq)`),
 		conversations: q(`SELECT conversation_id FROM {s}.user_conversations WHERE user_id = $1`),
@@ -275,8 +280,10 @@ func newQueries(schema string) queries {
 			SELECT id, 0 FROM unnest($1::text[]) AS t(id) ORDER BY id COLLATE "C"
 			ON CONFLICT (conversation_id) DO UPDATE SET version = v.version
 			RETURNING conversation_id, version`),
+		// A message below its conversation's floor does not exist (see getMessage).
 		messagesExist: q(`SELECT m.conversation_id, m.seq FROM unnest($1::text[], $2::int8[]) AS k(c, s)
-			JOIN {s}.messages m ON m.conversation_id = k.c AND m.seq = k.s`),
+			JOIN {s}.messages m ON m.conversation_id = k.c AND m.seq = k.s
+			WHERE NOT EXISTS (SELECT 1 FROM {s}.message_floors f WHERE f.conversation_id = k.c AND f.floor > k.s)`),
 		readReactionCounts: q(`SELECT r.conversation_id, r.seq, r.emoji, r.count, r.first_version
 			FROM unnest($1::text[], $2::int8[]) AS k(c, s)
 			JOIN {s}.reaction_counts r ON r.conversation_id = k.c AND r.seq = k.s`),

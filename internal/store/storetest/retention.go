@@ -140,6 +140,75 @@ func testRetention(t *testing.T, s store.Store) {
 	}
 }
 
+// testBelowFloorGone: a message below the floor is gone as soon as the
+// floor is raised, though a sweep deleting in batches has not deleted it
+// yet: GetMessage, an edit, a recall and a reaction find no message, as
+// for one never stored. A message at the floor is served as before.
+func testBelowFloorGone(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	var ms []*pb.Message
+	for i := range 6 {
+		ms = append(ms, msg("bf", "a", "b", fmt.Sprint("m", i)))
+	}
+	r := appendOK(t, s, ms...)
+	if _, err := s.React(ctx, []store.ReactionOp{{ConversationID: "bf", Seq: 4, UserID: "b", Emoji: "👍"}}); err != nil {
+		t.Fatalf("React: %v", err)
+	}
+	if _, more, err := s.ExpireBefore(ctx, "bf", 6, 2); err != nil || !more {
+		t.Fatalf("first batch of ExpireBefore(6, limit 2): more %v, %v; want more", more, err)
+	}
+	// Seqs 4 and 5 are below the floor but not deleted yet (a store may
+	// keep the first batch's too, until its sweep ends): what this tests.
+	stored := map[uint64]bool{}
+	for _, m := range all(t, s, "bf") {
+		stored[m.Seq] = true
+	}
+	if !stored[4] || !stored[5] || !stored[6] {
+		t.Fatalf("stored mid-sweep: %v; want seqs 4, 5 and 6 still stored", stored)
+	}
+
+	if _, err := s.GetMessage(ctx, "bf", 4); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetMessage below the floor mid-sweep: %v, want ErrNotFound", err)
+	}
+	edited := proto.Clone(r[3].Msg).(*pb.Message)
+	edited.Payload, edited.EditedAt = []byte("edited"), 1700000001234
+	editEv := event("bf", "a", "e1", pb.MessageKind_MESSAGE_KIND_EDIT, &pb.MessageEvent{TargetSeq: 4})
+	if _, err := s.Apply(ctx, store.Change{Event: editEv, Update: edited}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("edit below the floor mid-sweep: %v, want ErrNotFound", err)
+	}
+	recalled := proto.Clone(r[4].Msg).(*pb.Message)
+	recalled.Payload, recalled.ContentType, recalled.Recalled = nil, "", true
+	recallEv := event("bf", "a", "r1", pb.MessageKind_MESSAGE_KIND_RECALL, &pb.MessageEvent{TargetSeq: 5})
+	if _, err := s.Apply(ctx, store.Change{Event: recallEv, Update: recalled}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("recall below the floor mid-sweep: %v, want ErrNotFound", err)
+	}
+	if n := lastSeq(t, s, "bf"); n != 6 {
+		t.Fatalf("LastSeq = %d after refused updates, want 6", n)
+	}
+	res, err := s.React(ctx, []store.ReactionOp{
+		{ConversationID: "bf", Seq: 4, UserID: "a", Emoji: "👍"}, // reacted to before the floor rose
+		{ConversationID: "bf", Seq: 5, UserID: "a", Emoji: "👍"},
+		{ConversationID: "bf", Seq: 6, UserID: "a", Emoji: "👍"},
+	})
+	if err != nil || !errors.Is(res[0].Err, store.ErrNotFound) || !errors.Is(res[1].Err, store.ErrNotFound) || res[2].Err != nil {
+		t.Fatalf("React below and at the floor mid-sweep: %+v, %v; want ErrNotFound, ErrNotFound, nil", res, err)
+	}
+
+	// At the floor: served, edited, recalled.
+	if m := getMessage(t, s, "bf", 6); m.Seq != 6 {
+		t.Fatalf("GetMessage at the floor: seq %d", m.Seq)
+	}
+	atFloor := proto.Clone(r[5].Msg).(*pb.Message)
+	atFloor.Payload, atFloor.EditedAt = []byte("edited"), 1700000001234
+	applyNew(t, s, store.Change{Event: event("bf", "a", "e2", pb.MessageKind_MESSAGE_KIND_EDIT, &pb.MessageEvent{TargetSeq: 6}), Update: atFloor}, 7)
+	if got := getMessage(t, s, "bf", 6); !proto.Equal(got, atFloor) {
+		t.Fatalf("edited message at the floor stored as %v, want %v", got, atFloor)
+	}
+	atFloor = proto.Clone(atFloor).(*pb.Message)
+	atFloor.Payload, atFloor.ContentType, atFloor.Recalled = nil, "", true
+	applyNew(t, s, store.Change{Event: event("bf", "a", "r2", pb.MessageKind_MESSAGE_KIND_RECALL, &pb.MessageEvent{TargetSeq: 6}), Update: atFloor}, 8)
+}
+
 // testDisappearing: ExpiringMessages lists stored messages by expiry up to
 // a time; DeleteMessages deletes them once.
 func testDisappearing(t *testing.T, s store.Store) {

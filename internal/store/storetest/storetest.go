@@ -88,7 +88,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentResends", testConcurrentResends},
 		{"ListUsersAndGroups", testListing},
 		{"DiskSize", testDiskSize},
-		{"Retention", testRetention}, {"Disappearing", testDisappearing}, {"ConcurrentExpire", testConcurrentExpire},
+		{"Retention", testRetention}, {"BelowFloorIsGoneBeforeItsDeletion", testBelowFloorGone}, {"Disappearing", testDisappearing}, {"ConcurrentExpire", testConcurrentExpire},
 		{"OrphanedFiles", testOrphanedFiles},
 		{"Ping", testPing},
 		{"CloseThenErrClosed", testClose},
