@@ -215,11 +215,12 @@ func (s *Service) firstSince(ctx context.Context, conv string, cutoff int64, las
 	return lo, nil
 }
 
-// rest pauses between two batches for as long as the last one took (at
-// most a second): a long sweep takes about half of a core at most, and
-// sends keep most of the machine meanwhile.
+// rest pauses between two batches for three times as long as the last one
+// took (at most a second): a long sweep takes about a quarter of a core at
+// most, and sends keep the rest of the machine meanwhile (resting as long
+// as a batch took cost sends a fifth of their rate on two cores).
 func rest(ctx context.Context, took time.Duration) error {
-	t := time.NewTimer(min(took, time.Second))
+	t := time.NewTimer(min(3*took, time.Second))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

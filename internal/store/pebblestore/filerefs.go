@@ -189,8 +189,10 @@ func (s *Store) OrphanedFiles(ctx context.Context, minAge time.Duration, limit i
 		return nil, mapErr(err)
 	}
 	if len(stale) > 0 {
-		// Under appendMu: a deletion committing a new 'Y' entry for one of
-		// these meanwhile writes it again after this delete, never before.
+		// Under deleteMu and appendMu: a deletion committing a new 'Y'
+		// entry for one of these meanwhile writes it again after this
+		// delete, never before.
+		s.deleteMu.Lock()
 		s.appendMu.Lock()
 		b := s.db.NewBatch()
 		for _, k := range stale {
@@ -203,6 +205,7 @@ func (s *Store) OrphanedFiles(ctx context.Context, minAge time.Duration, limit i
 		err := s.commitBatch(b, s.wo, small)
 		b.Close()
 		s.appendMu.Unlock()
+		s.deleteMu.Unlock()
 		if err != nil {
 			return nil, mapErr(err)
 		}
@@ -210,14 +213,16 @@ func (s *Store) OrphanedFiles(ctx context.Context, minAge time.Duration, limit i
 	return out, nil
 }
 
-// DeleteOrphanedFile implements store.Retention: under appendMu (messages,
-// and so 'y' entries, are only written under it) and fileMu (the usage
-// count), one batch.
+// DeleteOrphanedFile implements store.Retention: under deleteMu and
+// appendMu (messages, and so 'y' entries, are only written or deleted
+// under one of them) and fileMu (the usage count), one batch.
 func (s *Store) DeleteOrphanedFile(ctx context.Context, id string) (bool, error) {
 	if err := s.enter(ctx); err != nil {
 		return false, err
 	}
 	defer s.closeMu.RUnlock()
+	s.deleteMu.Lock()
+	defer s.deleteMu.Unlock()
 	s.appendMu.Lock()
 	defer s.appendMu.Unlock()
 	s.fileMu.Lock()

@@ -164,6 +164,11 @@ type Store struct {
 	closed    bool // guarded by closeMu
 	closeOnce sync.Once
 
+	// deleteMu serializes the writes that delete messages (ExpireBefore's
+	// batches, DeleteMessages) and the clean-up of file marks they write.
+	// Lock order: deleteMu, appendMu, reactMu.
+	deleteMu sync.Mutex
+
 	// appendMu serializes Append. It guards dedup, convs and the scratch
 	// fields below, and is held around every write to seqs.
 	appendMu sync.Mutex
@@ -188,6 +193,8 @@ type Store struct {
 	logPos, batchLog uint64
 	// logCommitted is the newest log position of a committed write.
 	logCommitted atomic.Uint64
+	// sweepSynced: when ExpireBefore last synced (unix ns; retention.go).
+	sweepSynced atomic.Int64
 
 	// seqMu guards seqs for LastSeq, which reads without appendMu. Append
 	// (the only writer) takes it for writing only to update.

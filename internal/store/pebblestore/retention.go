@@ -238,22 +238,20 @@ func (s *Store) ExpireBefore(ctx context.Context, conv string, floor uint64, lim
 			return nil, false, err
 		}
 	}
-	s.appendMu.Lock()
-	// Under the lock: another sweep of conv may have cleaned part of the
+	// Under deleteMu: another sweep of conv may have cleaned part of the
 	// batch meanwhile, or raised the floor further (it never goes down),
 	// and DeleteMessages may have deleted some of it (neither is reported
-	// twice). One scan, not a point read per message: the lock holds
-	// appends up.
+	// twice). One scan, not a point read per message.
+	s.deleteMu.Lock()
+	defer s.deleteMu.Unlock()
 	now, err := s.readFloorRec(s.db, conv)
 	if err != nil {
-		s.appendMu.Unlock()
 		return nil, false, err
 	}
 	for len(removed) > 0 && removed[0].Seq < now.cleaned {
 		removed = removed[1:]
 	}
 	if removed, err = s.stillStored(conv, removed, upTo); err != nil {
-		s.appendMu.Unlock()
 		return nil, false, err
 	}
 	next := floorRec{floor: max(floor, now.floor), cleaned: max(upTo, now.cleaned), ranged: now.ranged}
@@ -263,7 +261,6 @@ func (s *Store) ExpireBefore(ctx context.Context, conv string, floor uint64, lim
 		// fragment all of them.
 		for _, ns := range seqRanged {
 			if err := b.DeleteRange(convSeqKey(nil, ns, conv, next.ranged), convSeqKey(nil, ns, conv, next.floor), nil); err != nil {
-				s.appendMu.Unlock()
 				return nil, false, mapErr(err)
 			}
 		}
@@ -272,40 +269,65 @@ func (s *Store) ExpireBefore(ctx context.Context, conv string, floor uint64, lim
 	if next != now {
 		putFloor(b, conv, next)
 	}
+	// Only a batch that raises the floor or deletes the ranges commits
+	// under appendMu: an edit or recall (Apply) checks the floor under it,
+	// so none lands on a message once its floor is raised. The batches in
+	// between delete only what messages already below the floor left,
+	// which no append, edit or recall touches; the sends' commits (one
+	// after another under appendMu) do not wait behind them. Each batch
+	// holding appendMu (thousands a sweep) cost sends a fifth of their rate.
+	moved := next.floor != now.floor
+	locked := moved || next.ranged != now.ranged
+	if locked {
+		s.appendMu.Lock()
+	}
+	committed := func() {}
+	if moved {
+		committed = func() { s.floorMoved(conv, next.floor) }
+	}
 	// Deleting frees space: admitted like the small writes that must go
-	// through when the disk is nearly full. Not synced under the lock:
-	// appends wait for appendMu, and a sweep commits thousands of batches,
-	// so each fsync held there was one that every send waited behind. The
-	// sync below, once the lock is released, makes the deletion durable
-	// (the WAL is sequential: it syncs this batch and every earlier one)
-	// before the caller hears of it; a crash before it can only bring the
-	// batch's keys back until the next sweep deletes them again.
-	moved := func() {}
-	if next.floor != now.floor {
-		moved = func() { s.floorMoved(conv, next.floor) }
+	// through when the disk is nearly full. Not synced under the locks:
+	// a sweep commits thousands of batches. The sync below, at most once
+	// a second (sweepSyncEvery), makes the deletions so far durable (the
+	// WAL is sequential: it syncs this batch and every earlier one); a
+	// power loss before it can only bring those batches' keys back until
+	// the next sweep deletes them again.
+	err = s.commitDeletion(b, pebble.NoSync, removed, committed)
+	if !locked {
+		s.appendMu.Lock() // the de-dup cache is appendMu's
 	}
-	if err := s.commitDeletion(b, pebble.NoSync, removed, moved); err != nil {
-		s.appendMu.Unlock()
-		return nil, false, mapErr(err)
-	}
-	for _, dk := range dups {
-		s.dedup.del(dk)
+	if err == nil {
+		for _, dk := range dups {
+			s.dedup.del(dk)
+		}
 	}
 	s.appendMu.Unlock()
-	if s.wo.Sync {
+	if err != nil {
+		return nil, false, mapErr(err)
+	}
+	if s.wo.Sync && (!more || time.Since(time.Unix(0, s.sweepSynced.Load())) >= sweepSyncEvery) {
 		if err := s.write(small, 0, func() error { return s.db.LogData(nil, s.wo) }); err != nil {
 			return nil, false, mapErr(err)
 		}
+		s.sweepSynced.Store(time.Now().UnixNano())
 	}
 	return removed, more, nil
 }
+
+// sweepSyncEvery: ExpireBefore makes its batches durable (one WAL sync)
+// at most this often, and at the end of each sweep. A sync per batch
+// (~20 a second under load) was that many extra fsyncs that the synced
+// commits of sends queued behind. What a power loss can bring back is at
+// most this much of a sweep's deletions, which the next sweep deletes
+// again (their messages stay below the floor, never served).
+const sweepSyncEvery = time.Second
 
 // commitDeletion commits a batch deleting the messages refs and forgets
 // them in React's cache of messages (which takes a cached message to
 // exist), under reactMu from before the commit: a React cannot take one
 // for existing between the two; committed runs there too (a moved floor
-// is cached before a React can read it). appendMu held (lock order:
-// appendMu, then reactMu; React takes only the latter).
+// is cached before a React can read it). deleteMu held (lock order:
+// deleteMu, appendMu, reactMu; React takes only the last).
 func (s *Store) commitDeletion(b *pebble.Batch, wo *pebble.WriteOptions, refs []store.MessageRef, committed func()) error {
 	s.reactMu.Lock()
 	defer s.reactMu.Unlock()
@@ -490,6 +512,8 @@ func (s *Store) DeleteMessages(ctx context.Context, refs []store.MessageRef) ([]
 	if len(refs) == 0 {
 		return nil, nil
 	}
+	s.deleteMu.Lock()
+	defer s.deleteMu.Unlock()
 	s.appendMu.Lock()
 	defer s.appendMu.Unlock()
 	b := s.db.NewBatch()
@@ -497,7 +521,22 @@ func (s *Store) DeleteMessages(ctx context.Context, refs []store.MessageRef) ([]
 	var done []store.MessageRef
 	var dups []string
 	bySeq := map[string]map[uint64]bool{}
+	cleaned := map[string]uint64{}
 	for _, r := range refs {
+		c, ok := cleaned[r.ConversationID]
+		if !ok {
+			f, err := s.readFloorRec(s.db, r.ConversationID)
+			if err != nil {
+				return nil, err
+			}
+			c = f.cleaned
+			cleaned[r.ConversationID] = c
+		}
+		if r.Seq < c {
+			// A sweep deleted it already (and reported it); its own keys
+			// wait for the sweep's range deletion.
+			continue
+		}
 		m, err := s.getMessage(r.ConversationID, r.Seq)
 		if err != nil && !errors.Is(err, store.ErrCorrupt) {
 			return nil, mapErr(err)

@@ -282,7 +282,10 @@ func testDisappearing(t *testing.T, s store.Store) {
 }
 
 // testConcurrentExpire: two sweepers (two nodes) expiring one conversation
-// at once delete every message exactly once between them.
+// at once, a deleter of single messages (disappearing messages, deletions
+// for everyone) and sends to the conversation: every message below the
+// floor is deleted exactly once between the three, and the sends are
+// stored after it.
 func testConcurrentExpire(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	var ms []*pb.Message
@@ -293,6 +296,31 @@ func testConcurrentExpire(t *testing.T, s store.Store) {
 	var mu sync.Mutex
 	seen := map[uint64]int{}
 	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for seq := uint64(150); seq >= 1; seq -= 3 {
+			removed, err := s.DeleteMessages(ctx, []store.MessageRef{{ConversationID: "cc", Seq: seq}})
+			if err != nil {
+				t.Errorf("DeleteMessages: %v", err)
+				return
+			}
+			mu.Lock()
+			for _, r := range removed {
+				seen[r.Seq]++
+			}
+			mu.Unlock()
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for i := range 20 {
+			if _, err := s.Append(ctx, []*pb.Message{msg("cc", "b", "a", fmt.Sprint("late", i))}); err != nil {
+				t.Errorf("Append: %v", err)
+				return
+			}
+		}
+	}()
 	for range 2 {
 		wg.Add(1)
 		go func() {
@@ -323,7 +351,13 @@ func testConcurrentExpire(t *testing.T, s store.Store) {
 			t.Fatalf("seq %d deleted %d times", seq, n)
 		}
 	}
-	wantSeqs(t, "cc", all(t, s, "cc")[:1], []uint64{151})
+	var left []uint64
+	for _, m := range all(t, s, "cc") {
+		left = append(left, m.Seq)
+	}
+	if len(left) != 70 || left[0] != 151 || left[69] != 220 {
+		t.Fatalf("left %v, want 151..220", left)
+	}
 }
 
 // testOrphanedFiles: a file goes (OrphanedFiles, DeleteOrphanedFile) once
