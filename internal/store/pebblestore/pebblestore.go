@@ -235,10 +235,6 @@ type Store struct {
 	// (the only writer of floors) updates it under appendMu and reactMu,
 	// right after its commit; floorGen, raised with each update, keeps a
 	// read that raced an update from caching what it read before it.
-	// authMu guards auth (authcache.go).
-	authMu sync.RWMutex
-	auth   authCache
-
 	floorMu  sync.RWMutex
 	floors   *genMap[uint64] // conversation → floor (0: none)
 	floorGen uint64
@@ -397,7 +393,6 @@ func (s *Store) resetCaches() {
 	s.convs = newGenMap[struct{}](o.ConversationCacheEntries)
 	s.seqs = newGenMap[uint64](o.ConversationCacheEntries)
 	s.floors = newGenMap[uint64](o.ConversationCacheEntries)
-	s.auth = newAuthCache()
 	s.cursorCache = newGenMap[cursorValue](o.ConversationCacheEntries)
 	s.pendingDup = make(map[string]int)
 	s.pendingConv = make(map[string]struct{})

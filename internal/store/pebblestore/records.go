@@ -155,9 +155,6 @@ func (s *Store) writeUser(ctx context.Context, u store.User, mustExist bool) err
 	s.userMu.Lock()
 	defer s.userMu.Unlock()
 	if !mustExist {
-		// Dropped whatever the outcome: a failed write may still have
-		// landed.
-		defer s.userWritten(u.ID)
 		return s.createUser(u)
 	}
 	key := userKey(nil, u.ID)
@@ -170,7 +167,6 @@ func (s *Store) writeUser(ctx context.Context, u store.User, mustExist bool) err
 	}
 	// An update (password change, disable) must still work on a nearly
 	// full disk; the name index is not touched.
-	defer s.userWritten(u.ID)
 	return s.put(key, encodeUser(u), small)
 }
 
@@ -180,18 +176,15 @@ func (s *Store) GetUser(ctx context.Context, id string) (store.User, error) {
 		return store.User{}, err
 	}
 	defer s.closeMu.RUnlock()
-	return s.cachedGetUser(id) // authcache.go
-}
-
-// readUser reads id's record from disk.
-func (s *Store) readUser(id string) (store.User, bool, error) {
 	key := userKey(nil, id)
 	body, found, err := s.getBody(key)
-	if err != nil || !found {
-		return store.User{}, false, err
+	if err != nil {
+		return store.User{}, err
 	}
-	u, err := decodeUser(key, id, body)
-	return u, err == nil, err
+	if !found {
+		return store.User{}, store.ErrNotFound
+	}
+	return decodeUser(key, id, body)
 }
 
 // RevokeToken implements store.Store. Revoking an id twice keeps the later
@@ -217,9 +210,7 @@ func (s *Store) RevokeToken(ctx context.Context, tokenID string, expires time.Ti
 			expires = prev
 		}
 	}
-	err = s.put(key, encodeToken(expires), small)
-	s.tokenRevokedWritten(tokenID) // whatever the outcome: a failed write may still have landed
-	if err != nil {
+	if err := s.put(key, encodeToken(expires), small); err != nil {
 		return err
 	}
 	if now := time.Now(); now.Sub(s.lastPurge) > tokenPurgeInterval {
@@ -236,11 +227,6 @@ func (s *Store) TokenRevoked(ctx context.Context, tokenID string) (bool, error) 
 		return false, err
 	}
 	defer s.closeMu.RUnlock()
-	return s.cachedTokenRevoked(tokenID) // authcache.go
-}
-
-// readTokenRevoked reads tokenID's revocation from disk.
-func (s *Store) readTokenRevoked(tokenID string) (bool, error) {
 	key := tokenKey(nil, tokenID)
 	body, found, err := s.getBody(key)
 	if err != nil || !found {
