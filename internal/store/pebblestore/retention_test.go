@@ -23,24 +23,8 @@ func TestRetentionReclaimsDisk(t *testing.T) {
 	}
 	ctx := context.Background()
 	s := openTemp(t)
-	const (
-		payload = 4 << 10
-		total   = 100 << 20
-		batch   = 256
-	)
-	n := total / payload
-	for i := 0; i < n; i += batch {
-		var msgs []*pb.Message
-		for j := i; j < min(i+batch, n); j++ {
-			p := make([]byte, payload)
-			rand.Read(p)
-			msgs = append(msgs, &pb.Message{ConversationId: fmt.Sprint("c", j%4), From: "a", To: "b",
-				ClientMsgId: fmt.Sprint("m", j), ContentType: "bin", Payload: p, ServerTime: 1, Kind: pb.MessageKind_MESSAGE_KIND_NORMAL})
-		}
-		if _, err := s.Append(ctx, msgs); err != nil {
-			t.Fatal(err)
-		}
-	}
+	const total = 100 << 20
+	writeIncompressible(t, s, total, func(j int) string { return fmt.Sprint("c", j%4) })
 	if err := s.db.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -97,24 +81,10 @@ func TestRetentionDropsCoveredFiles(t *testing.T) {
 	ctx := context.Background()
 	s := openTemp(t)
 	const (
-		payload = 4 << 10
-		total   = 100 << 20
-		batch   = 256
-		conv    = "c"
+		total = 100 << 20
+		conv  = "c"
 	)
-	n := total / payload
-	for i := 0; i < n; i += batch {
-		var msgs []*pb.Message
-		for j := i; j < min(i+batch, n); j++ {
-			p := make([]byte, payload)
-			rand.Read(p)
-			msgs = append(msgs, &pb.Message{ConversationId: conv, From: "a", To: "b",
-				ClientMsgId: fmt.Sprint("m", j), ContentType: "bin", Payload: p, ServerTime: 1, Kind: pb.MessageKind_MESSAGE_KIND_NORMAL})
-		}
-		if _, err := s.Append(ctx, msgs); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeIncompressible(t, s, total, func(int) string { return conv })
 	// Everything into the bottom level, as an old conversation's messages.
 	if err := s.db.Compact(ctx, []byte{0}, []byte{0xff}, false); err != nil {
 		t.Fatal(err)
@@ -156,6 +126,26 @@ func TestRetentionDropsCoveredFiles(t *testing.T) {
 	}
 	if read > total/4 {
 		t.Fatalf("compactions read %d MB to give back the space of %d MB", read>>20, total>>20)
+	}
+}
+
+// writeIncompressible appends total bytes of 4 KiB random payloads, message
+// j to conversation convOf(j).
+func writeIncompressible(t *testing.T, s *Store, total int, convOf func(j int) string) {
+	t.Helper()
+	const payload, batch = 4 << 10, 256
+	n := total / payload
+	for i := 0; i < n; i += batch {
+		var msgs []*pb.Message
+		for j := i; j < min(i+batch, n); j++ {
+			p := make([]byte, payload)
+			rand.Read(p)
+			msgs = append(msgs, &pb.Message{ConversationId: convOf(j), From: "a", To: "b",
+				ClientMsgId: fmt.Sprint("m", j), ContentType: "bin", Payload: p, ServerTime: 1, Kind: pb.MessageKind_MESSAGE_KIND_NORMAL})
+		}
+		if _, err := s.Append(context.Background(), msgs); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
