@@ -242,6 +242,22 @@ func (s *Store) ExpireBefore(ctx context.Context, conv string, floor uint64, lim
 	// batch meanwhile, or raised the floor further (it never goes down),
 	// and DeleteMessages may have deleted some of it (neither is reported
 	// twice). One scan, not a point read per message.
+	removed, more, err = s.commitExpiry(b, conv, floor, upTo, more, removed, dups)
+	if err != nil {
+		return nil, false, err
+	}
+	// Synced outside the locks: the next deleter does not wait for it.
+	if s.wo.Sync && (!more || time.Since(time.Unix(0, s.sweepSynced.Load())) >= sweepSyncEvery) {
+		if err := s.write(small, 0, func() error { return s.db.LogData(nil, s.wo) }); err != nil {
+			return nil, false, mapErr(err)
+		}
+		s.sweepSynced.Store(time.Now().UnixNano())
+	}
+	return removed, more, nil
+}
+
+// commitExpiry is ExpireBefore's commit of batch b, under deleteMu.
+func (s *Store) commitExpiry(b *pebble.Batch, conv string, floor, upTo uint64, more bool, removed []store.MessageRef, dups []string) ([]store.MessageRef, bool, error) {
 	s.deleteMu.Lock()
 	defer s.deleteMu.Unlock()
 	now, err := s.readFloorRec(s.db, conv)
@@ -304,12 +320,6 @@ func (s *Store) ExpireBefore(ctx context.Context, conv string, floor uint64, lim
 	s.appendMu.Unlock()
 	if err != nil {
 		return nil, false, mapErr(err)
-	}
-	if s.wo.Sync && (!more || time.Since(time.Unix(0, s.sweepSynced.Load())) >= sweepSyncEvery) {
-		if err := s.write(small, 0, func() error { return s.db.LogData(nil, s.wo) }); err != nil {
-			return nil, false, mapErr(err)
-		}
-		s.sweepSynced.Store(time.Now().UnixNano())
 	}
 	return removed, more, nil
 }
